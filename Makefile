@@ -1,0 +1,41 @@
+# One entry point for humans and CI. Every target sets itself up first.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: setup demo test lint fix bench eval clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	@mkdir -p build
+	$(BIN)/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
+	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests
+	$(BIN)/ruff format --check src tests
+	$(BIN)/mypy
+
+fix: $(STAMP)
+	$(BIN)/ruff check --fix src tests
+	$(BIN)/ruff format src tests
+
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench.py
+
+eval: $(STAMP)
+	$(BIN)/python benchmarks/eval.py
+
+clean:
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

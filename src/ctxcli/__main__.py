@@ -1,0 +1,5 @@
+"""``python -m ctxcli`` runs the ``ctx`` command."""
+
+from .cli import main
+
+main()

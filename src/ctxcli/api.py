@@ -1,0 +1,255 @@
+"""The library entry points: reduce, preview (stats) and restore transcripts."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .config import Config, load_config
+from .errors import CtxError, OffloadError, TranscriptError
+from .formats import Blobs, load
+from .offload import MANIFEST_VERSION, DryRunOffload, OffloadStore, restore_bytes, sha256
+from .pipeline import StageReport, run_pipeline
+from .stages import StageContext, TokenLedger
+from .tokens import get_counter
+
+STDIO = "-"
+
+
+@dataclass
+class Report:
+    """Everything ``ctx stats`` shows and ``ctx reduce --json`` prints."""
+
+    input: str
+    format: str
+    tokenizer: str
+    messages: int
+    tokens_before: int
+    tokens_after: int
+    bytes_before: int
+    bytes_after: int
+    stages: list[StageReport]
+    offload_dir: str | None = None
+    output: str | None = None
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        """True if any stage changed the transcript."""
+        return any(s.changed for s in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape (keys named in the README)."""
+        return {
+            "input": self.input,
+            "format": self.format,
+            "tokenizer": self.tokenizer,
+            "messages": self.messages,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "stages": [s.to_dict() for s in self.stages],
+            "offload_dir": self.offload_dir,
+            "output": self.output,
+            "warnings": list(self.warnings),
+        }
+
+
+@dataclass
+class Reduced:
+    """The outcome of reducing bytes in memory."""
+
+    output: bytes
+    report: Report
+    script: list[Any]
+    units: str
+
+
+def default_offload_dir(output: str | None, config: Config) -> str:
+    """Where removed text goes when ``--offload-dir`` is not given."""
+    if config.settings.offload_dir:
+        return config.settings.offload_dir
+    if output and output != STDIO:
+        return f"{output}.offload"
+    return "ctx-offload"
+
+
+def reduce_bytes(
+    raw: bytes,
+    *,
+    config: Config | None = None,
+    offload: DryRunOffload | None = None,
+    path: str = "<stdin>",
+    on_invalid: str = "error",
+    log: Callable[[str], None] | None = None,
+) -> Reduced:
+    """Reduce a transcript held in memory.
+
+    With the default ``offload`` (a dry run) nothing is written: this is what
+    ``ctx stats`` runs. Pass an :class:`~ctxcli.offload.OffloadStore` to keep the
+    removed texts.
+
+    Example::
+
+        >>> from ctxcli.api import reduce_bytes
+        >>> line = b'{"role": "user", "content": "hi"}\\n'
+        >>> reduce_bytes(line).output == line
+        True
+    """
+    config = config or load_config()
+    offload = offload if offload is not None else DryRunOffload("ctx-offload")
+    doc = load(raw, path, format=config.settings.format, on_invalid=on_invalid)
+    ledger = TokenLedger(get_counter(config.settings.tokenizer))
+    ctx = StageContext(ledger, offload, config.settings.language, log or (lambda _m: None))
+    conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+    blobs: Blobs = offload if isinstance(offload, OffloadStore) else Blobs()  # type: ignore[assignment]
+    output, script = doc.format.dump(doc, conv, blobs)
+    report = Report(
+        input=path,
+        format=doc.format.name,
+        tokenizer=config.settings.tokenizer,
+        messages=len(doc.conversation),
+        tokens_before=ledger.total(doc.conversation),
+        tokens_after=ledger.total(conv),
+        bytes_before=len(raw),
+        bytes_after=len(output),
+        stages=reports,
+        offload_dir=offload.root,
+        warnings=list(doc.warnings),
+    )
+    return Reduced(output, report, script.ops, doc.format.units)
+
+
+def read_input(path: str) -> bytes:
+    """The bytes of ``path`` (``-`` reads stdin)."""
+    if path == STDIO:
+        return sys.stdin.buffer.read()
+    try:
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise TranscriptError(path, None, "no such file") from None
+    except IsADirectoryError:
+        raise TranscriptError(path, None, "is a directory; pass a transcript file") from None
+    except OSError as exc:
+        raise TranscriptError(path, None, f"cannot read ({exc.strerror})") from None
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def reduce_file(
+    input: str | Path,
+    output: str | Path | None = None,
+    *,
+    config: Config | None = None,
+    offload_dir: str | Path | None = None,
+    force: bool = False,
+    on_invalid: str = "error",
+    raw: bytes | None = None,
+    log: Callable[[str], None] | None = None,
+) -> tuple[Report, bytes]:
+    """Reduce a transcript file and write the output and its offload directory.
+
+    ``output`` of ``None`` or ``"-"`` writes nothing but returns the bytes (the CLI
+    prints them). The offload directory is always written, atomically, before the
+    output, so an output never exists without what it needs to be restored.
+
+    Returns:
+        The report and the reduced bytes.
+    """
+    config = config or load_config()
+    input_name = str(input)
+    out_name = None if output is None else str(output)
+    if out_name not in (None, STDIO) and input_name != STDIO:
+        if Path(str(out_name)).resolve() == Path(input_name).resolve():
+            raise OffloadError(
+                f"{out_name}: output would overwrite the input; choose another -o "
+                "(the input is never modified)."
+            )
+    data = raw if raw is not None else read_input(input_name)
+    root = str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config)
+    store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
+    try:
+        reduced = reduce_bytes(
+            data, config=config, offload=store, path=input_name, on_invalid=on_invalid, log=log
+        )
+        store.commit(
+            {
+                "tool": "ctx",
+                "version": MANIFEST_VERSION,
+                "ctx_version": __version__,
+                "format": reduced.report.format,
+                "units": reduced.units,
+                "input": {"name": input_name, "sha256": sha256(data), "bytes": len(data)},
+                "output": {"sha256": sha256(reduced.output), "bytes": len(reduced.output)},
+                "script": reduced.script,
+            }
+        )
+        if out_name not in (None, STDIO):
+            write_atomic(Path(str(out_name)), reduced.output)
+    except BaseException:
+        store.abort()
+        raise
+    reduced.report.output = out_name or STDIO
+    return reduced.report, reduced.output
+
+
+def stats_file(
+    input: str | Path,
+    *,
+    config: Config | None = None,
+    on_invalid: str = "error",
+    raw: bytes | None = None,
+) -> Report:
+    """Run the reduction without writing anything and report what it would save."""
+    config = config or load_config()
+    data = raw if raw is not None else read_input(str(input))
+    # The hints cite the directory `ctx reduce INPUT` (output to stdout) would use.
+    root = default_offload_dir(None, config)
+    reduced = reduce_bytes(
+        data, config=config, offload=DryRunOffload(root), path=str(input), on_invalid=on_invalid
+    )
+    return reduced.report
+
+
+def restore_file(
+    reduced: str | Path,
+    output: str | Path | None = None,
+    *,
+    offload_dir: str | Path | None = None,
+    raw: bytes | None = None,
+) -> bytes:
+    """Rebuild the original transcript from a reduced one and its offload directory.
+
+    Raises:
+        RestoreError: something is missing, altered or does not belong together.
+    """
+    name = str(reduced)
+    data = raw if raw is not None else read_input(name)
+    if offload_dir is None:
+        if name == STDIO:
+            raise CtxError("restoring from stdin needs --offload-dir.")
+        offload_dir = f"{name}.offload"
+    original = restore_bytes(data, Path(offload_dir), reduced_name=name)
+    if output is not None and str(output) != STDIO:
+        write_atomic(Path(output), original)
+    return original

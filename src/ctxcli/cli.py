@@ -1,0 +1,303 @@
+"""The ``ctx`` command: parse arguments, call the library, render, set the exit code."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from . import __version__, api, console
+from .config import INIT_TEMPLATE, Config, load_config
+from .errors import CtxError, ExitCode
+
+app = typer.Typer(
+    name="ctx",
+    help="Shrink LLM-agent transcripts losslessly: reduce, preview and restore.",
+    context_settings={"help_option_names": ["-h", "--help"]},
+    no_args_is_help=True,
+    add_completion=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+Input = Annotated[str, typer.Argument(help="Transcript file, or - for stdin.", show_default=False)]
+ConfigOpt = Annotated[
+    Path | None, typer.Option("--config", "-c", help="ctx.toml to use.", dir_okay=False)
+]
+TokenizerOpt = Annotated[
+    str | None, typer.Option("--tokenizer", help="cl100k, o200k or approx (overrides config).")
+]
+FormatOpt = Annotated[
+    str | None, typer.Option("--format", help="Transcript format (default: auto-detect).")
+]
+OnInvalidOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-invalid", help="error: stop at a line that is not JSON; keep: pass it through."
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+
+
+@contextmanager
+def _errors() -> Iterator[None]:
+    """Turn library errors into one line on stderr and the right exit code."""
+    try:
+        yield
+    except CtxError as exc:
+        console.error(str(exc))
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        raise typer.Exit(int(ExitCode.OK)) from None
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except Exception as exc:  # the one place that catches everything
+        console.error(
+            f"internal error: {type(exc).__name__}: {exc}. Please report this at "
+            "https://github.com/ctxcli/ctx/issues with the command you ran."
+        )
+        raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
+
+
+def _config(path: Path | None, tokenizer: str | None, fmt: str | None) -> Config:
+    return load_config(path).with_overrides(tokenizer=tokenizer, format=fmt)
+
+
+def _check_on_invalid(value: str) -> None:
+    if value not in ("error", "keep"):
+        raise CtxError(f"--on-invalid {value!r} is invalid: use 'error' or 'keep'.")
+
+
+def _resolve_input(path: str | None) -> str:
+    if path is not None:
+        return path
+    if sys.stdin.isatty():
+        raise CtxError("no INPUT given and stdin is a terminal; pass a file or pipe one with -.")
+    return api.STDIO
+
+
+def _warn_all(warnings: list[str]) -> None:
+    for w in warnings:
+        console.warn(w)
+
+
+@app.command()
+def reduce(
+    input: Annotated[str | None, typer.Argument(help="Transcript file, or - for stdin.")] = None,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Output file, or - for stdout.")
+    ] = "-",
+    offload_dir: Annotated[
+        str | None, typer.Option("--offload-dir", help="Where removed text goes.")
+    ] = None,
+    config: ConfigOpt = None,
+    tokenizer: TokenizerOpt = None,
+    format: FormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    force: Annotated[
+        bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
+    ] = False,
+    json: JsonOpt = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
+) -> None:
+    """Reduce a transcript; write it and an offload directory holding what was removed.
+
+    Example:
+
+        ctx reduce session.jsonl -o reduced.jsonl
+    """
+    with _errors():
+        _check_on_invalid(on_invalid)
+        source = _resolve_input(input)
+        cfg = _config(config, tokenizer, format)
+        if json and output == api.STDIO:
+            raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
+        report, data = api.reduce_file(
+            source, output, config=cfg, offload_dir=offload_dir, force=force, on_invalid=on_invalid
+        )
+        if not quiet:
+            _warn_all(report.warnings)
+        if output == api.STDIO:
+            console.write_stdout(data)
+        if json:
+            console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")
+        elif not quiet:
+            from .stats import saved_pct
+
+            sys.stderr.write(
+                f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
+                f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
+                f"offload in {report.offload_dir}\n"
+            )
+
+
+@app.command()
+def stats(
+    input: Annotated[str | None, typer.Argument(help="Transcript file, or - for stdin.")] = None,
+    config: ConfigOpt = None,
+    tokenizer: TokenizerOpt = None,
+    format: FormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    json: JsonOpt = False,
+    fail_over: Annotated[
+        int | None,
+        typer.Option("--fail-over", help="Exit 1 if the reduced transcript has more tokens."),
+    ] = None,
+) -> None:
+    """Preview what reduce would save, without writing anything.
+
+    Example:
+
+        ctx stats session.jsonl --json --fail-over 100000
+    """
+    with _errors():
+        _check_on_invalid(on_invalid)
+        source = _resolve_input(input)
+        cfg = _config(config, tokenizer, format)
+        report = api.stats_file(source, config=cfg, on_invalid=on_invalid)
+        _warn_all(report.warnings)
+        if json:
+            console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")
+        else:
+            from .stats import report_table
+
+            console.err_console().print(report_table(report))
+        if fail_over is not None and report.tokens_after > fail_over:
+            console.error(
+                f"{source}: {report.tokens_after:,} tokens after reduction exceed "
+                f"--fail-over {fail_over:,}."
+            )
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+@app.command()
+def restore(
+    reduced: Input,
+    output: Annotated[
+        str, typer.Option("--output", "-o", help="Where to write the original, or - for stdout.")
+    ] = "-",
+    offload_dir: Annotated[
+        str | None,
+        typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
+    ] = None,
+) -> None:
+    """Rebuild the original transcript byte-for-byte from a reduced one.
+
+    Example:
+
+        ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
+    """
+    with _errors():
+        data = api.restore_file(reduced, output, offload_dir=offload_dir)
+        if output == api.STDIO:
+            console.write_stdout(data)
+
+
+@app.command()
+def validate(
+    input: Input,
+    format: FormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    json: JsonOpt = False,
+) -> None:
+    """Check that every tool call has its result and every result its call; exit 1 if not.
+
+    Example:
+
+        ctx validate reduced.jsonl
+    """
+    from .validate import validate_bytes
+
+    with _errors():
+        _check_on_invalid(on_invalid)
+        problems = validate_bytes(
+            api.read_input(input), input, format=format or "auto", on_invalid=on_invalid
+        )
+        if json:
+            payload = {
+                "input": input,
+                "valid": not problems,
+                "problems": [
+                    {"line": p.line, "kind": p.kind, "call_id": p.call_id, "message": p.message}
+                    for p in problems
+                ],
+            }
+            console.write_stdout(orjson.dumps(payload) + b"\n")
+        else:
+            for p in problems:
+                sys.stderr.write(p.render(input) + "\n")
+            if not problems:
+                sys.stderr.write(f"ctx: {input}: valid\n")
+        if problems:
+            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+@app.command()
+def stages(
+    name: Annotated[str | None, typer.Argument(help="Show one stage's options.")] = None,
+) -> None:
+    """List the stages, or show one stage's documentation and options.
+
+    Example:
+
+        ctx stages truncate_tool_output
+    """
+    from .stages import get_stage, registry
+
+    with _errors():
+        if name is None:
+            for spec in registry().values():
+                typer.echo(f"{spec.name:24} {spec.summary}")
+            return
+        spec = get_stage(name)
+        typer.echo(f"{spec.name}: {spec.doc}\n\nOptions:")
+        for field_name, info in spec.options.model_fields.items():
+            default: Any = info.get_default(call_default_factory=True)
+            typer.echo(f"  {field_name} = {default!r}\n      {info.description or ''}")
+
+
+@app.command()
+def init(
+    path: Annotated[Path, typer.Argument(help="Where to write the config.")] = Path("ctx.toml"),
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+) -> None:
+    """Write a commented ctx.toml with the default stages.
+
+    Example:
+
+        ctx init
+    """
+    with _errors():
+        if path.exists() and not force:
+            raise CtxError(f"{path} already exists; pass --force to overwrite it.")
+        api.write_atomic(path, INIT_TEMPLATE.encode())
+        sys.stderr.write(f"ctx: wrote {path}\n")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ctx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Show the version."),
+    ] = False,
+) -> None:
+    """Shrink LLM-agent transcripts losslessly: reduce, preview and restore."""
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,232 @@
+"""Find, parse and validate the TOML configuration into a frozen :class:`Config`."""
+
+from __future__ import annotations
+
+import difflib
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+from .stages import StageOptions, get_stage, registry
+
+CONFIG_NAME = "ctx.toml"
+
+
+class Settings(BaseModel):
+    """Top-level settings of ctx.toml (everything but ``[[stages]]``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tokenizer: Literal["cl100k", "o200k", "approx"] = Field(
+        "cl100k", description="Token counter: cl100k (offline default), o200k, approx (chars/4)."
+    )
+    language: Literal["en", "zh"] = Field("en", description="Language of the hints ctx leaves.")
+    offload_dir: str | None = Field(
+        None,
+        description="Where removed text goes (default: <output>.offload, or ./ctx-offload "
+        "when writing to stdout).",
+    )
+    format: str = Field("auto", description="Transcript format, or auto-detect.")
+
+
+@dataclass(frozen=True)
+class StageConfig:
+    """One configured stage: its name and validated options."""
+
+    use: str
+    options: StageOptions
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration of one run."""
+
+    settings: Settings = field(default_factory=lambda: Settings())
+    stages: tuple[StageConfig, ...] = ()
+    source: str = "defaults"
+
+    def with_overrides(self, **values: Any) -> Config:
+        """A copy with some settings replaced (command-line flags); None means unset."""
+        updates = {k: v for k, v in values.items() if v is not None}
+        if not updates:
+            return self
+        merged = {**self.settings.model_dump(), **updates}
+        try:
+            settings = Settings.model_validate(merged)
+        except ValidationError as exc:
+            raise ConfigError(_render(exc, "command line", None)) from None
+        return Config(settings, self.stages, self.source)
+
+
+DEFAULT_STAGES: tuple[dict[str, Any], ...] = (
+    {"use": "truncate_tool_output"},
+    {"use": "clear_tool_results"},
+)
+
+
+def default_config() -> Config:
+    """The configuration used when no file is found: Eino's two stages with its defaults."""
+    return build_config({"stages": [dict(s) for s in DEFAULT_STAGES]}, "defaults")
+
+
+def find_config(start: Path | None = None) -> tuple[Path, str] | None:
+    """Locate ``ctx.toml`` in the working directory or ``[tool.ctx]`` in the nearest pyproject."""
+    start = (start or Path.cwd()).resolve()
+    if (start / CONFIG_NAME).is_file():
+        return start / CONFIG_NAME, ""
+    for directory in (start, *start.parents):
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
+                return None
+            if isinstance(data.get("tool"), dict) and "ctx" in data["tool"]:
+                return candidate, "tool.ctx"
+            return None
+        if (directory / ".git").exists():
+            return None
+    return None
+
+
+def load_config(path: str | Path | None = None, *, start: Path | None = None) -> Config:
+    """Load the configuration: ``path``, else ./ctx.toml, else pyproject ``[tool.ctx]``, else defaults.
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a key or value is invalid.
+    """
+    table = ""
+    if path is None:
+        found = find_config(start)
+        if found is None:
+            return default_config()
+        path, table = found
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: config file not found; check the --config path.") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read config ({exc}).") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: invalid TOML: {exc}.") from None
+    if table:
+        data = data["tool"]["ctx"]
+        label = f"{path} [tool.ctx]"
+    else:
+        label = str(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{label}: expected a table of settings.")
+    return build_config(data, label)
+
+
+def build_config(data: dict[str, Any], label: str) -> Config:
+    """Validate a parsed TOML table into a :class:`Config`."""
+    data = dict(data)
+    raw_stages = data.pop("stages", None)
+    known = set(Settings.model_fields) | {"stages"}
+    for key in data:
+        if key not in Settings.model_fields:
+            raise ConfigError(f"{label}: unknown key {key!r}{_suggest(key, known)}.")
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_render(exc, label, None)) from None
+    if raw_stages is None:
+        raw_stages = [dict(s) for s in DEFAULT_STAGES]
+    if not isinstance(raw_stages, list):
+        raise ConfigError(f"{label}: 'stages' must be an array of tables ([[stages]]).")
+    stages: list[StageConfig] = []
+    for i, entry in enumerate(raw_stages, start=1):
+        where = f"{label}: stages[{i}]"
+        if not isinstance(entry, dict) or not isinstance(entry.get("use"), str):
+            raise ConfigError(f'{where}: each stage needs use = "<stage name>".')
+        options = dict(entry)
+        name = options.pop("use")
+        try:
+            spec = get_stage(name)
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+        try:
+            opts = spec.options.model_validate(options)
+        except ValidationError as exc:
+            raise ConfigError(_render(exc, f"{where} ({name})", spec.options)) from None
+        stages.append(StageConfig(name, opts))
+    return Config(settings, tuple(stages), label)
+
+
+def _suggest(key: str, valid: set[str] | list[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(valid), n=1)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; valid keys: {', '.join(sorted(valid))}"
+
+
+def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> str:
+    lines = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"])
+        if err["type"] == "extra_forbidden":
+            fields = _fields_at(model, err["loc"][:-1]) if model else list(Settings.model_fields)
+            lines.append(f"{where}: unknown option {loc!r}{_suggest(str(err['loc'][-1]), fields)}")
+            continue
+        value = err.get("input")
+        shown = f" = {value!r}" if not isinstance(value, dict) else ""
+        msg = err["msg"][0].lower() + err["msg"][1:]
+        lines.append(f"{where}: {loc}{shown} is invalid: {msg}")
+    hint = ""
+    if model is not None and "(" in where:
+        stage = where.rsplit("(", 1)[1].rstrip(")")
+        hint = f". Run 'ctx stages {stage}' for options."
+    return "\n".join(lines) + hint
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    current: Any = model
+    for part in loc:
+        if isinstance(part, int) or current is None:
+            continue
+        info = current.model_fields.get(part) if hasattr(current, "model_fields") else None
+        if info is None:
+            # Dict entries (per-tool overrides): step into the value model.
+            args = getattr(current, "__args__", None)
+            current = args[-1] if args else None
+            continue
+        annotation = info.annotation
+        args = getattr(annotation, "__args__", None)
+        current = args[-1] if args and not hasattr(annotation, "model_fields") else annotation
+    return list(getattr(current, "model_fields", {}) or [])
+
+
+def stage_names() -> list[str]:
+    """Names of all registered stages."""
+    return list(registry())
+
+
+INIT_TEMPLATE = """# ctx.toml: how `ctx reduce` shrinks transcripts. Run `ctx stages` for every stage.
+tokenizer = "cl100k"          # "cl100k" (default, offline), "o200k", "approx" (chars/4)
+language = "en"               # language of the hints ctx leaves: "en" or "zh"
+# offload_dir = "ctx-offload" # default: <output file>.offload, or ./ctx-offload for stdout
+
+# Stages run in the order written here.
+[[stages]]
+use = "truncate_tool_output"  # cut long tool results, offload the full text to trunc/
+max_length = 50000            # characters
+read_tool_name = "read_file"  # the tool your agent uses to read files back
+# [stages.tools.grep]         # per-tool override, takes precedence
+# max_length = 20000
+# [stages.tools.read_file]
+# skip = true
+
+[[stages]]
+use = "clear_tool_results"    # over the budget, clear old tool results to clear/
+max_tokens = 30000
+keep_rounds = 1               # the last N assistant rounds stay untouched
+clear_arguments = false       # also offload the arguments of cleared calls
+"""

@@ -1,0 +1,84 @@
+"""Transcript formats: the registry, auto-detection and loading."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ctxcli.errors import TranscriptError
+
+from .base import Blobs, Document, Format, OutRecord, Record, State, parse_lines
+from .openai_chat import OpenAIChat
+
+__all__ = [
+    "Blobs",
+    "Document",
+    "Format",
+    "OutRecord",
+    "Record",
+    "State",
+    "detect_format",
+    "get_format",
+    "load",
+    "FORMATS",
+]
+
+SNIFF_RECORDS = 20
+
+# Order matters: more specific formats are tried first; openai_chat is the fallback
+# for plain {role, content} lines.
+FORMATS: dict[str, Format] = {}
+
+
+def register_format(fmt: Format) -> Format:
+    """Add a format to the registry (names are unique)."""
+    if fmt.name in FORMATS:
+        raise ValueError(f"format {fmt.name!r} is registered twice")
+    FORMATS[fmt.name] = fmt
+    return fmt
+
+
+register_format(OpenAIChat())
+
+
+def get_format(name: str) -> Format:
+    """The format called ``name``."""
+    try:
+        return FORMATS[name]
+    except KeyError:
+        raise TranscriptError(
+            "--format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
+        ) from None
+
+
+def detect_format(records: list[Any], path: str) -> Format:
+    """Pick the format whose sniffer accepts the first records."""
+    sample = [r for r in records if r is not None][:SNIFF_RECORDS]
+    for fmt in FORMATS.values():
+        if fmt.units == "lines" and fmt.sniff(sample):
+            return fmt
+    raise TranscriptError(
+        path,
+        1,
+        "unrecognised transcript format; pass --format with one of " + ", ".join(FORMATS),
+    )
+
+
+def load(
+    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
+) -> Document:
+    """Parse a transcript of any supported format.
+
+    Raises:
+        TranscriptError: the bytes are empty, not JSON, or not of the format.
+    """
+    if format != "auto":
+        fmt = get_format(format)
+        return fmt.load(raw, path, on_invalid=on_invalid)
+    for fmt in FORMATS.values():
+        if fmt.units == "document":
+            loaded: Document | None = fmt.try_load_document(raw, path)  # type: ignore[attr-defined]
+            if loaded is not None:
+                return loaded
+    records = parse_lines(raw, path, on_invalid=on_invalid)
+    fmt = detect_format([r.data for r in records if r.data is not None], path)
+    return fmt.build(raw, path, records)

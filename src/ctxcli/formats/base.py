@@ -1,0 +1,395 @@
+"""The format interface and the machinery every JSONL format shares.
+
+A format turns parsed records into :class:`~ctxcli.model.Message`s (``to_message``)
+and writes an edited message back into a copy of its record (``apply``). Loading,
+line numbers, raw-byte pass-through, re-serialisation in the file's own JSON style
+and the restore script are done here once, for all formats.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any, ClassVar
+
+import orjson
+
+from ctxcli.errors import TranscriptError
+from ctxcli.model import Block, Conversation, Kind, Message
+from ctxcli.offload import RestoreScript, split_units
+
+BOM = b"\xef\xbb\xbf"
+Path_ = tuple[str | int, ...]
+
+
+@dataclass(slots=True)
+class Record:
+    """One record of the file: its original bytes and, if it parsed, its data."""
+
+    raw: bytes
+    line: int
+    data: Any = None
+    message: Message | None = None
+    invalid: str | None = None
+
+    @property
+    def body(self) -> bytes:
+        """The raw bytes without BOM and line terminator."""
+        raw = self.raw[3:] if self.raw.startswith(BOM) else self.raw
+        return raw.rstrip(b"\r\n")
+
+    @property
+    def terminator(self) -> bytes:
+        """The record's line terminator (``\\n``, ``\\r\\n`` or nothing)."""
+        if self.raw.endswith(b"\r\n"):
+            return b"\r\n"
+        return b"\n" if self.raw.endswith(b"\n") else b""
+
+
+@dataclass
+class Document:
+    """A loaded transcript: the records and the conversation the stages see."""
+
+    path: str
+    format: Format
+    raw: bytes
+    records: list[Record]
+    conversation: Conversation
+    warnings: list[str] = field(default_factory=list)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def line_of(self, message: Message) -> int | None:
+        """The line number a message was loaded from."""
+        if message.key is None:
+            return None
+        return self.records[message.key].line
+
+
+class State(Enum):
+    """What happens to one unit of the output."""
+
+    COPY = "copy"
+    CHANGED = "changed"
+    NEW = "new"
+    DROPPED = "dropped"
+
+
+@dataclass(slots=True)
+class OutRecord:
+    """One record in the output plan; ``fixup`` hooks may edit ``data``."""
+
+    state: State
+    orig: Record | None
+    data: Any
+    message: Message | None = None
+
+    def touch(self) -> Any:
+        """Mark a copied record as changed and return its data for editing."""
+        if self.state is State.COPY:
+            self.state = State.CHANGED
+        return self.data
+
+
+class Blobs:
+    """Receives the original bytes of changed and dropped records."""
+
+    def add_original(self, raw: bytes) -> list[Any]:
+        """Store ``raw`` and return its restore op."""
+        return ["b", 0, len(raw), ""]
+
+
+# --- copy-on-write access to nested JSON -----------------------------------------
+
+
+def get_in(data: Any, path: Path_) -> Any:
+    """The value at ``path`` (keys and indices)."""
+    for step in path:
+        data = data[step]
+    return data
+
+
+def set_in(data: Any, path: Path_, value: Any) -> Any:
+    """Return a copy of ``data`` with ``value`` at ``path``; only the path is copied."""
+    if not path:
+        return value
+    head, rest = path[0], path[1:]
+    copy: Any = list(data) if isinstance(data, list) else dict(data)
+    copy[head] = set_in(data[head], rest, value)
+    return copy
+
+
+def delete_many(data: Any, container: Path_, indices: Sequence[int]) -> Any:
+    """Return a copy of ``data`` without the listed indices of the list at ``container``."""
+    items = get_in(data, container)
+    drop = set(indices)
+    return set_in(data, container, [x for i, x in enumerate(items) if i not in drop])
+
+
+# --- JSON style ---------------------------------------------------------------------
+
+_SPACED = re.compile(rb'^\s*[\[{]\s*"(?:[^"\\]|\\.)*"\s*:\s')
+
+
+def dumps_like(data: Any, raw: bytes) -> bytes:
+    """Serialise ``data`` in the style of ``raw``: compact or ``", "``/``": "``, ASCII or UTF-8.
+
+    Changed records then look like their neighbours (tau-bench lines are written by
+    Python's json with spaces; Claude Code's are compact).
+    """
+    spaced = _SPACED.match(raw) is not None
+    ascii_only = raw.isascii() and b"\\u" in raw
+    if not spaced and not ascii_only:
+        try:
+            return orjson.dumps(data)
+        except TypeError:
+            pass  # lone surrogates or integers past 64 bits: json copes with both
+    separators = (", ", ": ") if spaced else (",", ":")
+    text = json.dumps(data, ensure_ascii=ascii_only, separators=separators)
+    return text.encode("utf-8", "surrogatepass")
+
+
+def loads_record(body: bytes) -> Any:
+    """Parse one JSON record; orjson first, the stdlib for what orjson refuses."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # orjson rejects integers past 64 bits and lone surrogate escapes, which are
+        # valid JSON; the stdlib parses both (and raises ValueError on real garbage).
+        # NaN/Infinity are not JSON at all and stay errors.
+        def _no_constants(name: str) -> Any:
+            raise ValueError(f"{name} is not valid JSON")
+
+        return json.loads(body.decode("utf-8"), parse_constant=_no_constants)
+
+
+# --- codecs: how a block's text sits in its record -------------------------------
+
+Codec = str
+"""``"str"``: a string field. ``"json"``: an object shown as JSON text."""
+
+
+def encode_slot(codec: Codec, old: Any, text: str) -> Any:
+    """The new field value for a block whose text became ``text``."""
+    if codec == "json":
+        try:
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            return {"ctx_note": text}
+        return value if isinstance(value, dict) else {"ctx_note": text}
+    return text
+
+
+class Format:
+    """Base class of a JSONL transcript format (one record per line)."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    units: ClassVar[str] = "lines"
+
+    # -- to implement -------------------------------------------------------------
+
+    def sniff(self, records: Sequence[Any]) -> bool:
+        """True if the first parsed records look like this format."""
+        raise NotImplementedError
+
+    def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """The message a record holds, or None for a record the model never sees.
+
+        Raises:
+            TranscriptError: the record is not of this format at all.
+        """
+        raise NotImplementedError
+
+    def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """A copy of ``data`` that holds ``new`` instead of ``old``."""
+        data = self.apply_block_texts(data, old, new)
+        return data
+
+    def new_record(self, message: Message, neighbour: Any) -> Any:
+        """A record for a message a stage created (a nudge, a summary)."""
+        raise NotImplementedError
+
+    def fixup(self, plan: list[OutRecord]) -> None:
+        """Repair cross-record links after records were dropped or added (default: none)."""
+
+    def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
+        """Whether a record the model never sees stays, given its preceding message's fate."""
+        return anchor_kept
+
+    # -- shared ---------------------------------------------------------------------
+
+    @staticmethod
+    def apply_block_texts(data: Any, old: Message, new: Message) -> Any:
+        """Write changed block texts back through their slots (path, codec)."""
+        old_by_slot = {b.slot: b for b in old.blocks if b.slot is not None}
+        for block in new.blocks:
+            if block.slot is None:
+                continue
+            before = old_by_slot.get(block.slot)
+            if before is not None and before.text == block.text:
+                continue
+            path, codec = block.slot
+            data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
+        return data
+
+    def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
+        """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
+        records = parse_lines(raw, path, on_invalid=on_invalid)
+        return self.build(raw, path, records)
+
+    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+        """Attach messages to parsed records."""
+        messages: list[Message] = []
+        warnings: list[str] = []
+        for key, rec in enumerate(records):
+            if rec.invalid is not None:
+                warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
+                continue
+            if rec.data is None:
+                continue
+            msg = self.to_message(rec.data, key, rec.line, path)
+            if msg is not None:
+                rec.message = msg
+                messages.append(msg)
+        conv = Conversation(tuple(messages), self.name)
+        return Document(path, self, raw, records, conv, warnings)
+
+    def plan(self, doc: Document, conv: Conversation) -> list[OutRecord]:
+        """Lay out the output: which records are copied, changed, dropped or new."""
+        kept: dict[int, Message] = {}
+        inserts: dict[int | None, list[Message]] = {}
+        prev: int | None = None
+        for msg in conv.messages:
+            if msg.key is None:
+                inserts.setdefault(prev, []).append(msg)
+            else:
+                kept[msg.key] = msg
+                prev = msg.key
+        plan: list[OutRecord] = []
+        anchor_kept = True
+        seen_message = False
+
+        def emit_new(after: int | None, neighbour: Any) -> None:
+            for m in inserts.pop(after, []):
+                plan.append(OutRecord(State.NEW, None, self.new_record(m, neighbour), m))
+
+        for key, rec in enumerate(doc.records):
+            if rec.message is None:
+                keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
+                plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
+                continue
+            if not seen_message:
+                seen_message = True
+                emit_new(None, rec.data)
+            new = kept.get(key)
+            if new is None:
+                anchor_kept = False
+                plan.append(OutRecord(State.DROPPED, rec, rec.data, rec.message))
+                continue
+            anchor_kept = True
+            if new is rec.message or new == rec.message:
+                plan.append(OutRecord(State.COPY, rec, rec.data, new))
+            else:
+                data = self.apply(rec.data, rec.message, new)
+                plan.append(OutRecord(State.CHANGED, rec, data, new))
+            emit_new(key, rec.data)
+        for after in list(inserts):
+            emit_new(after, None)
+        self.fixup(plan)
+        return plan
+
+    def dump(self, doc: Document, conv: Conversation, blobs: Blobs) -> tuple[bytes, RestoreScript]:
+        """Serialise the output and the script that turns it back into the input."""
+        plan = self.plan(doc, conv)
+        script = RestoreScript()
+        parts: list[bytes] = []
+        live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
+        last_live = live[-1] if live else -1
+        for i, rec in enumerate(plan):
+            if rec.state is State.DROPPED:
+                assert rec.orig is not None
+                script.original(blobs.add_original(rec.orig.raw))
+                continue
+            orig = rec.orig
+            if rec.state is State.COPY and orig is not None:
+                if orig.terminator or i == last_live:
+                    parts.append(orig.raw)
+                    script.copy()
+                    continue
+                # An unterminated last line that is no longer last needs a newline.
+                parts.append(orig.raw + b"\n")
+                script.original(blobs.add_original(orig.raw))
+                script.skip()
+                continue
+            if orig is not None:
+                script.original(blobs.add_original(orig.raw))
+                lead = BOM if orig.raw.startswith(BOM) else b""
+                body = dumps_like(rec.data, orig.body)
+                end = orig.terminator or (b"\n" if i != last_live else b"")
+            else:
+                lead, body = b"", dumps_like(rec.data, _style_sample(doc))
+                end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
+            parts.append(lead + body + end)
+            script.skip()
+        return b"".join(parts), script
+
+
+def _style_sample(doc: Document) -> bytes:
+    for rec in doc.records:
+        if rec.data is not None:
+            return rec.body
+    return b""
+
+
+def _ends_with_newline(doc: Document) -> bool:
+    return not doc.records or doc.records[-1].raw.endswith(b"\n")
+
+
+def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Record]:
+    """Split JSONL bytes into records, parsing each line.
+
+    Blank lines are kept as records without data. A line that is not JSON is an
+    error naming the line, or (``on_invalid="keep"``) a record passed through as is.
+    """
+    if not raw.strip():
+        raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
+    records: list[Record] = []
+    for i, unit in enumerate(split_units(raw)):
+        rec = Record(unit, i + 1)
+        body = rec.body
+        if not body.strip():
+            records.append(rec)
+            continue
+        try:
+            rec.data = loads_record(body)
+        except (ValueError, RecursionError) as exc:
+            reason = _json_reason(exc)
+            if on_invalid != "keep":
+                raise TranscriptError(
+                    path,
+                    i + 1,
+                    f"not valid JSON ({reason}); fix the line or pass --on-invalid keep",
+                ) from None
+            rec.invalid = f"not valid JSON ({reason})"
+        records.append(rec)
+    return records
+
+
+def _json_reason(exc: Exception) -> str:
+    if isinstance(exc, UnicodeDecodeError):
+        return "invalid UTF-8"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    text = str(exc).split(":")[0].strip()
+    return text[:80] or type(exc).__name__
+
+
+def text_block(kind: Kind, text: Any, path: Path_, **kw: Any) -> Block:
+    """A block whose text is the string field at ``path``."""
+    return Block(kind, text if isinstance(text, str) else "", slot=(path, "str"), **kw)
+
+
+Sniffer = Callable[[Sequence[Any]], bool]

@@ -1,0 +1,128 @@
+"""OpenAI chat-completions messages, one JSON object per line.
+
+``{"role": "system"|"developer"|"user"|"assistant"|"tool", "content": str | [parts] | null}``;
+assistant messages may carry ``tool_calls[].{id, function.{name, arguments}}``, answered
+by ``role: "tool"`` messages with ``tool_call_id``. Unknown fields are kept as they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ctxcli.errors import TranscriptError
+from ctxcli.model import Block, Kind, Message
+
+from .base import Format, delete_many, set_in, text_block
+
+ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
+
+
+class OpenAIChat(Format):
+    """OpenAI chat-completions JSONL (tau-bench and most chat logs)."""
+
+    name = "openai_chat"
+    description = "OpenAI chat messages, one {role, content, tool_calls} per line"
+
+    def sniff(self, records: Sequence[Any]) -> bool:
+        return bool(records) and all(
+            isinstance(r, dict) and r.get("role") in ROLES and "type" not in r for r in records
+        )
+
+    def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        if not isinstance(data, dict) or not isinstance(data.get("role"), str):
+            raise TranscriptError(
+                path, line, 'not an OpenAI chat message (expected an object with a "role")'
+            )
+        role = data["role"]
+        if role == "developer":
+            role = "system"
+        blocks: list[Block] = []
+        content = data.get("content")
+        if role == "tool":
+            call_id = data.get("tool_call_id")
+            name = data.get("name") if isinstance(data.get("name"), str) else None
+            if isinstance(content, list):
+                # A list of parts is one result; writing it back makes it a string.
+                text = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+                blocks.append(
+                    Block(Kind.TOOL_RESULT, text, str(call_id), name, slot=(("content",), "parts"))
+                )
+            else:
+                blocks.append(
+                    text_block(
+                        Kind.TOOL_RESULT,
+                        content,
+                        ("content",),
+                        call_id=None if call_id is None else str(call_id),
+                        name=name,
+                    )
+                )
+            return Message("tool", tuple(blocks), key)
+        if isinstance(content, str):
+            blocks.append(text_block(Kind.TEXT, content, ("content",)))
+        elif isinstance(content, list):
+            for i, part in enumerate(content):
+                ptype = part.get("type") if isinstance(part, dict) else None
+                if ptype in ("text", "input_text", "output_text") and isinstance(
+                    part.get("text"), str
+                ):
+                    blocks.append(text_block(Kind.TEXT, part["text"], ("content", i, "text")))
+                elif ptype in ("image_url", "input_image", "image"):
+                    blocks.append(Block(Kind.IMAGE, slot=(("content", i), "keep")))
+                else:
+                    blocks.append(Block(Kind.OTHER, slot=(("content", i), "keep")))
+        calls = data.get("tool_calls")
+        if isinstance(calls, list):
+            for i, call in enumerate(calls):
+                if not isinstance(call, dict):
+                    continue
+                fn: dict[str, Any] = (
+                    call["function"] if isinstance(call.get("function"), dict) else {}
+                )
+                args = fn.get("arguments")
+                blocks.append(
+                    Block(
+                        Kind.TOOL_CALL,
+                        args if isinstance(args, str) else "",
+                        None if call.get("id") is None else str(call.get("id")),
+                        fn.get("name") if isinstance(fn.get("name"), str) else None,
+                        slot=(("tool_calls", i, "function", "arguments"), "str"),
+                    )
+                )
+        return Message(role, tuple(blocks), key)
+
+    def apply(self, data: Any, old: Message, new: Message) -> Any:
+        for block in new.blocks:
+            if block.slot is not None and block.slot[1] == "parts":
+                before = next(b for b in old.blocks if b.slot == block.slot)
+                if before.text != block.text:
+                    data = set_in(data, ("content",), block.text)
+        data = self.apply_block_texts(
+            data,
+            old.with_blocks([b for b in old.blocks if b.slot is None or b.slot[1] != "parts"]),
+            new.with_blocks([b for b in new.blocks if b.slot is None or b.slot[1] != "parts"]),
+        )
+        kept = {b.slot for b in new.blocks}
+        gone_calls = [
+            b.slot[0][1] for b in old.blocks if b.kind is Kind.TOOL_CALL and b.slot not in kept
+        ]
+        if gone_calls:
+            data = delete_many(data, ("tool_calls",), gone_calls)
+            if not data["tool_calls"]:
+                data = {k: v for k, v in data.items() if k != "tool_calls"}
+        gone_parts = [
+            b.slot[0][1]
+            for b in old.blocks
+            if b.kind is not Kind.TOOL_CALL and b.slot not in kept and len(b.slot[0]) >= 2
+        ]
+        if gone_parts:
+            data = delete_many(data, ("content",), gone_parts)
+        elif any(b.slot == (("content",), "str") for b in old.blocks) and not any(
+            b.slot == (("content",), "str") for b in new.blocks
+        ):
+            data = set_in(data, ("content",), None)
+        return data
+
+    def new_record(self, message: Message, neighbour: Any) -> Any:
+        return {"role": message.role, "content": message.text}

@@ -1,0 +1,340 @@
+"""Where removed text goes: the offload directory, its manifest, and restore.
+
+Layout of an offload directory::
+
+    manifest.json        what was reduced, hashes of every file, the restore script
+    originals.bin        the original bytes of every record a stage changed or dropped
+    trunc/<safe id>      texts removed by truncate_tool_output (Eino layout)
+    clear/<safe id>      texts removed by clear_tool_results (Eino layout)
+    <stage>/<safe id>    texts removed by any other stage
+
+The agent reads the per-text files; ``ctx restore`` uses the manifest and
+``originals.bin`` to rebuild the input byte-for-byte and checks every hash first.
+Everything is written into a private staging directory that is renamed into place
+only when complete, so a crash never leaves a half-written offload directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from .errors import OffloadError, RestoreError
+
+MANIFEST = "manifest.json"
+PACK = "originals.bin"
+MANIFEST_VERSION = 1
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_MAX_NAME = 80
+
+
+def sha256(data: bytes) -> str:
+    """Hex SHA-256 of ``data``."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def encode_text(text: str) -> bytes:
+    """UTF-8 bytes of ``text``; lone surrogates from JSON escapes survive the trip."""
+    return text.encode("utf-8", "surrogatepass")
+
+
+def safe_name(key: str) -> str:
+    """A short file name for ``key`` that cannot escape its directory.
+
+    Ids made only of ``[A-Za-z0-9_.-]`` keep their name; anything else (``../x``,
+    ``/etc``, NUL, very long ids) is replaced and suffixed with a hash of the
+    original id, so two different ids never share a name.
+    """
+    name = _UNSAFE.sub("_", key)[:_MAX_NAME].lstrip(".") or "item"
+    if name != key:
+        name = f"{name}-{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
+    return name
+
+
+def split_units(data: bytes) -> list[bytes]:
+    """Split JSONL bytes into lines that keep their terminators (``\\n`` or ``\\r\\n``)."""
+    if not data:
+        return []
+    lines = data.split(b"\n")
+    units = [line + b"\n" for line in lines[:-1]]
+    if lines[-1]:
+        units.append(lines[-1])
+    return units
+
+
+class Offload(Protocol):
+    """What a stage may do with removed text: store it and get a path to cite."""
+
+    root: str
+
+    def put(self, area: str, key: str, text: str) -> str:
+        """Store ``text`` under ``area`` and return the path to show the agent."""
+        ...
+
+
+@dataclass
+class _Names:
+    """Assigns collision-free names per area; identical texts share one file."""
+
+    root: str
+    taken: dict[tuple[str, str], str] = field(default_factory=dict)
+    count: int = 0
+
+    def assign(self, area: str, key: str, digest: str) -> tuple[str, bool]:
+        if not re.fullmatch(r"[a-z][a-z0-9_]*", area):
+            raise OffloadError(f"invalid offload area {area!r}")
+        base = safe_name(key)
+        name = base
+        owner = self.taken.get((area, name))
+        if owner == digest:
+            return f"{area}/{name}", False
+        if owner is not None:
+            # Same id, other text: real transcripts reuse call ids.
+            name = f"{base}-{digest[:10]}"
+            if self.taken.get((area, name)) == digest:
+                return f"{area}/{name}", False
+        self.taken[(area, name)] = digest
+        self.count += 1
+        return f"{area}/{name}", True
+
+    def display(self, rel: str) -> str:
+        return f"{self.root}/{rel}" if self.root else rel
+
+
+class DryRunOffload:
+    """Names files exactly like the real store but writes nothing (``ctx stats``)."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root.rstrip("/") or "."
+        self._names = _Names(self.root)
+        self.files: dict[str, str] = {}
+
+    def put(self, area: str, key: str, text: str) -> str:
+        data = encode_text(text)
+        digest = sha256(data)
+        rel, _new = self._names.assign(area, key, digest)
+        self.files[rel] = digest
+        return self._names.display(rel)
+
+    @property
+    def count(self) -> int:
+        """Number of distinct files that would be written."""
+        return self._names.count
+
+
+class OffloadStore(DryRunOffload):
+    """Writes offloaded texts into a private staging directory, then commits it.
+
+    Args:
+        path: the final offload directory.
+        root: how hints cite the directory (usually ``path`` as the user gave it).
+        force: replace a directory that holds something else.
+    """
+
+    def __init__(self, path: Path, root: str, *, force: bool = False) -> None:
+        super().__init__(root)
+        self.path = path
+        self.force = force
+        check_offload_target(path, force=force)
+        parent = path.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        self.staging.mkdir(mode=0o700)
+        self._pack = _open_private(self.staging / PACK)
+        self._pack_size = 0
+
+    def put(self, area: str, key: str, text: str) -> str:
+        data = encode_text(text)
+        digest = sha256(data)
+        rel, new = self._names.assign(area, key, digest)
+        if new:
+            target = (self.staging / rel).resolve()
+            if self.staging.resolve() not in target.parents:
+                raise OffloadError(f"refusing to write outside the offload directory: {rel}")
+            target.parent.mkdir(mode=0o700, exist_ok=True)
+            with _open_private(target) as fh:
+                fh.write(data)
+        self.files[rel] = digest
+        return self._names.display(rel)
+
+    def add_original(self, raw: bytes) -> list[Any]:
+        """Append an original record to the pack; return its restore op."""
+        offset = self._pack_size
+        self._pack.write(raw)
+        self._pack_size += len(raw)
+        return ["b", offset, len(raw), sha256(raw)]
+
+    def commit(self, manifest: dict[str, Any]) -> None:
+        """Write the manifest and move the staging directory into place."""
+        self._pack.close()
+        manifest["files"] = dict(sorted(self.files.items()))
+        manifest["pack"] = {"name": PACK, "bytes": self._pack_size}
+        with _open_private(self.staging / MANIFEST) as fh:
+            fh.write(orjson.dumps(manifest) + b"\n")
+        old: Path | None = None
+        if self.path.exists() or self.path.is_symlink():
+            check_offload_target(self.path, force=self.force, input_sha=manifest["input"]["sha256"])
+            old = self.path.parent / f".{self.path.name}.ctx-old-{secrets.token_hex(4)}"
+            os.rename(self.path, old)
+        os.rename(self.staging, self.path)
+        if old is not None:
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
+
+    def abort(self) -> None:
+        """Remove the staging directory (after an error or Ctrl-C)."""
+        try:
+            self._pack.close()
+        except OSError:
+            pass
+        shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _open_private(path: Path) -> Any:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    return os.fdopen(fd, "wb")
+
+
+def read_manifest(path: Path) -> dict[str, Any] | None:
+    """The manifest of an offload directory, or None if it is not one."""
+    try:
+        data = orjson.loads((path / MANIFEST).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(data, dict) or data.get("tool") != "ctx":
+        return None
+    return data
+
+
+def check_offload_target(path: Path, *, force: bool, input_sha: str | None = None) -> None:
+    """Refuse to replace a directory that is not this transcript's offload directory."""
+    if not (path.exists() or path.is_symlink()) or force:
+        return
+    if path.is_symlink() or not path.is_dir():
+        raise OffloadError(
+            f"{path} exists and is not a directory; choose another --offload-dir or pass --force."
+        )
+    if not any(path.iterdir()):
+        return
+    manifest = read_manifest(path)
+    if manifest is None:
+        raise OffloadError(
+            f"{path} exists and is not a ctx offload directory; "
+            "choose another --offload-dir or pass --force to replace it."
+        )
+    if input_sha is not None and manifest.get("input", {}).get("sha256") != input_sha:
+        raise OffloadError(
+            f"{path} holds the offload of another transcript "
+            f"({manifest.get('input', {}).get('name', '?')}); "
+            "choose another --offload-dir or pass --force to replace it."
+        )
+
+
+class RestoreScript:
+    """How to rebuild the original from the reduced output, unit by unit.
+
+    Ops: ``["c", n]`` copy the next n output units, ``["s", n]`` skip n output units
+    that are not in the original, ``["b", offset, length, sha256]`` insert original
+    bytes from the pack.
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[list[Any]] = []
+
+    def _run(self, op: str) -> None:
+        if self.ops and self.ops[-1][0] == op:
+            self.ops[-1][1] += 1
+        else:
+            self.ops.append([op, 1])
+
+    def copy(self) -> None:
+        """The next output unit is an unchanged original unit."""
+        self._run("c")
+
+    def skip(self) -> None:
+        """The next output unit was made by ctx."""
+        self._run("s")
+
+    def original(self, op: list[Any]) -> None:
+        """An original unit that is not in the output (changed or dropped)."""
+        self.ops.append(op)
+
+
+def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "input") -> bytes:
+    """Rebuild the original transcript from a reduced one and its offload directory.
+
+    Raises:
+        RestoreError: the directory is not a ctx offload directory, a file is missing
+            or altered, or the reduced transcript is not the one it was made with.
+    """
+    manifest = read_manifest(offload_dir)
+    if manifest is None:
+        raise RestoreError(
+            f"{offload_dir} is not a ctx offload directory (no valid {MANIFEST}); "
+            "pass the directory that ctx reduce wrote with --offload-dir."
+        )
+    for rel, digest in manifest.get("files", {}).items():
+        _check_file(offload_dir, rel, digest)
+    if sha256(reduced) != manifest["output"]["sha256"]:
+        raise RestoreError(
+            f"{reduced_name} is not the output this offload directory was made for "
+            f"({offload_dir / MANIFEST} expects sha256 {manifest['output']['sha256'][:12]}…); "
+            "it was edited or belongs to another run."
+        )
+    pack_path = offload_dir / manifest["pack"]["name"]
+    try:
+        pack = pack_path.read_bytes()
+    except OSError:
+        raise RestoreError(f"{pack_path} is missing; the original cannot be rebuilt.") from None
+    units = split_units(reduced) if manifest["units"] == "lines" else [reduced]
+    out = bytearray()
+    pos = 0
+    for op in manifest["script"]:
+        if op[0] == "c":
+            out += b"".join(units[pos : pos + op[1]])
+            pos += op[1]
+        elif op[0] == "s":
+            pos += op[1]
+        else:
+            _, offset, length, digest = op
+            piece = pack[offset : offset + length]
+            if sha256(piece) != digest:
+                raise RestoreError(
+                    f"{pack_path} is altered (record at offset {offset} fails its hash check)."
+                )
+            out += piece
+    result = bytes(out)
+    if sha256(result) != manifest["input"]["sha256"]:
+        raise RestoreError(
+            f"the rebuilt transcript does not match the original hash in {offload_dir / MANIFEST}."
+        )
+    return result
+
+
+def _check_file(root: Path, rel: str, digest: str) -> None:
+    target = (root / rel).resolve()
+    if root.resolve() not in target.parents:
+        raise RestoreError(f"{root / MANIFEST} names a file outside the directory: {rel}")
+    try:
+        data = target.read_bytes()
+    except OSError:
+        raise RestoreError(f"offloaded file {root / rel} is missing.") from None
+    if sha256(data) != digest:
+        raise RestoreError(f"offloaded file {root / rel} was altered (sha256 mismatch).")
+
+
+def iter_offloaded(offload_dir: Path) -> Iterator[tuple[str, str]]:
+    """Yield (relative path, sha256) of every offloaded text in a directory."""
+    manifest = read_manifest(offload_dir) or {}
+    yield from manifest.get("files", {}).items()

@@ -1,0 +1,72 @@
+"""Run configured stages in order and collect what each one did."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .config import StageConfig
+from .model import Conversation
+from .offload import DryRunOffload
+from .stages import StageContext, get_stage
+
+
+@dataclass
+class StageReport:
+    """What one stage did, counted with the run's tokenizer."""
+
+    stage: str
+    changed: int
+    offloaded: int
+    tokens_before: int
+    tokens_after: int
+    counters: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """The stable JSON shape of a stage's stats."""
+        return {
+            "stage": self.stage,
+            "changed": self.changed,
+            "offloaded": self.offloaded,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            **({"counters": dict(self.counters)} if self.counters else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
+
+
+def _offload_count(ctx: StageContext) -> int:
+    offload = ctx.offload
+    return offload.count if isinstance(offload, DryRunOffload) else 0
+
+
+def run_pipeline(
+    conv: Conversation, stages: Sequence[StageConfig], ctx: StageContext
+) -> tuple[Conversation, list[StageReport]]:
+    """Run ``stages`` over ``conv``; each stage sees the previous stage's output."""
+    reports: list[StageReport] = []
+    for sc in stages:
+        spec = get_stage(sc.use)
+        before = ctx.tokens.total(conv)
+        files_before = _offload_count(ctx)
+        result = spec.fn(conv, sc.options, ctx)
+        new = result.conversation
+        old_ids = {id(m) for m in conv.messages}
+        new_ids = {id(m) for m in new.messages}
+        changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(
+            1 for m in new.messages if m.key is None and id(m) not in old_ids
+        )
+        reports.append(
+            StageReport(
+                stage=sc.use,
+                changed=changed,
+                offloaded=_offload_count(ctx) - files_before,
+                tokens_before=before,
+                tokens_after=ctx.tokens.total(new),
+                counters=dict(result.counters),
+                notes=result.notes,
+            )
+        )
+        conv = new
+    return conv, reports

@@ -1,0 +1,126 @@
+"""The stage interface: options, context, result and the registry decorator."""
+
+from __future__ import annotations
+
+import inspect
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from ctxcli.model import Conversation, Message
+from ctxcli.offload import Offload
+from ctxcli.tokens import TokenCounter, message_tokens
+
+
+class StageOptions(BaseModel):
+    """Base of every stage's options: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TokenLedger:
+    """Tokens per message, counted once per message object across all stages."""
+
+    def __init__(self, counter: TokenCounter) -> None:
+        self.counter = counter
+        self._by_id: dict[int, tuple[Message, int]] = {}
+
+    def message(self, msg: Message) -> int:
+        """Tokens of one message."""
+        hit = self._by_id.get(id(msg))
+        if hit is not None and hit[0] is msg:
+            return hit[1]
+        n = message_tokens(self.counter, msg)
+        self._by_id[id(msg)] = (msg, n)
+        return n
+
+    def total(self, conv: Conversation) -> int:
+        """Tokens of a whole conversation."""
+        return sum(self.message(m) for m in conv.messages)
+
+
+@dataclass(frozen=True)
+class StageContext:
+    """The services a stage may use; a stage does no I/O of its own.
+
+    Attributes:
+        tokens: counts model-visible tokens (cached per message).
+        offload: stores removed text and returns the path to cite.
+        language: language of hints, ``"en"`` or ``"zh"``.
+        log: receives warnings and notes for the user.
+        services: optional extra services (classifier, summarizer, cache) by name.
+    """
+
+    tokens: TokenLedger
+    offload: Offload
+    language: str = "en"
+    log: Callable[[str], None] = lambda _msg: None
+    services: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StageResult:
+    """What a stage returns: the new conversation and its own counters."""
+
+    conversation: Conversation
+    counters: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+class StageFn(Protocol):
+    """A stage: a pure function of conversation, options and context."""
+
+    def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult: ...
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    """A registered stage."""
+
+    name: str
+    fn: StageFn
+    options: type[StageOptions]
+    package: str = "ctxcli"
+
+    @property
+    def doc(self) -> str:
+        """The stage's docstring, dedented."""
+        return inspect.getdoc(self.fn) or ""
+
+    @property
+    def summary(self) -> str:
+        """The first line of the docstring."""
+        return self.doc.splitlines()[0] if self.doc else ""
+
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+_PENDING: list[StageSpec] = []
+
+
+def register(
+    name: str, *, options: type[StageOptions]
+) -> Callable[[Callable[..., StageResult]], Callable[..., StageResult]]:
+    """Declare a stage; the registry picks it up when its module is imported."""
+    if not NAME_RE.match(name):
+        raise ValueError(f"invalid stage name {name!r}: must match {NAME_RE.pattern}")
+
+    def decorate(fn: Callable[..., StageResult]) -> Callable[..., StageResult]:
+        _PENDING.append(StageSpec(name, fn, options, package=_package_of(fn)))
+        return fn
+
+    return decorate
+
+
+def _package_of(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", "") or ""
+    return "ctxcli" if module.startswith("ctxcli.") else module.split(".")[0]
+
+
+def take_pending() -> list[StageSpec]:
+    """Hand over the stages registered since the last call."""
+    specs = list(_PENDING)
+    _PENDING.clear()
+    return specs

@@ -1,0 +1,112 @@
+"""Stage truncate_tool_output: Eino's truncation of long tool results, offloaded."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from ctxcli.hints import is_ctx_marked, truncation_hint
+from ctxcli.model import Block, BlockRef, Conversation, Kind
+
+from .base import StageContext, StageOptions, StageResult, register
+
+
+class TruncateToolOverride(StageOptions):
+    """Per-tool settings; they take precedence over the stage's own."""
+
+    max_length: int | None = Field(None, ge=256, description="Characters kept for this tool.")
+    skip: bool = Field(False, description="Never truncate this tool's results.")
+
+
+class TruncateToolOutputOptions(StageOptions):
+    """Options of truncate_tool_output."""
+
+    max_length: int = Field(
+        50000, ge=256, description="Results longer than this many characters are truncated."
+    )
+    read_tool_name: str = Field(
+        "read_file", description="Tool the agent uses to read an offloaded file back."
+    )
+    tools: dict[str, TruncateToolOverride] = Field(
+        default_factory=dict, description="Per-tool overrides, keyed by tool name."
+    )
+
+
+def reads_offloaded_file(conv: Conversation, ref: BlockRef, read_tool: str, root: str) -> bool:
+    """True if a result answers a read-tool call on a file ctx offloaded.
+
+    Truncating such a result again would send the agent round the
+    truncate -> read -> truncate loop reported against Eino.
+    """
+    call = conv.call_of(ref)
+    if call is None:
+        return False
+    block = conv.block(call)
+    if block.name != read_tool:
+        return False
+    args = block.text
+    return f"{root}/" in args or "/trunc/" in args or "/clear/" in args
+
+
+def preview(text: str, hint: str, limit: int) -> str:
+    """Head and tail of ``text`` around ``hint``, at most ``limit`` characters in all."""
+    budget = limit - len(hint) - 2
+    if budget <= 0:
+        return hint
+    head = budget // 2
+    tail = budget - head
+    return f"{text[:head]}\n{hint}\n{text[len(text) - tail :] if tail else ''}"
+
+
+@register("truncate_tool_output", options=TruncateToolOutputOptions)
+def truncate_tool_output(
+    conv: Conversation, opts: TruncateToolOutputOptions, ctx: StageContext
+) -> StageResult:
+    """Cut tool results longer than max_length to a head+tail preview; offload the full text.
+
+    Applies to: every tool result, in every format (per-tool ``skip`` and
+    ``max_length`` overrides by tool name).
+
+    Effect: a result longer than ``max_length`` characters becomes its head, a hint
+    naming ``{offload_dir}/trunc/{id}`` and the read tool, and its tail, together no
+    longer than ``max_length``. The full text goes to that file. Results already
+    truncated by ctx, and results of the read tool reading an offloaded file, are
+    left alone, so a rerun changes nothing and the agent never loops.
+
+    Interacts with: run it before ``clear_tool_results`` (which then sees the shorter
+    results) and before ``head_tail``/``compress_words``, which skip marked text.
+    """
+    messages = list(conv.messages)
+    counters = {"truncated": 0, "chars_removed": 0, "read_loop_skipped": 0}
+    root = ctx.offload.root
+    for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
+        name = conv.tool_name(ref)
+        override = opts.tools.get(name or "")
+        if override is not None and override.skip:
+            continue
+        limit = override.max_length if override and override.max_length else opts.max_length
+        text = block.text
+        if len(text) <= limit or is_ctx_marked(text):
+            continue
+        if reads_offloaded_file(conv, ref, opts.read_tool_name, root):
+            counters["read_loop_skipped"] += 1
+            continue
+        mi, bi = ref
+        path = ctx.offload.put("trunc", block.call_id or f"result-{mi}-{bi}", text)
+        hint = truncation_hint(
+            ctx.language, path=path, total=len(text), omitted=0, read_tool=opts.read_tool_name
+        )
+        kept = preview(text, hint, limit)
+        omitted = len(text) - (len(kept) - len(hint) - 2)
+        hint = truncation_hint(
+            ctx.language, path=path, total=len(text), omitted=omitted, read_tool=opts.read_tool_name
+        )
+        new_text = preview(text, hint, limit)
+        msg = messages[mi]
+        blocks: list[Block] = list(msg.blocks)
+        blocks[bi] = block.with_text(new_text)
+        messages[mi] = msg.with_blocks(blocks)
+        counters["truncated"] += 1
+        counters["chars_removed"] += len(text) - len(new_text)
+    if not counters["truncated"]:
+        return StageResult(conv, counters)
+    return StageResult(conv.with_messages(messages), counters)

@@ -1,0 +1,73 @@
+"""Turn a :class:`~ctxcli.api.Report` into rows, a Rich table or JSON."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+    from .api import Report
+
+
+def saved_pct(before: int, after: int) -> str:
+    """Share saved, as a percentage string."""
+    if before <= 0:
+        return "0.0%"
+    return f"{100.0 * (before - after) / before:.1f}%"
+
+
+def report_rows(report: Report) -> list[tuple[str, ...]]:
+    """One row per stage, then the total: stage, changed, offloaded, tokens, saved."""
+    rows: list[tuple[str, ...]] = [
+        (
+            s.stage,
+            f"{s.changed:,}",
+            f"{s.offloaded:,}",
+            f"{s.tokens_before:,}",
+            f"{s.tokens_after:,}",
+            saved_pct(s.tokens_before, s.tokens_after),
+        )
+        for s in report.stages
+    ]
+    rows.append(
+        (
+            "total",
+            f"{sum(s.changed for s in report.stages):,}",
+            f"{sum(s.offloaded for s in report.stages):,}",
+            f"{report.tokens_before:,}",
+            f"{report.tokens_after:,}",
+            saved_pct(report.tokens_before, report.tokens_after),
+        )
+    )
+    return rows
+
+
+def report_table(report: Report) -> Table:
+    """The Rich table ``ctx stats`` prints."""
+    from rich.table import Table
+
+    title = (
+        f"{report.input} · {report.format} · {report.messages:,} messages · "
+        f"tokenizer {report.tokenizer}"
+    )
+    table = Table(title=title, title_justify="left")
+    table.add_column("stage", no_wrap=True, min_width=20)
+    for name in ("changed", "offloaded", "tokens before", "tokens after", "saved"):
+        table.add_column(name, justify="right", no_wrap=True)
+    rows = report_rows(report)
+    for row in rows[:-1]:
+        table.add_row(*row)
+    table.add_section()
+    table.add_row(*rows[-1], style="bold")
+    table.caption = (
+        f"file bytes {report.bytes_before:,} → {report.bytes_after:,} "
+        f"({saved_pct(report.bytes_before, report.bytes_after)} smaller)"
+    )
+    table.caption_justify = "left"
+    return table
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    """The JSON object ``--json`` prints."""
+    return report.to_dict()

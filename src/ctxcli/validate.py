@@ -1,0 +1,68 @@
+"""Check that every tool call has its result and every result its call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .formats import Document, load
+from .model import Kind
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One pairing problem, with the line it is on."""
+
+    line: int | None
+    kind: str
+    call_id: str | None
+    message: str
+
+    def render(self, path: str) -> str:
+        """``path:line: message``."""
+        where = f"{path}:{self.line}" if self.line is not None else path
+        return f"{where}: {self.message}"
+
+
+def check_document(doc: Document) -> list[Problem]:
+    """Pairing problems of a loaded transcript (a final unanswered call is allowed)."""
+    conv = doc.conversation
+    problems: list[Problem] = []
+    last_assistant = max(
+        (i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=-1
+    )
+    for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
+        if conv.call_of(ref) is None:
+            line = doc.line_of(conv.messages[ref[0]])
+            problems.append(
+                Problem(
+                    line,
+                    "orphan_result",
+                    block.call_id,
+                    f"tool result {block.call_id!r} has no matching tool call",
+                )
+            )
+    tail_group = conv.messages[last_assistant].group if last_assistant >= 0 else None
+    for ref, block in conv.iter_blocks(Kind.TOOL_CALL):
+        if conv.results_of(ref):
+            continue
+        msg = conv.messages[ref[0]]
+        is_final = ref[0] == last_assistant or (tail_group is not None and msg.group == tail_group)
+        if is_final and not any(m.role != "assistant" for m in conv.messages[ref[0] + 1 :]):
+            continue
+        problems.append(
+            Problem(
+                doc.line_of(msg),
+                "unanswered_call",
+                block.call_id,
+                f"tool call {block.call_id!r} ({block.name}) has no result",
+            )
+        )
+    problems.extend(doc.format.check(doc) if hasattr(doc.format, "check") else [])
+    return sorted(problems, key=lambda p: (p.line or 0, p.kind))
+
+
+def validate_bytes(
+    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
+) -> list[Problem]:
+    """Load a transcript and return its pairing problems."""
+    return check_document(load(raw, path, format=format, on_invalid=on_invalid))
