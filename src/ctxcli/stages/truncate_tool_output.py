@@ -47,14 +47,25 @@ def reads_offloaded_file(conv: Conversation, ref: BlockRef, read_tool: str, root
     return f"{root}/" in args or "/trunc/" in args or "/clear/" in args
 
 
-def preview(text: str, hint: str, limit: int) -> str:
-    """Head and tail of ``text`` around ``hint``, at most ``limit`` characters in all."""
-    budget = limit - len(hint) - 2
+def split_preview(text: str, budget: int) -> tuple[str, str]:
+    """Head and tail of ``text`` that fit ``budget`` characters together.
+
+    Cuts snap to line boundaries when that keeps at least half of each side, so the
+    agent sees whole lines of a log or a file rather than a word cut in two.
+    """
     if budget <= 0:
-        return hint
-    head = budget // 2
-    tail = budget - head
-    return f"{text[:head]}\n{hint}\n{text[len(text) - tail :] if tail else ''}"
+        return "", ""
+    head_n = budget // 2
+    tail_n = budget - head_n
+    head = text[:head_n]
+    cut = head.rfind("\n")
+    if cut >= head_n // 2:
+        head = head[:cut]
+    tail = text[len(text) - tail_n :] if tail_n else ""
+    cut = tail.find("\n")
+    if 0 <= cut <= tail_n // 2:
+        tail = tail[cut + 1 :]
+    return head, tail
 
 
 @register("truncate_tool_output", options=TruncateToolOutputOptions)
@@ -92,15 +103,23 @@ def truncate_tool_output(
             continue
         mi, bi = ref
         path = ctx.offload.put("trunc", block.call_id or f"result-{mi}-{bi}", text)
-        hint = truncation_hint(
-            ctx.language, path=path, total=len(text), omitted=0, read_tool=opts.read_tool_name
+        # Size the preview with the longest possible hint, then fill in the real count.
+        widest = truncation_hint(
+            ctx.language,
+            path=path,
+            total=len(text),
+            omitted=len(text),
+            read_tool=opts.read_tool_name,
         )
-        kept = preview(text, hint, limit)
-        omitted = len(text) - (len(kept) - len(hint) - 2)
+        head, tail = split_preview(text, limit - len(widest) - 2)
         hint = truncation_hint(
-            ctx.language, path=path, total=len(text), omitted=omitted, read_tool=opts.read_tool_name
+            ctx.language,
+            path=path,
+            total=len(text),
+            omitted=len(text) - len(head) - len(tail),
+            read_tool=opts.read_tool_name,
         )
-        new_text = preview(text, hint, limit)
+        new_text = f"{head}\n{hint}\n{tail}" if head or tail else hint
         msg = messages[mi]
         blocks: list[Block] = list(msg.blocks)
         blocks[bi] = block.with_text(new_text)

@@ -1,0 +1,79 @@
+"""Golden cases: tests/cases/<stage>/<case>/{config.toml,input.jsonl,expected.jsonl,stats.json}.
+
+Each case is reduced with its config; the output must equal expected.jsonl and the
+stats must equal stats.json. Every case is also re-reduced (nothing may change),
+restored (byte-for-byte) and validated (no orphaned calls or results).
+Regenerate with ``pytest tests/test_cases.py --update-goldens`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ctxcli.api import reduce_file, restore_file
+from ctxcli.config import load_config
+from ctxcli.validate import validate_bytes
+
+CASES = Path(__file__).parent / "cases"
+ALL = sorted(p.parent for p in CASES.glob("*/*/config.toml"))
+
+
+def _stats_view(report: dict[str, object]) -> dict[str, object]:
+    keep = (
+        "format",
+        "tokenizer",
+        "messages",
+        "tokens_before",
+        "tokens_after",
+        "bytes_before",
+        "bytes_after",
+    )
+    view = {k: report[k] for k in keep}
+    view["stages"] = [
+        {
+            k: s[k]
+            for k in ("stage", "changed", "offloaded", "tokens_before", "tokens_after", "counters")
+            if k in s
+        }
+        for s in report["stages"]  # type: ignore[attr-defined]
+    ]
+    return view
+
+
+@pytest.mark.parametrize("case", ALL, ids=[f"{p.parent.name}/{p.name}" for p in ALL])
+def test_case(case: Path, tmp_path: Path, update_goldens: bool) -> None:
+    config = load_config(case / "config.toml")
+    source = tmp_path / "input.jsonl"
+    source.write_bytes((case / "input.jsonl").read_bytes())
+    out = tmp_path / "out.jsonl"
+    # A fixed, relative offload dir keeps the hint paths in expected.jsonl stable.
+    report, data = reduce_file(source, out, config=config, offload_dir="ctx-offload")
+    stats = _stats_view(report.to_dict())
+    expected, expected_stats = case / "expected.jsonl", case / "stats.json"
+    if update_goldens:
+        expected.write_bytes(data)
+        expected_stats.write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
+    assert data == expected.read_bytes()
+    assert stats == json.loads(expected_stats.read_text())
+
+    # Lossless: the offload directory rebuilds the input exactly.
+    assert restore_file(out, offload_dir="ctx-offload") == source.read_bytes()
+    # Idempotent: reducing the output again changes nothing.
+    _, again = reduce_file(
+        out, tmp_path / "again.jsonl", config=config, offload_dir="again-offload"
+    )
+    assert again == data
+    # Valid: no call without its result, no result without its call.
+    assert validate_bytes(data, str(out)) == []
+
+
+def test_every_stage_has_a_noop_case() -> None:
+    from ctxcli.stages import registry
+
+    for name in ("truncate_tool_output", "clear_tool_results"):
+        assert name in registry()
+        cases = [p.name for p in (CASES / name).iterdir()]
+        assert any("noop" in c for c in cases), f"{name} has no no-op case"
