@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import difflib
 import tomllib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -133,7 +135,13 @@ def build_config(data: dict[str, Any], label: str) -> Config:
     known = set(Settings.model_fields) | {"stages"}
     for key in data:
         if key not in Settings.model_fields:
-            raise ConfigError(f"{label}: unknown key {key!r}{_suggest(key, known)}.")
+            owners = [n for n, spec in registry().items() if key in spec.options.model_fields]
+            if owners:
+                raise ConfigError(
+                    f"{label}: unknown key {key!r}; it is an option of stage {owners[0]!r}: "
+                    f'put it under [[stages]] with use = "{owners[0]}".'
+                )
+            raise ConfigError(f"{label}: unknown key {key!r}{_suggest(key, known)}")
     try:
         settings = Settings.model_validate(data)
     except ValidationError as exc:
@@ -165,7 +173,7 @@ def _suggest(key: str, valid: set[str] | list[str]) -> str:
     close = difflib.get_close_matches(key, sorted(valid), n=1)
     if close:
         return f"; did you mean {close[0]!r}?"
-    return f"; valid keys: {', '.join(sorted(valid))}"
+    return f"; valid keys: {', '.join(sorted(valid))}." if valid else "."
 
 
 def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> str:
@@ -180,27 +188,29 @@ def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> 
         shown = f" = {value!r}" if not isinstance(value, dict) else ""
         msg = err["msg"][0].lower() + err["msg"][1:]
         lines.append(f"{where}: {loc}{shown} is invalid: {msg}")
-    hint = ""
+    text = "\n".join(lines)
     if model is not None and "(" in where:
         stage = where.rsplit("(", 1)[1].rstrip(")")
-        hint = f". Run 'ctx stages {stage}' for options."
-    return "\n".join(lines) + hint
+        end = "" if text.endswith((".", "?")) else "."
+        text += f"{end} Run 'ctx stages {stage}' for options."
+    return text
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Field names of the model that sits at ``loc`` inside ``model`` (for suggestions)."""
     current: Any = model
     for part in loc:
-        if isinstance(part, int) or current is None:
-            continue
-        info = current.model_fields.get(part) if hasattr(current, "model_fields") else None
-        if info is None:
-            # Dict entries (per-tool overrides): step into the value model.
-            args = getattr(current, "__args__", None)
+        fields = getattr(current, "model_fields", None)
+        if fields is not None and part in fields:
+            current = fields[part].annotation
+        else:
+            # A dict value (per-tool overrides) or a list item: step into its value type.
+            args = typing.get_args(current)
             current = args[-1] if args else None
-            continue
-        annotation = info.annotation
-        args = getattr(annotation, "__args__", None)
-        current = args[-1] if args and not hasattr(annotation, "model_fields") else annotation
+        if typing.get_origin(current) in (typing.Union, types.UnionType):
+            # Optional[Model]: step into the model.
+            models = [a for a in typing.get_args(current) if hasattr(a, "model_fields")]
+            current = models[0] if models else None
     return list(getattr(current, "model_fields", {}) or [])
 
 
