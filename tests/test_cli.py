@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from conftest import SHARED, invoke
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
@@ -124,7 +125,7 @@ def test_not_json_line_is_one_line_error(tmp_path: Path) -> None:
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.stderr
     assert not Path("out.jsonl").exists() and not Path("out.jsonl.offload").exists()
-    assert not [p for p in Path.cwd().iterdir()]
+    assert not list(Path.cwd().iterdir())
 
 
 def test_empty_file_is_an_error(tmp_path: Path) -> None:
