@@ -255,7 +255,8 @@ def stages(
     with _errors():
         if name is None:
             for spec in registry().values():
-                typer.echo(f"{spec.name:24} {spec.summary}")
+                origin = "" if spec.package == "ctxcli" else f" (plugin {spec.package})"
+                typer.echo(f"{spec.name:24} {spec.summary}{origin}")
             return
         spec = get_stage(name)
         typer.echo(f"{spec.name}: {spec.doc}\n\nOptions:")

@@ -151,6 +151,8 @@ def build_config(data: dict[str, Any], label: str) -> Config:
     if not isinstance(raw_stages, list):
         raise ConfigError(f"{label}: 'stages' must be an array of tables ([[stages]]).")
     stages: list[StageConfig] = []
+    # Load plugins up front: a broken plugin is not the fault of any one [[stages]] entry.
+    registry()
     for i, entry in enumerate(raw_stages, start=1):
         where = f"{label}: stages[{i}]"
         if not isinstance(entry, dict) or not isinstance(entry.get("use"), str):

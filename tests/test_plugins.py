@@ -1,0 +1,263 @@
+"""Third-party stages: entry points in ``ctxcli.stages.v1`` join the same registry as built-ins."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ctxcli.stages as stages_pkg
+from conftest import REPO, invoke
+from ctxcli.config import load_config
+from ctxcli.errors import ConfigError
+
+PLUGIN_SRC = REPO / "tests" / "plugin_example"
+EMAILS = [
+    {"role": "user", "content": "Who reported the outage?"},
+    {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            {
+                "id": "call_1",
+                "type": "function",
+                "function": {"name": "search_tickets", "arguments": '{"q": "outage"}'},
+            }
+        ],
+    },
+    {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": "ticket 41 by ada@example.com, cc grace.hopper@navy.example.org",
+    },
+    {"role": "assistant", "content": "Ada (ada@example.com) reported it."},
+]
+PLUGIN_CONFIG = """\
+[[stages]]
+use = "redact_emails"
+replacement = "<redacted>"
+
+[[stages]]
+use = "truncate_tool_output"
+"""
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/plugin_example installed with pip into a private directory (not the venv).
+
+    A copy is built, so the source tree gets no build/ or egg-info; ``--target``
+    keeps the shared virtualenv untouched while still writing real dist-info
+    metadata with the entry point, which is all ctx looks at.
+    """
+    work = tmp_path_factory.mktemp("plugin")
+    src = work / "src"
+    shutil.copytree(PLUGIN_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    site = work / "site"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", site, src],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    assert list(site.glob("ctx_redact_emails-*.dist-info/entry_points.txt"))
+    return site
+
+
+def _ctx(args: list[str], cwd: Path, site: Path | None, *, plugins: bool = True) -> Any:
+    env = {k: v for k, v in os.environ.items() if k not in ("CTX_NO_PLUGINS", "PYTHONPATH")}
+    if site is not None:
+        env["PYTHONPATH"] = str(site)
+    if not plugins:
+        env["CTX_NO_PLUGINS"] = "1"
+    return subprocess.run(
+        [sys.executable, "-m", "ctxcli", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _session(path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in EMAILS), encoding="utf-8")
+    return path
+
+
+def test_installed_plugin_runs_from_toml_config(plugin_site: Path, tmp_path: Path) -> None:
+    src = _session(tmp_path / "session.jsonl")
+    (tmp_path / "ctx.toml").write_text(PLUGIN_CONFIG, encoding="utf-8")
+    done = _ctx(["reduce", "session.jsonl", "-o", "out.jsonl", "--json"], tmp_path, plugin_site)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [s["stage"] for s in report["stages"]] == ["redact_emails", "truncate_tool_output"]
+    assert report["stages"][0]["counters"] == {"redacted": 2}
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert out[2]["content"] == "ticket 41 by <redacted>, cc <redacted>"
+    # Default kinds = tool results only: the assistant's text keeps its address.
+    assert out[3] == EMAILS[3]
+    restored = _ctx(["restore", "out.jsonl", "-o", "back.jsonl"], tmp_path, plugin_site)
+    assert restored.returncode == 0, restored.stderr
+    assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()
+
+
+def test_plugin_options_are_validated_like_builtins(plugin_site: Path, tmp_path: Path) -> None:
+    _session(tmp_path / "session.jsonl")
+    (tmp_path / "ctx.toml").write_text(
+        '[[stages]]\nuse = "redact_emails"\nreplacment = "x"\n', encoding="utf-8"
+    )
+    done = _ctx(["stats", "session.jsonl"], tmp_path, plugin_site)
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"ctx: error: {tmp_path / 'ctx.toml'}: stages[1] (redact_emails): unknown option "
+        "'replacment'; did you mean 'replacement'? Run 'ctx stages redact_emails' for options.\n"
+    )
+
+
+def test_plugin_listed_with_its_package(plugin_site: Path, tmp_path: Path) -> None:
+    listing = _ctx(["stages"], tmp_path, plugin_site)
+    assert listing.returncode == 0, listing.stderr
+    line = next(x for x in listing.stdout.splitlines() if x.startswith("redact_emails "))
+    assert "(plugin ctx-redact-emails)" in line
+    detail = _ctx(["stages", "redact_emails"], tmp_path, plugin_site)
+    assert "Applies to:" in detail.stdout
+    assert "replacement = '[email]'" in detail.stdout
+
+
+def test_ctx_no_plugins_skips_entry_points(plugin_site: Path, tmp_path: Path) -> None:
+    _session(tmp_path / "session.jsonl")
+    (tmp_path / "ctx.toml").write_text(PLUGIN_CONFIG, encoding="utf-8")
+    listing = _ctx(["stages"], tmp_path, plugin_site, plugins=False)
+    assert "redact_emails" not in listing.stdout
+    done = _ctx(["stats", "session.jsonl"], tmp_path, plugin_site, plugins=False)
+    assert done.returncode == 2
+    assert f"{tmp_path / 'ctx.toml'}: stages[1]: unknown stage 'redact_emails'" in done.stderr
+
+
+# --- in-process: plugins written as bare dist-info directories on sys.path -----------
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """A registry holding only the built-ins, plugins enabled, and a site dir on sys.path."""
+    builtins = dict(stages_pkg.registry())
+    monkeypatch.setattr(stages_pkg, "_REGISTRY", builtins)
+    monkeypatch.setattr(stages_pkg, "_PLUGINS_LOADED", False)
+    monkeypatch.delenv("CTX_NO_PLUGINS")
+    site = tmp_path / "site"
+    site.mkdir()
+    monkeypatch.syspath_prepend(str(site))
+    before = set(sys.modules)
+    yield site
+    for name in set(sys.modules) - before:
+        if name.startswith("fakeplug"):
+            del sys.modules[name]
+
+
+def _fake_dist(site: Path, dist: str, module: str, source: str, value: str | None = None) -> None:
+    info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(
+        f"[ctxcli.stages.v1]\n{module} = {value or module}\n", encoding="utf-8"
+    )
+    (site / f"{module}.py").write_text(source, encoding="utf-8")
+
+
+STAGE_SRC = '''
+from pydantic import BaseModel
+from ctxcli.stages import StageOptions, StageResult, register
+
+class Opts(StageOptions):
+    """Options."""
+
+@register({name!r}, options={options})
+def stage(conv, opts, ctx):
+    """Do nothing."""
+    return StageResult(conv)
+'''
+
+
+def test_duplicate_stage_name_names_both_packages(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-dup",
+        "fakeplug_dup",
+        STAGE_SRC.format(name="truncate_tool_output", options="Opts"),
+    )
+    with pytest.raises(ConfigError) as err:
+        stages_pkg.registry()
+    assert str(err.value) == (
+        "stage 'truncate_tool_output' is defined twice: by ctxcli and by fakeplug-dup; "
+        "uninstall one of them or set CTX_NO_PLUGINS=1."
+    )
+
+
+def test_duplicate_is_a_usage_error_on_the_cli(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-dup2",
+        "fakeplug_dup2",
+        STAGE_SRC.format(name="clear_tool_results", options="Opts"),
+    )
+    result = invoke(["stages"], code=2)
+    assert result.stdout == ""
+    assert "by ctxcli and by fakeplug-dup2" in result.stderr
+
+
+def test_broken_plugin_is_one_line_naming_it(fresh_registry: Path) -> None:
+    _fake_dist(fresh_registry, "fakeplug-broken", "fakeplug_broken", "import not_a_module_xyz\n")
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert str(err.value) == (
+        "entry point fakeplug_broken = 'fakeplug_broken' of package fakeplug-broken failed to "
+        "load (ModuleNotFoundError: No module named 'not_a_module_xyz'); fix or uninstall the "
+        "plugin, or set CTX_NO_PLUGINS=1 to run without plugins."
+    )
+
+
+def test_entry_point_that_registers_nothing(fresh_registry: Path) -> None:
+    _fake_dist(fresh_registry, "fakeplug-empty", "fakeplug_empty", "X = 1\n")
+    with pytest.raises(ConfigError, match="registers no stage; decorate a function"):
+        stages_pkg.registry()
+
+
+def test_plugin_options_must_be_stage_options(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-loose",
+        "fakeplug_loose",
+        STAGE_SRC.format(name="loose", options="BaseModel"),
+    )
+    with pytest.raises(ConfigError, match="options must subclass ctxcli.stages.StageOptions"):
+        stages_pkg.registry()
+
+
+def test_entry_point_naming_a_function_and_plugin_order(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-fn",
+        "fakeplug_fn",
+        STAGE_SRC.format(name="zzz_noop", options="Opts"),
+        value="fakeplug_fn:stage",
+    )
+    names = list(stages_pkg.registry())
+    assert names[-1] == "zzz_noop"
+    assert stages_pkg.registry()["zzz_noop"].package == "fakeplug-fn"
+    config = _load_config_from_text('[[stages]]\nuse = "zzz_noop"\n')
+    assert [s.use for s in config.stages] == ["zzz_noop"]
+
+
+def _load_config_from_text(text: str) -> Any:
+    path = Path("ctx.toml")
+    path.write_text(text, encoding="utf-8")
+    return load_config(path)
