@@ -10,11 +10,40 @@ The command-line tool is a thin layer over these functions::
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from .api import Report, reduce_bytes, reduce_file, restore_file, stats_file  # noqa: E402
-from .config import Config, load_config  # noqa: E402
-from .errors import CtxError, ExitCode  # noqa: E402
+# The public API is imported on first use (PEP 562), so `import ctxcli` is cheap:
+# `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.
+_LAZY = {
+    "Report": "api",
+    "reduce_bytes": "api",
+    "reduce_file": "api",
+    "restore_file": "api",
+    "stats_file": "api",
+    "Config": "config",
+    "load_config": "config",
+    "CtxError": "errors",
+    "ExitCode": "errors",
+}
+
+if TYPE_CHECKING:
+    from .api import Report, reduce_bytes, reduce_file, restore_file, stats_file
+    from .config import Config, load_config
+    from .errors import CtxError, ExitCode
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxcli' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Config",

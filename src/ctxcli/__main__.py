@@ -1,5 +1,5 @@
 """``python -m ctxcli`` runs the ``ctx`` command."""
 
-from .cli import main
+from ._entry import main
 
 main()

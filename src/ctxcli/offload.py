@@ -147,6 +147,7 @@ class OffloadStore(DryRunOffload):
         check_offload_target(path, force=force)
         parent = path.parent
         parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(parent, path.name)
         self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
         self.staging.mkdir(mode=0o700)
         self._pack = _open_private(self.staging / PACK)
@@ -199,6 +200,28 @@ class OffloadStore(DryRunOffload):
         except OSError:
             pass
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _remove_stale_staging(parent: Path, name: str) -> None:
+    """Remove staging directories left by a killed run (their process is gone)."""
+    for leftover in parent.glob(f".{name}.ctx-tmp-*"):
+        try:
+            pid = int(leftover.name.rsplit("-", 2)[-2])
+        except ValueError:
+            continue
+        if pid == os.getpid() or _pid_alive(pid):
+            continue
+        shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _open_private(path: Path) -> Any:

@@ -25,9 +25,10 @@ class OpenAIChat(Format):
     description = "OpenAI chat messages, one {role, content, tool_calls} per line"
 
     def sniff(self, records: Sequence[Any]) -> bool:
-        return bool(records) and all(
-            isinstance(r, dict) and r.get("role") in ROLES and "type" not in r for r in records
-        )
+        # The first record decides; a later record of another shape is then an error
+        # that names its line instead of an "unrecognised format" for the whole file.
+        first = records[0] if records else None
+        return isinstance(first, dict) and first.get("role") in ROLES and "type" not in first
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
         if not isinstance(data, dict) or not isinstance(data.get("role"), str):
