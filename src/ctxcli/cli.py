@@ -105,6 +105,10 @@ def reduce(
     force: Annotated[
         bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
     ] = False,
+    in_place: Annotated[
+        bool,
+        typer.Option("--in-place", help="Replace INPUT atomically; offload to INPUT.offload."),
+    ] = False,
     json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
 ) -> None:
@@ -118,10 +122,18 @@ def reduce(
         _check_on_invalid(on_invalid)
         source = _resolve_input(input)
         cfg = _config(config, tokenizer, format)
+        if in_place:
+            output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
         report, data = api.reduce_file(
-            source, output, config=cfg, offload_dir=offload_dir, force=force, on_invalid=on_invalid
+            source,
+            output,
+            config=cfg,
+            offload_dir=offload_dir,
+            force=force,
+            on_invalid=on_invalid,
+            in_place=in_place,
         )
         if not quiet:
             _warn_all(report.warnings)

@@ -367,6 +367,8 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
             rec.data = loads_record(body)
         except (ValueError, RecursionError) as exc:
             reason = _json_reason(exc)
+            if not rec.terminator and i > 0:
+                reason = "incomplete last line; was the file still being written?"
             if on_invalid != "keep":
                 raise TranscriptError(
                     path,
@@ -379,7 +381,7 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
 
 
 def _json_reason(exc: Exception) -> str:
-    if isinstance(exc, UnicodeDecodeError):
+    if isinstance(exc, UnicodeDecodeError) or "utf-8" in str(exc).lower():
         return "invalid UTF-8"
     if isinstance(exc, RecursionError):
         return "nested too deeply"
