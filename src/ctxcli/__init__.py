@@ -22,6 +22,8 @@ _LAZY = {
     "reduce_file": "api",
     "restore_file": "api",
     "stats_file": "api",
+    "ReducedRecords": "records",
+    "reduce_records": "records",
     "Config": "config",
     "load_config": "config",
     "CtxError": "errors",
@@ -32,6 +34,7 @@ if TYPE_CHECKING:
     from .api import Report, reduce_bytes, reduce_file, restore_file, stats_file
     from .config import Config, load_config
     from .errors import CtxError, ExitCode
+    from .records import ReducedRecords, reduce_records
 
 
 def __getattr__(name: str) -> Any:
@@ -49,11 +52,13 @@ __all__ = [
     "Config",
     "CtxError",
     "ExitCode",
+    "ReducedRecords",
     "Report",
     "__version__",
     "load_config",
     "reduce_bytes",
     "reduce_file",
+    "reduce_records",
     "restore_file",
     "stats_file",
 ]

@@ -1,0 +1,115 @@
+"""Reduce parsed records in memory: no files, no printing, no global state.
+
+This is the function to map over a distributed job's partitions (Spark, Ray,
+multiprocessing): records in, records out, plus the removed texts as a plain dict
+that the job stores wherever it keeps blobs. Everything it needs travels in its
+arguments, so a worker never reads a ``ctx.toml`` or writes an offload directory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .api import Report, reduce_bytes
+from .config import Config, build_config, default_config
+from .errors import TranscriptError
+from .formats.base import dumps_like, loads_record
+from .offload import DryRunOffload, encode_text, split_units
+
+__all__ = ["MemoryOffload", "ReducedRecords", "reduce_records"]
+
+
+class MemoryOffload(DryRunOffload):
+    """Names offloaded texts exactly like the disk store and keeps them in a dict.
+
+    ``texts`` maps the path relative to the offload directory (``trunc/call_1``)
+    to the text; the hints in the reduced records cite ``<root>/<that path>``.
+    """
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.texts: dict[str, str] = {}
+
+    def put(self, area: str, key: str, text: str) -> str:
+        """Name ``text`` like the disk store would, keep it, and return the path to cite."""
+        cited = super().put(area, key, text)
+        # The store cites "<root>/<rel>" (just "<rel>" for an empty root); keep <rel>.
+        prefix = f"{self.root}/"
+        rel = cited[len(prefix) :] if self.root and cited.startswith(prefix) else cited
+        self.texts[rel] = text
+        return cited
+
+
+@dataclass(frozen=True)
+class ReducedRecords:
+    """What :func:`reduce_records` returns.
+
+    Attributes:
+        records: the output records in order: unchanged ones equal to their input,
+            changed ones rewritten, dropped ones absent.
+        offload: every removed text by its path relative to ``offload_dir``;
+            write ``offload_dir / path`` for each entry so the agent can read them back.
+        offload_dir: the directory the hints in ``records`` cite.
+        report: token and byte counts per stage (bytes of the records as JSON lines).
+    """
+
+    records: list[Any]
+    offload: dict[str, str]
+    offload_dir: str
+    report: Report
+
+    def offload_bytes(self) -> dict[str, bytes]:
+        """The offloaded texts encoded exactly as ``ctx reduce`` writes them."""
+        return {path: encode_text(text) for path, text in self.offload.items()}
+
+
+def reduce_records(
+    records: Iterable[Any],
+    *,
+    config: Config | Mapping[str, Any] | None = None,
+    offload_dir: str = "ctx-offload",
+    format: str | None = None,
+    name: str = "<records>",
+) -> ReducedRecords:
+    """Reduce a transcript given as parsed JSON records (dicts of any supported format).
+
+    Args:
+        records: the transcript's records, e.g. ``[json.loads(line) for line in f]``.
+        config: a :class:`Config` (see :func:`~ctxcli.load_config`), a mapping shaped
+            like ``ctx.toml`` (``{"stages": [{"use": "truncate_tool_output"}]}``), or
+            None for the built-in defaults. Never looked up on disk.
+        offload_dir: the directory the hints cite; nothing is written there.
+        format: force a format instead of auto-detecting it.
+        name: how error messages name this transcript.
+
+    Raises:
+        TranscriptError: no records, or records that are no supported format.
+        ConfigError: the mapping is not a valid configuration.
+
+    Example::
+
+        >>> from ctxcli import reduce_records
+        >>> out = reduce_records([{"role": "user", "content": "hi"}])
+        >>> out.records, out.offload
+        ([{'role': 'user', 'content': 'hi'}], {})
+    """
+    if config is None:
+        config = default_config()
+    elif not isinstance(config, Config):
+        config = build_config(dict(config), "config")
+    if format is not None:
+        config = config.with_overrides(format=format)
+    # One JSON line per record: the formats, the pipeline and the stats then run
+    # exactly as for a file, so a record reduces the same in both APIs.
+    raw = b"".join(dumps_like(record, b"") + b"\n" for record in records)
+    if not raw:
+        raise TranscriptError(name, None, "no records; there is nothing to reduce")
+    offload = MemoryOffload(offload_dir)
+    reduced = reduce_bytes(raw, config=config, offload=offload, path=name)
+    if reduced.units == "lines":
+        out = [loads_record(unit) for unit in split_units(reduced.output)]
+    else:
+        out = [loads_record(reduced.output)]
+    return ReducedRecords(out, dict(offload.texts), offload.root, reduced.report)
