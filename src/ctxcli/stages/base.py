@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxcli.model import Conversation, Message
 from ctxcli.offload import Offload
-from ctxcli.tokens import TokenCounter, message_tokens
+from ctxcli.tokens import Progress, TokenCounter, conversation_texts, message_tokens
 
 
 class StageOptions(BaseModel):
@@ -40,6 +40,21 @@ class TokenLedger:
     def total(self, conv: Conversation) -> int:
         """Tokens of a whole conversation."""
         return sum(self.message(m) for m in conv.messages)
+
+    def per_message(self, conv: Conversation) -> list[int]:
+        """Tokens of each message, in order.
+
+        A stage that needs running totals (keep the newest messages within a budget)
+        takes this list once and sums it up, instead of calling :meth:`total` on a
+        shrinking conversation once per message, which is quadratic.
+        """
+        return [self.message(m) for m in conv.messages]
+
+    def prime(self, conv: Conversation, progress: Progress | None = None) -> None:
+        """Count every text of ``conv`` now, in bulk: disk cache first, then all cores."""
+        count_many = getattr(self.counter, "count_many", None)
+        if count_many is not None:
+            count_many(conversation_texts(conv), progress)
 
 
 @dataclass(frozen=True)

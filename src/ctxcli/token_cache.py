@@ -1,0 +1,196 @@
+"""An on-disk cache of token counts, so a rerun only counts what is new.
+
+Counting is the slow part of ``ctx stats`` and ``ctx reduce``. A session that grew by
+a few messages since the last run holds the same texts plus a few new ones, so the
+counts of earlier runs are kept in a SQLite database keyed by tokenizer and a hash of
+the text (never the text itself).
+
+SQLite in WAL mode lets several ``ctx`` processes read and write the same file at
+once (``--jobs``, or two terminals); every write is one short transaction. The cache
+holds at most ``max_entries`` counts and drops the least recently used ones first.
+It is an optimisation only: when the database cannot be opened or written (read-only
+home, full disk, a damaged file), the run goes on without it.
+
+Location: ``$CTX_CACHE_DIR/token-counts.sqlite3``, else ``~/.cache/ctx/``.
+``CTX_NO_CACHE=1`` (or ``--no-cache``) turns it off.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import time
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+
+DB_NAME = "token-counts.sqlite3"
+DEFAULT_MAX_ENTRIES = 1_000_000
+"""About 60 MB on disk; a long coding session has a few thousand distinct long texts."""
+
+_TOUCH_AFTER_S = 3600
+"""A hit refreshes its last-use time at most this often, so reruns stay read-only."""
+
+_BATCH = 500
+"""Keys per SELECT (under SQLite's default limit of 999 host parameters)."""
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS counts (
+    tokenizer TEXT NOT NULL,
+    digest BLOB NOT NULL,
+    tokens INTEGER NOT NULL,
+    used INTEGER NOT NULL,
+    PRIMARY KEY (tokenizer, digest)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS counts_used ON counts (used);
+"""
+
+
+def cache_dir() -> Path:
+    """Where the cache lives: ``$CTX_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctx`` or ``~/.cache/ctx``."""
+    explicit = os.environ.get("CTX_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "ctx"
+
+
+def cache_disabled() -> bool:
+    """True when ``CTX_NO_CACHE`` is set to anything but empty or ``0``."""
+    return os.environ.get("CTX_NO_CACHE", "") not in ("", "0")
+
+
+class TokenCache:
+    """Token counts by (tokenizer, text digest) in a SQLite file.
+
+    Args:
+        path: the database file (created with its directory if missing).
+        max_entries: counts kept at most; the least recently used go first.
+        log: receives one warning if the cache stops working during the run.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        log: Callable[[str], None] | None = None,
+    ) -> None:
+        self.path = path
+        self.max_entries = max_entries
+        self._log = log
+        self._db: sqlite3.Connection | None = None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.executescript(_SCHEMA)
+        except sqlite3.Error:
+            db.close()
+            raise
+        self._db = db
+
+    @classmethod
+    def open_default(cls, log: Callable[[str], None] | None = None) -> TokenCache | None:
+        """The user's cache, or None when it is turned off or cannot be opened."""
+        if cache_disabled():
+            return None
+        path = cache_dir() / DB_NAME
+        try:
+            return cls(path, log=log)
+        except (sqlite3.Error, OSError) as exc:
+            if log is not None:
+                log(f"token cache {path} is unusable ({exc}); counting without it")
+            return None
+
+    def _fail(self, exc: Exception) -> None:
+        # One warning, then the run carries on uncached.
+        if self._log is not None:
+            self._log(f"token cache {self.path} stopped working ({exc}); counting without it")
+        self.close()
+
+    def get_many(self, tokenizer: str, digests: Sequence[bytes]) -> dict[bytes, int]:
+        """The cached counts among ``digests`` (missing ones are absent)."""
+        db = self._db
+        if db is None or not digests:
+            return {}
+        found: dict[bytes, int] = {}
+        stale: list[bytes] = []
+        now = int(time.time())
+        try:
+            for i in range(0, len(digests), _BATCH):
+                part = digests[i : i + _BATCH]
+                marks = ",".join("?" * len(part))
+                rows = db.execute(
+                    f"SELECT digest, tokens, used FROM counts WHERE tokenizer = ? AND digest IN ({marks})",
+                    (tokenizer, *part),
+                )
+                for digest, tokens, used in rows:
+                    found[digest] = tokens
+                    if now - used > _TOUCH_AFTER_S:
+                        stale.append(digest)
+            if stale:
+                with _transaction(db):
+                    db.executemany(
+                        "UPDATE counts SET used = ? WHERE tokenizer = ? AND digest = ?",
+                        [(now, tokenizer, d) for d in stale],
+                    )
+        except sqlite3.Error as exc:
+            self._fail(exc)
+        return found
+
+    def put_many(self, tokenizer: str, items: Iterable[tuple[bytes, int]]) -> None:
+        """Store counts; then drop the oldest entries if the cache is over its bound."""
+        db = self._db
+        rows = [(tokenizer, digest, tokens, int(time.time())) for digest, tokens in items]
+        if db is None or not rows:
+            return
+        try:
+            with _transaction(db):
+                db.executemany(
+                    "INSERT OR REPLACE INTO counts (tokenizer, digest, tokens, used) "
+                    "VALUES (?, ?, ?, ?)",
+                    rows,
+                )
+                self._evict(db)
+        except sqlite3.Error as exc:
+            self._fail(exc)
+
+    def _evict(self, db: sqlite3.Connection) -> None:
+        (size,) = db.execute("SELECT count(*) FROM counts").fetchone()
+        if size <= self.max_entries:
+            return
+        # Drop a tenth more than needed so the next runs do not evict again at once.
+        drop = size - self.max_entries + self.max_entries // 10
+        db.execute(
+            "DELETE FROM counts WHERE (tokenizer, digest) IN "
+            "(SELECT tokenizer, digest FROM counts ORDER BY used LIMIT ?)",
+            (drop,),
+        )
+
+    def __len__(self) -> int:
+        if self._db is None:
+            return 0
+        (size,) = self._db.execute("SELECT count(*) FROM counts").fetchone()
+        return int(size)
+
+    def close(self) -> None:
+        """Close the database (the cache then answers nothing and stores nothing)."""
+        if self._db is not None:
+            try:
+                self._db.close()
+            finally:
+                self._db = None
+
+
+class _transaction:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``: take the write lock up front, wait for it."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db = db
+
+    def __enter__(self) -> None:
+        self.db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
