@@ -25,9 +25,17 @@ _CLEAR_ARGS = {
     "zh": "[ctx: 参数已清除；已保存到 {path}]",
 }
 
+_SUMMARY = {
+    "en": "[ctx: summary of {count} earlier messages; full text saved to {path}]",
+    "zh": "[ctx: 之前 {count} 条消息的摘要；全文已保存到 {path}]",
+}
+
 _TRUNC_RE = re.compile(r"\[ctx: (?:output truncated|输出已截断)[^\]\n]*\]")
 _CLEAR_RE = re.compile(r"^\[ctx: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*\]$")
 _CLEAR_ARGS_RE = re.compile(r"\[ctx: (?:arguments cleared|参数已清除)[^\]\n]*\]")
+_SUMMARY_RE = re.compile(
+    r"\[ctx: (?:summary of \d+ earlier messages|之前 \d+ 条消息的摘要)[^\]\n]*\]"
+)
 
 
 def truncation_hint(language: str, *, path: str, total: int, omitted: int, read_tool: str) -> str:
@@ -43,6 +51,16 @@ def clear_hint(language: str, *, path: str) -> str:
 def clear_args_hint(language: str, *, path: str) -> str:
     """The replacement text of cleared tool-call arguments."""
     return _CLEAR_ARGS[language].format(path=path)
+
+
+def summary_hint(language: str, *, count: int, path: str) -> str:
+    """The first line of a summary message written by the summarize stage."""
+    return _SUMMARY[language].format(count=count, path=path)
+
+
+def is_summary(text: str) -> bool:
+    """True if ``text`` is a summary message written by ctx."""
+    return text.startswith("[ctx: ") and _SUMMARY_RE.match(text) is not None
 
 
 def is_truncated(text: str) -> bool:
