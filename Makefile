@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean
+.PHONY: setup demo test lint fix bench eval clean schema
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -36,6 +36,10 @@ bench: $(STAMP)
 
 eval: $(STAMP)
 	$(BIN)/python benchmarks/eval.py
+
+# Regenerate src/ctxcli/ctx.schema.json after changing a stage's options or a setting.
+schema: $(STAMP)
+	$(BIN)/python scripts/generate_schema.py
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

@@ -12,6 +12,7 @@ import orjson
 import typer
 
 from . import __version__, api, console
+from .cli_config import config_app
 from .config import INIT_TEMPLATE, Config, load_config
 from .errors import CtxError, ExitCode
 
@@ -309,6 +310,9 @@ def _main(
     ] = False,
 ) -> None:
     """Shrink LLM-agent transcripts losslessly: reduce, preview and restore."""
+
+
+app.add_typer(config_app)
 
 
 def main() -> None:

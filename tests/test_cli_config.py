@@ -1,0 +1,99 @@
+"""`ctx config check`: validate a config and print the resolved pipeline as TOML."""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, invoke
+from ctxcli.config import INIT_TEMPLATE, Config, build_config, load_config
+from ctxcli.config_tools import config_to_toml
+
+CASE_CONFIGS = sorted((REPO / "tests" / "cases").glob("**/config.toml"))
+
+
+def _same_pipeline(a: Config, b: Config) -> None:
+    assert a.settings == b.settings
+    assert a.stages == b.stages
+
+
+@pytest.mark.parametrize(
+    "path", CASE_CONFIGS, ids=[str(p.parent.relative_to(REPO / "tests")) for p in CASE_CONFIGS]
+)
+def test_printed_config_loads_back_to_the_same_pipeline(path: Path) -> None:
+    result = invoke(["config", "check", str(path)])
+    assert result.stderr == f"ctx: {path}: valid, {len(load_config(path).stages)} stages\n"
+    _same_pipeline(build_config(tomllib.loads(result.stdout), "printed"), load_config(path))
+
+
+def test_init_template_round_trips_with_overrides() -> None:
+    text = INIT_TEMPLATE.replace("# [stages.tools.grep]", "[stages.tools.grep]").replace(
+        "# max_length = 20000", "max_length = 20000"
+    )
+    Path("ctx.toml").write_text(text, encoding="utf-8")
+    result = invoke(["config", "check"])
+    assert "tools = { grep = { max_length = 20000, skip = false } }" in result.stdout
+    _same_pipeline(build_config(tomllib.loads(result.stdout), "printed"), load_config("ctx.toml"))
+
+
+def test_awkward_strings_survive_the_toml_round_trip() -> None:
+    tricky = 'say "hi"\\ \n\ttab \x7f del \u00e9 \U0001f600 \x01'
+    config = build_config(
+        {
+            "offload_dir": tricky,
+            "stages": [{"use": "truncate_tool_output", "read_tool_name": tricky}],
+        },
+        "test",
+    )
+    again = build_config(tomllib.loads(config_to_toml(config)), "printed")
+    _same_pipeline(again, config)
+
+
+def test_defaults_when_no_config_is_found() -> None:
+    result = invoke(["config", "check"])
+    assert result.stderr == (
+        "ctx: no ctx.toml or [tool.ctx] found; the built-in defaults: valid, 2 stages\n"
+    )
+    assert result.stdout.startswith("# Resolved configuration from defaults")
+    assert "# offload_dir is not set." in result.stdout
+    data = tomllib.loads(result.stdout)
+    assert [s["use"] for s in data["stages"]] == ["truncate_tool_output", "clear_tool_results"]
+
+
+def test_pyproject_tool_ctx_is_found_and_named() -> None:
+    Path("pyproject.toml").write_text(
+        '[project]\nname = "x"\n\n[tool.ctx]\ntokenizer = "approx"\n\n'
+        '[[tool.ctx.stages]]\nuse = "clear_tool_results"\nmax_tokens = 100\n',
+        encoding="utf-8",
+    )
+    result = invoke(["config", "check", "--json"])
+    payload = json.loads(result.stdout)
+    assert payload["source"].endswith("pyproject.toml [tool.ctx]")
+    assert payload["tokenizer"] == "approx"
+    assert payload["stages"][0]["use"] == "clear_tool_results"
+    assert payload["stages"][0]["max_tokens"] == 100
+    assert list(payload) == ["source", "tokenizer", "language", "offload_dir", "format", "stages"]
+
+
+def test_invalid_config_is_exit_2_with_one_line() -> None:
+    Path("bad.toml").write_text(
+        '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 10\n', encoding="utf-8"
+    )
+    result = invoke(["config", "check", "bad.toml"], code=2)
+    assert result.stdout == ""
+    assert result.stderr == (
+        "ctx: error: bad.toml: stages[1] (truncate_tool_output): max_length = 10 is invalid: "
+        "input should be greater than or equal to 256. "
+        "Run 'ctx stages truncate_tool_output' for options.\n"
+    )
+
+
+def test_missing_file_and_bare_config_group() -> None:
+    result = invoke(["config", "check", "nope.toml"], code=2)
+    assert result.stderr.startswith("ctx: error: nope.toml: config file not found")
+    help_result = invoke(["config"], code=2)
+    assert "Commands:" in help_result.stderr
+    assert "check " in help_result.stderr and "schema " in help_result.stderr
