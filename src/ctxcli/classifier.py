@@ -1,0 +1,542 @@
+"""Word classifiers for compress_words: which words of a window to keep.
+
+A :class:`Classifier` answers ``keep_mask(words, keep_ratio)`` for one window of
+words. Two ship with ctx:
+
+- :class:`HeuristicClassifier` (default, offline): always keeps words that carry
+  information (numbers, paths, identifiers, error names, negations) and ranks the
+  rest by self-information estimated from the transcript's own word frequencies, so
+  frequent filler goes first.
+- :class:`AnthropicClassifier`: asks a small Claude model to label numbered words
+  (an LLMLingua-2 style prompt) through the official SDK, a window per request, with
+  bounded concurrency, timeouts and the SDK's retries. Any failed window falls back
+  to the heuristic and is counted; successful answers are cached on disk so a rerun
+  makes no request.
+
+The disk cache and the API access are created by the api layer and reach the stage
+through ``ctx.services`` (stages do no I/O of their own).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import sqlite3
+import threading
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import anthropic
+
+DEFAULT_MODEL = "claude-haiku-4-5"
+PROMPT_VERSION = "keep-indices-v1"
+
+
+@runtime_checkable
+class Classifier(Protocol):
+    """Decides which words of a window to keep."""
+
+    name: str
+
+    def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
+        """One flag per word: True keeps it. About ``keep_ratio`` of the words are kept."""
+        ...
+
+
+def classify_windows(
+    classifier: Classifier, windows: Sequence[Sequence[str]], keep_ratio: float
+) -> list[list[bool]]:
+    """Masks for many windows at once (classifiers with a batch method run it concurrently)."""
+    batch = getattr(classifier, "keep_masks", None)
+    if callable(batch):
+        masks: list[list[bool]] = batch(windows, keep_ratio)
+        return masks
+    return [classifier.keep_mask(w, keep_ratio) for w in windows]
+
+
+# -- the offline heuristic ------------------------------------------------------------
+
+# Stripped before a word is judged, so "done." is a plain word and "setup.py" is not.
+# Angle brackets stay: "<output>" is markup worth keeping.
+_EDGE_PUNCT = "\"'`()[]{},;:.!?*"
+_SENTENCE_END = (".", "!", "?")
+
+# Bonuses and penalty in bits, on top of self-information (which runs ~5-20 bits).
+INFORMATIVE_BONUS = 12.0
+"""A number, path, identifier, error name or negation."""
+MENTIONED_BONUS = 8.0
+"""A word the agent itself wrote (in its text or tool-call arguments)."""
+PROPER_NOUN_BONUS = 6.0
+"""A capitalised word inside a sentence: a name, most likely."""
+LITERAL_BONUS = 4.0
+"""A quoted value such as ``"Omar",`` (not a ``"key":``)."""
+REPEAT_PENALTY = 16.0
+"""A word already seen earlier in the same window says little new."""
+_INFO_CHARS = frozenset("_/\\=<>.:")
+_DIGIT = re.compile(r"\d")
+_CAMEL = re.compile(r"[a-z][A-Z]|[A-Z][a-z]+[A-Z]|^[A-Z]{2,}[a-z]*$")
+_ERROR_NAME = re.compile(
+    r"(?i)(error|exception|warning|traceback|fail|fatal|panic|denied|refused|timeout|"
+    r"invalid|missing|abort)"
+)
+_NEGATIONS = frozenset(
+    "not no never none nothing nobody neither nor cannot can't don't doesn't didn't isn't "
+    "aren't wasn't weren't won't wouldn't shouldn't couldn't without".split()
+)
+
+
+def normalise_word(word: str) -> str:
+    """The word as frequency tables see it: lower case, edge punctuation stripped."""
+    return word.strip(_EDGE_PUNCT).lower()
+
+
+def is_informative(word: str) -> bool:
+    """True for words that carry facts: numbers, paths, identifiers, error names, negations.
+
+    Edge punctuation is ignored, so ``done.`` is a plain word but ``setup.py`` and
+    ``a.b:c`` are identifiers.
+    """
+    core = word.strip(_EDGE_PUNCT)
+    if not core:
+        return False
+    if _DIGIT.search(core) or any(c in _INFO_CHARS for c in core):
+        return True
+    if _CAMEL.search(core) or _ERROR_NAME.search(core):
+        return True
+    return core.lower() in _NEGATIONS
+
+
+@dataclass
+class WordStats:
+    """What the heuristic knows about one transcript.
+
+    ``counts`` are the normalised word frequencies of every visible text (for
+    self-information); ``mentioned`` are the words the agent itself wrote in its
+    text or tool-call arguments: a term the agent used is a term it may use again.
+    """
+
+    counts: Counter[str] = field(default_factory=Counter)
+    total: int = 0
+    mentioned: frozenset[str] = frozenset()
+
+    @classmethod
+    def from_texts(cls, texts: Iterable[str], agent_texts: Iterable[str] = ()) -> WordStats:
+        """Count the normalised words of ``texts``; remember those of ``agent_texts``."""
+        counts: Counter[str] = Counter()
+        for text in texts:
+            counts.update(normalise_word(w) for w in text.split())
+        counts.pop("", None)
+        mentioned = {normalise_word(w) for text in agent_texts for w in text.split()}
+        mentioned.discard("")
+        return cls(counts, sum(counts.values()), frozenset(mentioned))
+
+    def self_information(self, word: str) -> float:
+        """``-log2 p(word)`` with add-one smoothing: rare words score high."""
+        key = normalise_word(word)
+        if not key:
+            return 0.0  # pure punctuation: the cheapest thing to drop
+        vocabulary = len(self.counts) + 1
+        p = (self.counts.get(key, 0) + 1) / (self.total + vocabulary)
+        return -math.log2(p)
+
+
+class HeuristicClassifier:
+    """Ranks words by what they are worth and keeps the best ``keep_ratio`` of each window.
+
+    A word's worth is its self-information in this transcript (frequent filler is
+    cheap), plus bonuses for informative words (numbers, paths, identifiers, error
+    names, negations), words the agent itself used, names and quoted values, minus a
+    penalty for a repeat earlier in the same window. Informative words therefore go
+    last, but they do go when a window holds little else: the keep ratio is met.
+    """
+
+    name = "heuristic"
+
+    def __init__(self, stats: WordStats | None = None) -> None:
+        self.stats = stats or WordStats()
+
+    def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
+        """Keep the ``round(keep_ratio * n)`` best words (at least one)."""
+        n = len(words)
+        if not n:
+            return []
+        target = min(n, max(1, round(keep_ratio * n)))
+        seen: set[str] = set()
+        scores: list[float] = []
+        for i, word in enumerate(words):
+            key = normalise_word(word)
+            score = self.score(word, words[i - 1] if i else None)
+            if key in seen:
+                score -= REPEAT_PENALTY
+            seen.add(key)
+            scores.append(score)
+        # Highest score first; earlier words win ties so the output is stable.
+        order = sorted(range(n), key=lambda i: (-scores[i], i))
+        mask = [False] * n
+        for i in order[:target]:
+            mask[i] = True
+        return mask
+
+    def score(self, word: str, previous: str | None) -> float:
+        """How much ``word`` is worth keeping, in bits (``previous`` gives context)."""
+        bits = self.stats.self_information(word)
+        key = normalise_word(word)
+        if is_informative(word):
+            bits += INFORMATIVE_BONUS
+        if key and key in self.stats.mentioned:
+            bits += MENTIONED_BONUS
+        core = word.strip(_EDGE_PUNCT)
+        if core[:1].isupper() and previous is not None and not previous.endswith(_SENTENCE_END):
+            bits += PROPER_NOUN_BONUS
+        if word[:1] in "\"'" and not word.rstrip(",;]}").endswith(":"):
+            bits += LITERAL_BONUS
+        return bits
+
+
+# -- the disk cache -------------------------------------------------------------------
+
+
+def cache_dir(env: Mapping[str, str] | None = None) -> Path:
+    """Where ctx caches API answers: ``$CTX_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctx``, else ``~/.cache/ctx``."""
+    env = os.environ if env is None else env
+    if env.get("CTX_CACHE_DIR"):
+        return Path(env["CTX_CACHE_DIR"])
+    if env.get("XDG_CACHE_HOME"):
+        return Path(env["XDG_CACHE_HOME"]) / "ctx"
+    return Path.home() / ".cache" / "ctx"
+
+
+class DiskCache:
+    """A small JSON key-value store in one SQLite file, safe across threads and processes.
+
+    Nothing touches the disk until the first ``put``. A cache that cannot be opened
+    (read-only home, corrupt file) is switched off, and :attr:`problem` says why:
+    the cache saves money and time but is never a reason to fail a run.
+    """
+
+    FILE = "cache.sqlite3"
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.path = self.root / self.FILE
+        self.problem: str | None = None
+        self._lock = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=10)
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS entries (ns TEXT, key TEXT, value TEXT, PRIMARY KEY (ns, key))"
+        )
+        return conn
+
+    def _fail(self, exc: Exception) -> None:
+        self.problem = (
+            f"cache {self.path} is unusable ({type(exc).__name__}: {exc}); continuing without it"
+        )
+
+    def get_many(self, namespace: str, keys: Sequence[str]) -> dict[str, Any]:
+        """The cached values of ``keys`` that exist (missing keys are left out)."""
+        if self.problem or not keys or not self.path.exists():
+            return {}
+        found: dict[str, Any] = {}
+        with self._lock:
+            try:
+                with closing(self._connect()) as conn:
+                    for start in range(0, len(keys), 500):
+                        chunk = list(keys[start : start + 500])
+                        marks = ",".join("?" * len(chunk))
+                        rows = conn.execute(
+                            f"SELECT key, value FROM entries WHERE ns = ? AND key IN ({marks})",
+                            [namespace, *chunk],
+                        ).fetchall()
+                        for key, value in rows:
+                            found[key] = json.loads(value)
+            except (sqlite3.Error, OSError, ValueError) as exc:
+                self._fail(exc)
+                return {}
+        return found
+
+    def get(self, namespace: str, key: str) -> Any | None:
+        """One cached value, or None."""
+        return self.get_many(namespace, [key]).get(key)
+
+    def put_many(self, namespace: str, items: Mapping[str, Any]) -> None:
+        """Store JSON-serialisable values."""
+        if self.problem or not items:
+            return
+        with self._lock:
+            try:
+                self.root.mkdir(parents=True, exist_ok=True)
+                with closing(self._connect()) as conn, conn:
+                    conn.executemany(
+                        "INSERT OR REPLACE INTO entries (ns, key, value) VALUES (?, ?, ?)",
+                        [(namespace, k, json.dumps(v)) for k, v in items.items()],
+                    )
+            except (sqlite3.Error, OSError) as exc:
+                self._fail(exc)
+
+    def put(self, namespace: str, key: str, value: Any) -> None:
+        """Store one JSON-serialisable value."""
+        self.put_many(namespace, {key: value})
+
+
+def digest(*parts: str) -> str:
+    """A cache key for ``parts`` (separated so ``("ab", "c")`` and ``("a", "bc")`` differ)."""
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+
+# -- Anthropic access -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AnthropicAccess:
+    """What a client needs from the environment; the key never shows in a repr."""
+
+    api_key: str | None = field(default=None, repr=False)
+    base_url: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> AnthropicAccess:
+        """Read ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``."""
+        env = os.environ if env is None else env
+        return cls(env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None)
+
+
+def default_services(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The services the api layer hands every stage: API access and the disk cache."""
+    return {"anthropic": AnthropicAccess.from_env(env), "cache": DiskCache(cache_dir(env))}
+
+
+def make_client(
+    access: AnthropicAccess,
+    *,
+    base_url: str | None = None,
+    timeout_seconds: float = 30.0,
+    max_retries: int = 2,
+) -> anthropic.Anthropic:
+    """An SDK client with an explicit key (never a profile found on disk)."""
+    import anthropic
+
+    return anthropic.Anthropic(
+        api_key=access.api_key,
+        base_url=base_url or access.base_url,
+        timeout=timeout_seconds,
+        max_retries=max_retries,
+    )
+
+
+def describe_api_error(exc: BaseException) -> str:
+    """A short, key-free reason for a failed request, for notes and counters."""
+    import anthropic
+
+    if isinstance(exc, anthropic.APITimeoutError):
+        return "timeout"
+    if isinstance(exc, anthropic.RateLimitError):
+        return "HTTP 429 rate limited"
+    if isinstance(exc, anthropic.APIStatusError):
+        return f"HTTP {exc.status_code}"
+    if isinstance(exc, anthropic.APIConnectionError):
+        return "connection failed"
+    if isinstance(exc, ReplyError):
+        return str(exc)
+    return type(exc).__name__
+
+
+class ReplyError(ValueError):
+    """The model answered, but not with a usable list of KEEP indices."""
+
+
+_SYSTEM = """\
+You compress text for another language model, like LLMLingua-2: you label words KEEP or DROP.
+The words come from a tool output that an AI agent read earlier in its work. Keep the words the
+agent may still need to recover every fact: names, identifiers, file paths, numbers, error
+messages, negations and results. Drop filler, boilerplate and words that are easy to infer.
+Keep about {pct}% of the words ({target} of {n}).
+Reply with only a JSON array of the indices of the words to KEEP, in increasing order, for
+example [0, 2, 3]. No other text."""
+
+
+def build_prompt(words: Sequence[str], keep_ratio: float) -> tuple[str, str]:
+    """The system prompt and the numbered-words user message for one window."""
+    n = len(words)
+    target = min(n, max(1, round(keep_ratio * n)))
+    system = _SYSTEM.format(pct=round(100 * keep_ratio), target=target, n=n)
+    user = "\n".join(f"{i}\t{w}" for i, w in enumerate(words))
+    return system, user
+
+
+def parse_reply(text: str, n: int) -> list[bool]:
+    """Turn the model's reply into a mask of ``n`` flags.
+
+    Accepts a JSON array of KEEP indices (the asked-for shape) or, leniently, an
+    array of ``n`` labels ("KEEP"/"DROP" or booleans).
+
+    Raises:
+        ReplyError: no JSON array, an index out of range, labels of the wrong
+            length, or nothing kept.
+    """
+    start, end = text.find("["), text.rfind("]")
+    if start < 0 or end < start:
+        raise ReplyError("unparseable reply")
+    try:
+        items = json.loads(text[start : end + 1])
+    except ValueError:
+        raise ReplyError("unparseable reply") from None
+    if not isinstance(items, list):
+        raise ReplyError("unparseable reply")
+    if items and all(isinstance(x, bool) or isinstance(x, str) for x in items):
+        if len(items) != n:
+            raise ReplyError("wrong length")
+        mask = [x is True or (isinstance(x, str) and x.strip().upper() == "KEEP") for x in items]
+    elif all(isinstance(x, int) and not isinstance(x, bool) for x in items):
+        if any(not 0 <= x < n for x in items):
+            raise ReplyError("wrong length")
+        keep = set(items)
+        mask = [i in keep for i in range(n)]
+    else:
+        raise ReplyError("unparseable reply")
+    if not any(mask):
+        raise ReplyError("kept nothing")
+    return mask
+
+
+class AnthropicClassifier:
+    """Labels words with a Claude model; falls back to another classifier per window.
+
+    Counters (read them after a run): ``calls`` windows sent to the API,
+    ``cache_hits`` windows answered from the cache, ``fallbacks`` windows the
+    fallback classifier answered, ``fallback_reasons`` why.
+    """
+
+    name = "anthropic"
+    NAMESPACE = "compress_words"
+
+    def __init__(
+        self,
+        *,
+        fallback: Classifier,
+        access: AnthropicAccess | None = None,
+        cache: DiskCache | None = None,
+        model: str = DEFAULT_MODEL,
+        base_url: str | None = None,
+        concurrency: int = 4,
+        timeout_seconds: float = 30.0,
+        max_retries: int = 2,
+    ) -> None:
+        self.fallback = fallback
+        self.access = access or AnthropicAccess()
+        self.cache = cache
+        self.model = model
+        self.base_url = base_url
+        self.concurrency = concurrency
+        self.timeout_seconds = timeout_seconds
+        self.max_retries = max_retries
+        self.calls = 0
+        self.cache_hits = 0
+        self.fallbacks = 0
+        self.fallback_reasons: Counter[str] = Counter()
+        self.notes: list[str] = []
+        self._client: anthropic.Anthropic | None = None
+        self._client_lock = threading.Lock()
+
+    def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
+        """The mask of one window (see :meth:`keep_masks`)."""
+        return self.keep_masks([words], keep_ratio)[0]
+
+    def keep_masks(self, windows: Sequence[Sequence[str]], keep_ratio: float) -> list[list[bool]]:
+        """Masks for all windows: cache first, then concurrent requests, then fallback."""
+        keys = [
+            digest(PROMPT_VERSION, self.model, f"{keep_ratio:.4f}", "\x1f".join(w)) for w in windows
+        ]
+        cached = self.cache.get_many(self.NAMESPACE, sorted(set(keys))) if self.cache else {}
+        masks: list[list[bool] | None] = [None] * len(windows)
+        todo: list[int] = []
+        for i, key in enumerate(keys):
+            hit = cached.get(key)
+            if isinstance(hit, list) and len(hit) == len(windows[i]):
+                masks[i] = [bool(x) for x in hit]
+                self.cache_hits += 1
+            else:
+                todo.append(i)
+        if todo and not self.access.api_key:
+            self._note(
+                "ANTHROPIC_API_KEY is not set, so the anthropic classifier used the offline "
+                'heuristic instead; set the key, or use classifier = "heuristic" to silence this'
+            )
+            for i in todo:
+                masks[i] = self._fall_back(windows[i], keep_ratio, "no API key")
+            todo = []
+        if todo:
+            fresh: dict[str, list[bool]] = {}
+            with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
+                futures = {i: pool.submit(self._ask, windows[i], keep_ratio) for i in todo}
+                self.calls += len(todo)
+                for i, future in futures.items():
+                    try:
+                        mask = future.result()
+                    except Exception as exc:  # any failure of one window: that window falls back
+                        masks[i] = self._fall_back(windows[i], keep_ratio, describe_api_error(exc))
+                        continue
+                    masks[i] = mask
+                    fresh[keys[i]] = mask
+            if self.cache is not None:
+                self.cache.put_many(self.NAMESPACE, fresh)
+                if self.cache.problem:
+                    self._note(self.cache.problem)
+        return [m if m is not None else [] for m in masks]
+
+    def close(self) -> None:
+        """Close the HTTP client, if one was opened."""
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+    def _fall_back(self, words: Sequence[str], keep_ratio: float, reason: str) -> list[bool]:
+        self.fallbacks += 1
+        self.fallback_reasons[reason] += 1
+        return self.fallback.keep_mask(words, keep_ratio)
+
+    def _client_once(self) -> anthropic.Anthropic:
+        # Created lazily so a run answered wholly from the cache opens no connection;
+        # the SDK client itself is safe to share between the worker threads.
+        with self._client_lock:
+            if self._client is None:
+                self._client = make_client(
+                    self.access,
+                    base_url=self.base_url,
+                    timeout_seconds=self.timeout_seconds,
+                    max_retries=self.max_retries,
+                )
+            return self._client
+
+    def _ask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
+        system, user = build_prompt(words, keep_ratio)
+        reply = self._client_once().messages.create(
+            model=self.model,
+            max_tokens=32 + 4 * len(words),
+            system=system,
+            messages=[{"role": "user", "content": user}],
+        )
+        text = "".join(getattr(block, "text", "") for block in reply.content)
+        mask = parse_reply(text, len(words))
+        # Words the heuristic always keeps (numbers, paths, identifiers) stay even if the
+        # model dropped them: the cheapest insurance against losing a fact.
+        return [m or is_informative(w) for m, w in zip(mask, words, strict=True)]
