@@ -216,12 +216,19 @@ def restore(
 
 @app.command()
 def validate(
-    input: Input,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(help="Transcript files, or - for stdin.", show_default=False),
+    ] = None,
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     json: JsonOpt = False,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
+
+    Several files are checked one after another (as pre-commit passes them); a file
+    that cannot be read is reported and the others are still checked. The exit code
+    is the worst one: 2 for an unreadable file, else 1 for a pairing problem.
 
     Example:
 
@@ -231,26 +238,42 @@ def validate(
 
     with _errors():
         _check_on_invalid(on_invalid)
-        problems = validate_bytes(
-            api.read_input(input), input, format=format or "auto", on_invalid=on_invalid
-        )
+        paths = inputs or [_resolve_input(None)]
+        payloads: list[dict[str, Any]] = []
+        code = ExitCode.OK
+        for path in paths:
+            try:
+                raw = api.read_input(path)
+                problems = validate_bytes(raw, path, format=format or "auto", on_invalid=on_invalid)
+            except CtxError as exc:
+                if len(paths) == 1:
+                    raise
+                console.error(str(exc))
+                code = max(code, exc.exit_code)
+                continue
+            payloads.append(
+                {
+                    "input": path,
+                    "valid": not problems,
+                    "problems": [
+                        {"line": p.line, "kind": p.kind, "call_id": p.call_id, "message": p.message}
+                        for p in problems
+                    ],
+                }
+            )
+            if problems:
+                code = max(code, ExitCode.CHECK_FAILED)
+            if not json:
+                for p in problems:
+                    sys.stderr.write(p.render(path) + "\n")
+                if not problems:
+                    sys.stderr.write(f"ctx: {path}: valid\n")
         if json:
-            payload = {
-                "input": input,
-                "valid": not problems,
-                "problems": [
-                    {"line": p.line, "kind": p.kind, "call_id": p.call_id, "message": p.message}
-                    for p in problems
-                ],
-            }
+            failed = len(paths) - sum(1 for p in payloads if p["valid"])
+            payload = payloads[0] if len(paths) == 1 else {"files": payloads, "failed": failed}
             console.write_stdout(orjson.dumps(payload) + b"\n")
-        else:
-            for p in problems:
-                sys.stderr.write(p.render(input) + "\n")
-            if not problems:
-                sys.stderr.write(f"ctx: {input}: valid\n")
-        if problems:
-            raise typer.Exit(int(ExitCode.CHECK_FAILED))
+        if code:
+            raise typer.Exit(int(code))
 
 
 @app.command()
