@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any
 
@@ -10,7 +11,15 @@ def err_console() -> Any:
     """A Rich console on the current stderr (looked up at call time, so tests capture it)."""
     from rich.console import Console
 
-    return Console(file=sys.stderr, highlight=False, soft_wrap=False)
+    # NO_COLOR (no-color.org): Rich alone drops colours but keeps bold and italics;
+    # someone who sets it wants plain text. Without a TTY Rich writes no escapes anyway.
+    plain = bool(os.environ.get("NO_COLOR"))
+    return Console(
+        file=sys.stderr,
+        highlight=False,
+        soft_wrap=False,
+        color_system=None if plain else "auto",
+    )
 
 
 def warn(message: str) -> None:
