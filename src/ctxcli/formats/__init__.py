@@ -6,7 +6,12 @@ from typing import Any
 
 from ctxcli.errors import TranscriptError
 
+from .anthropic import Anthropic
 from .base import Blobs, Document, Format, OutRecord, Record, State, parse_lines
+from .claude_code import ClaudeCode
+from .codex import Codex
+from .json_doc import JsonDocument
+from .langchain import LangChain
 from .openai_chat import OpenAIChat
 
 __all__ = [
@@ -37,7 +42,12 @@ def register_format(fmt: Format) -> Format:
     return fmt
 
 
+register_format(ClaudeCode())
+register_format(Codex())
+register_format(LangChain())
+register_format(Anthropic())  # before openai_chat, whose sniff takes any {role} line
 register_format(OpenAIChat())
+register_format(JsonDocument())  # whole JSON documents, tried before JSONL parsing
 
 
 def get_format(name: str) -> Format:

@@ -294,7 +294,10 @@ class Format:
                 plan.append(OutRecord(State.COPY, rec, rec.data, new))
             else:
                 data = self.apply(rec.data, rec.message, new)
-                plan.append(OutRecord(State.CHANGED, rec, data, new))
+                # A format may decline a change (signed thinking is never rewritten):
+                # the record is then copied byte-for-byte, not re-serialised.
+                state = State.COPY if data is rec.data else State.CHANGED
+                plan.append(OutRecord(state, rec, data, new))
             emit_new(key, rec.data)
         for after in list(inserts):
             emit_new(after, None)

@@ -1,0 +1,318 @@
+"""Claude Code session and subagent transcripts (``~/.claude/projects/**/*.jsonl``).
+
+Only ``user`` and ``assistant`` records are model-visible: their ``message.content``
+(a string or a list of Anthropic content blocks, see :mod:`.anthropic`). Every other
+record type (``progress``, ``system``, ``summary``, ``file-history-snapshot``,
+``queue-operation``, ``attachment`` and types yet to come) is passed through untouched.
+
+Quirks this module handles:
+
+- One API response is split over several ``assistant`` records, one content block
+  each, sharing ``message.id``: that id becomes :attr:`Message.group` so a round is
+  the whole response. Parallel results come in separate ``user`` records, laid out
+  after all calls (v2.1.6) or interleaved with them (v2.1.39); the conversation links
+  pair them by ``tool_use.id`` across records.
+- The model never sees the copies of a tool's output kept for the UI: the record's
+  top-level ``toolUseResult`` (often several times the tool_result itself, and the
+  full output behind a ``<persisted-output>`` stub) and the ``bash_progress`` records
+  streamed while the command ran (``output``/``fullOutput``). When a stage shortens a
+  result these copies are dropped/emptied too, so the file really shrinks; the
+  original records go to the restore pack like any changed record.
+- Records form a tree by ``uuid``/``parentUuid`` (``logicalParentUuid`` across a
+  compaction). When records are dropped, kept records pointing at them are relinked
+  to the nearest kept ancestor; records a stage adds are chained in, with a uuid
+  derived from their content (never random), so reruns are byte-identical.
+- A ``summary`` record's ``leafUuid`` may point into another session: not an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from ctxcli.errors import TranscriptError
+from ctxcli.model import Message
+
+from .anthropic import (
+    blocks_from_content,
+    changed_result_ids,
+    content_from_blocks,
+    drop_emptied,
+    write_content,
+)
+from .base import Document, Format, OutRecord, Record, State
+
+KNOWN_TYPES = {
+    "user",
+    "assistant",
+    "progress",
+    "system",
+    "summary",
+    "file-history-snapshot",
+    "queue-operation",
+    "attachment",
+}
+ID_KEYS = ("uuid", "sessionId", "leafUuid", "messageId")
+CONTENT = ("message", "content")
+# Envelope fields a record made by ctx copies from its neighbour.
+ENVELOPE = (
+    "isSidechain",
+    "userType",
+    "cwd",
+    "sessionId",
+    "version",
+    "gitBranch",
+    "agentId",
+    "slug",
+)
+# Fields holding the uuid of another record; relinked when that record is dropped.
+LINKS = ("parentUuid", "logicalParentUuid", "sourceToolAssistantUUID", "leafUuid")
+_UUID_IN_RAW = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
+
+
+def derived_uuid(*parts: str) -> str:
+    """A uuid-shaped id (version 5 layout) derived from ``parts``: same input, same id."""
+    digest = bytearray(
+        hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).digest()[:16]
+    )
+    digest[6] = (digest[6] & 0x0F) | 0x50
+    digest[8] = (digest[8] & 0x3F) | 0x80
+    h = digest.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def _edit(rec: OutRecord, **fields: Any) -> None:
+    """Set fields on a plan record without touching the loaded document's dicts."""
+    rec.data = {**rec.data, **fields}
+    rec.touch()
+
+
+class ClaudeCode(Format):
+    """Claude Code session/subagent JSONL."""
+
+    name = "claude_code"
+    description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
+
+    def sniff(self, records: Sequence[Any]) -> bool:
+        if not records or not all(
+            isinstance(r, dict) and isinstance(r.get("type"), str) and "payload" not in r
+            for r in records
+        ):
+            return False
+        return any(r["type"] in KNOWN_TYPES and any(k in r for k in ID_KEYS) for r in records)
+
+    def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        if not isinstance(data, dict):
+            raise TranscriptError(path, line, "not a Claude Code record (expected a JSON object)")
+        rtype = data.get("type")
+        message = data.get("message")
+        if rtype not in ("user", "assistant") or not isinstance(message, dict):
+            return None
+        role = message.get("role")
+        if not isinstance(role, str):
+            role = rtype
+        blocks = blocks_from_content(message.get("content"), CONTENT)
+        group = message.get("id") if rtype == "assistant" else None
+        return Message(role, tuple(blocks), key, group if isinstance(group, str) else None)
+
+    def apply(self, data: Any, old: Message, new: Message) -> Any:
+        out = write_content(data, CONTENT, old, new)
+        if "toolUseResult" in out and changed_result_ids(old, new):
+            # The UI copy of the result (stdout, file contents, originalFile...) would
+            # keep every byte the stage removed; the original record is in the pack.
+            out = {k: v for k, v in out.items() if k != "toolUseResult"}
+        return out
+
+    def new_record(self, message: Message, neighbour: Any) -> Any:
+        near = neighbour if isinstance(neighbour, dict) else {}
+        text = "\n".join(b.text for b in message.blocks)
+        record: dict[str, Any] = {"parentUuid": None}
+        record.update({k: near[k] for k in ENVELOPE if k in near})
+        uuid = derived_uuid(str(near.get("uuid")), message.role, text)
+        content = content_from_blocks(message.blocks)
+        if message.role == "assistant":
+            record["type"] = "assistant"
+            record["message"] = {
+                "id": f"msg_ctx_{uuid.replace('-', '')[:24]}",
+                "type": "message",
+                "role": "assistant",
+                "model": "<synthetic>",
+                "content": [{"type": "text", "text": content}]
+                if isinstance(content, str)
+                else content,
+                "stop_reason": "end_turn",
+                "stop_sequence": None,
+            }
+        else:
+            # Summaries and nudges are user turns (a system message is shown as one).
+            record["type"] = "user"
+            record["message"] = {"role": "user", "content": content}
+        record["uuid"] = uuid
+        if "timestamp" in near:
+            record["timestamp"] = near["timestamp"]
+        return record
+
+    def fixup(self, plan: list[OutRecord]) -> None:
+        drop_emptied(plan)
+        self._reduce_copies(plan)
+        self._relink(plan)
+
+    # -- fixup steps ------------------------------------------------------------------
+
+    @staticmethod
+    def _reduce_copies(plan: list[OutRecord]) -> None:
+        """Empty the ``bash_progress`` copies of results a stage shortened."""
+        changed: set[str] = set()
+        for rec in plan:
+            if rec.state is State.CHANGED and rec.orig is not None and rec.orig.message is not None:
+                assert rec.message is not None
+                changed |= changed_result_ids(rec.orig.message, rec.message)
+        if not changed:
+            return
+        for rec in plan:
+            data = rec.data
+            if (
+                rec.state is State.DROPPED
+                or not isinstance(data, dict)
+                or data.get("type") != "progress"
+            ):
+                continue
+            progress = data.get("data")
+            if not isinstance(progress, dict) or progress.get("type") != "bash_progress":
+                continue
+            owner = data.get("parentToolUseID")
+            if owner not in changed and data.get("toolUseID") not in changed:
+                continue
+            emptied = {k: "" for k in ("output", "fullOutput") if progress.get(k)}
+            if emptied:
+                _edit(rec, data={**progress, **emptied})
+
+    @staticmethod
+    def _relink(plan: list[OutRecord]) -> None:
+        """Keep the uuid tree valid after drops and inserts."""
+        dropped: dict[str, Any] = {}
+        taken: set[str] = set()
+        for rec in plan:
+            data = rec.data
+            if not isinstance(data, dict) or not isinstance(data.get("uuid"), str):
+                continue
+            if rec.state is State.DROPPED:
+                dropped[data["uuid"]] = data.get("parentUuid")
+            elif rec.state is not State.NEW:
+                taken.add(data["uuid"])
+        if not dropped and not any(r.state is State.NEW for r in plan):
+            return
+
+        def resolve(uuid: Any) -> Any:
+            seen: set[str] = set()
+            while isinstance(uuid, str) and uuid in dropped and uuid not in seen:
+                seen.add(uuid)
+                uuid = dropped[uuid]
+            return uuid
+
+        # A record inserted after P takes P's place as the parent of P's later
+        # children, so it lies on the chain Claude Code walks when it resumes. An
+        # insert at the very start becomes the root of the first root only (later
+        # null parents are compaction boundaries and stay roots).
+        redirect: dict[Any, str] = {}
+        last_uuid: Any = None
+        for rec in plan:
+            data = rec.data
+            if rec.state is State.DROPPED or not isinstance(data, dict):
+                continue
+            if rec.state is State.NEW:
+                uuid = base = str(data.get("uuid"))
+                n = 1
+                while uuid in taken:
+                    uuid = derived_uuid(base, str(n))
+                    n += 1
+                taken.add(uuid)
+                _edit(rec, parentUuid=last_uuid, uuid=uuid)
+                redirect[last_uuid] = uuid
+                last_uuid = uuid
+                continue
+            updates: dict[str, Any] = {}
+            for field in LINKS:
+                if field not in data:
+                    continue
+                value = data[field]
+                target = resolve(value)
+                if field == "parentUuid":
+                    target = _follow(redirect, target)
+                if target != value:
+                    updates[field] = target
+            if updates:
+                _edit(rec, **updates)
+            if isinstance(rec.data.get("uuid"), str):
+                last_uuid = rec.data["uuid"]
+
+    # -- validation ---------------------------------------------------------------------
+
+    def check(self, doc: Document) -> list[Any]:
+        """Tree problems: a ``parentUuid`` naming a record that is not in the file."""
+        from ctxcli.validate import Problem
+
+        known: set[str] = set()
+        for rec in doc.records:
+            if isinstance(rec.data, dict) and isinstance(rec.data.get("uuid"), str):
+                known.add(rec.data["uuid"])
+            elif rec.invalid is not None:
+                # A line kept as is (not JSON) still defines its uuid for its children.
+                known.update(m.decode("utf-8", "replace") for m in _UUID_IN_RAW.findall(rec.raw))
+        problems = []
+        for rec in doc.records:
+            data = rec.data
+            if not isinstance(data, dict):
+                continue
+            parent = data.get("parentUuid")
+            if isinstance(parent, str) and parent not in known:
+                problems.append(
+                    Problem(
+                        rec.line,
+                        "dangling_parent",
+                        None,
+                        f"parentUuid {parent!r} of {data.get('type')} record "
+                        f"{data.get('uuid')!r} names no record in the file",
+                    )
+                )
+        return problems
+
+    def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
+        # The session title stays whatever happens to the messages around it, and so
+        # does a compaction boundary: a resume starts its context there.
+        if isinstance(record.data, dict) and (
+            record.data.get("type") == "summary" or is_compact_boundary(record.data)
+        ):
+            return True
+        return anchor_kept
+
+    def resume_start(self, records: Sequence[Record]) -> int | None:
+        # `claude --resume` sends what follows the last compact_boundary (the
+        # isCompactSummary record first); without one, the whole file.
+        for key in range(len(records) - 1, -1, -1):
+            if is_compact_boundary(records[key].data):
+                return key
+        return -1
+
+
+def is_compact_boundary(data: Any) -> bool:
+    """True for the ``system`` record Claude Code writes where it compacted the context."""
+    return (
+        isinstance(data, dict)
+        and data.get("type") == "system"
+        and data.get("subtype") == "compact_boundary"
+    )
+
+
+def _follow(redirect: dict[Any, str], parent: Any) -> Any:
+    """The parent after inserts: follow ``redirect``; a root redirect is used once."""
+    seen: set[Any] = set()
+    while parent in redirect and parent not in seen:
+        seen.add(parent)
+        if parent is None:
+            parent = redirect.pop(None)
+        else:
+            parent = redirect[parent]
+    return parent
