@@ -17,7 +17,7 @@ from .formats import Blobs, load
 from .offload import MANIFEST_VERSION, DryRunOffload, OffloadStore, restore_bytes, sha256
 from .pipeline import StageReport, run_pipeline
 from .stages import StageContext, TokenLedger
-from .tokens import get_counter
+from .tokens import CountOptions, open_counter
 
 STDIO = "-"
 
@@ -89,12 +89,14 @@ def reduce_bytes(
     path: str = "<stdin>",
     on_invalid: str = "error",
     log: Callable[[str], None] | None = None,
+    counting: CountOptions | None = None,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
     With the default ``offload`` (a dry run) nothing is written: this is what
     ``ctx stats`` runs. Pass an :class:`~ctxcli.offload.OffloadStore` to keep the
-    removed texts.
+    removed texts. ``counting`` says whether to use the count cache and how many
+    processes may count (default: the cache and every core, for large inputs).
 
     Example::
 
@@ -106,9 +108,19 @@ def reduce_bytes(
     config = config or load_config()
     offload = offload if offload is not None else DryRunOffload("ctx-offload")
     doc = load(raw, path, format=config.settings.format, on_invalid=on_invalid)
-    ledger = TokenLedger(get_counter(config.settings.tokenizer))
-    ctx = StageContext(ledger, offload, config.settings.language, log or (lambda _m: None))
-    conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+    counting = counting or CountOptions()
+    cache_notes: list[str] = []
+    counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
+    try:
+        ledger = TokenLedger(counter)
+        # Count every text up front, in bulk: the stats need them all, and in bulk
+        # they come from the disk cache or from every core.
+        ledger.prime(doc.conversation, counting.progress)
+        ctx = StageContext(ledger, offload, config.settings.language, log or (lambda _m: None))
+        conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+    finally:
+        if counter.cache is not None:
+            counter.cache.close()
     blobs: Blobs = offload if isinstance(offload, OffloadStore) else Blobs()  # type: ignore[assignment]
     output, script = doc.format.dump(doc, conv, blobs)
     report = Report(
@@ -122,7 +134,7 @@ def reduce_bytes(
         bytes_after=len(output),
         stages=reports,
         offload_dir=offload.root,
-        warnings=list(doc.warnings),
+        warnings=list(doc.warnings) + cache_notes,
     )
     return Reduced(output, report, script.ops, doc.format.units)
 
@@ -166,6 +178,7 @@ def reduce_file(
     on_invalid: str = "error",
     raw: bytes | None = None,
     log: Callable[[str], None] | None = None,
+    counting: CountOptions | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
@@ -190,7 +203,13 @@ def reduce_file(
     store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
     try:
         reduced = reduce_bytes(
-            data, config=config, offload=store, path=input_name, on_invalid=on_invalid, log=log
+            data,
+            config=config,
+            offload=store,
+            path=input_name,
+            on_invalid=on_invalid,
+            log=log,
+            counting=counting,
         )
         store.commit(
             {
@@ -219,6 +238,7 @@ def stats_file(
     config: Config | None = None,
     on_invalid: str = "error",
     raw: bytes | None = None,
+    counting: CountOptions | None = None,
 ) -> Report:
     """Run the reduction without writing anything and report what it would save."""
     config = config or load_config()
@@ -226,7 +246,12 @@ def stats_file(
     # The hints cite the directory `ctx reduce INPUT` (output to stdout) would use.
     root = default_offload_dir(None, config)
     reduced = reduce_bytes(
-        data, config=config, offload=DryRunOffload(root), path=str(input), on_invalid=on_invalid
+        data,
+        config=config,
+        offload=DryRunOffload(root),
+        path=str(input),
+        on_invalid=on_invalid,
+        counting=counting,
     )
     return reduced.report
 

@@ -11,10 +11,11 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from . import __version__, api, console
+from . import __version__, api, cli_batch, console
 from .cli_config import config_app
 from .config import INIT_TEMPLATE, Config, load_config
 from .errors import CtxError, ExitCode
+from .tokens import CountOptions
 
 app = typer.Typer(
     name="ctx",
@@ -43,6 +44,25 @@ OnInvalidOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+Inputs = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Transcript file, - for stdin, or several files or directories.", show_default=False
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        min=1,
+        help="Processes: files at once for several inputs (default 1), "
+        "else counting processes for one large file (default: every core).",
+    ),
+]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
+]
 
 
 @contextmanager
@@ -92,9 +112,12 @@ def _warn_all(warnings: list[str]) -> None:
 
 @app.command()
 def reduce(
-    input: Annotated[str | None, typer.Argument(help="Transcript file, or - for stdin.")] = None,
+    inputs: Inputs = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", help="Output file, or - for stdout.")
+        str,
+        typer.Option(
+            "--output", "-o", help="Output file, or - for stdout; a directory for several inputs."
+        ),
     ] = "-",
     offload_dir: Annotated[
         str | None, typer.Option("--offload-dir", help="Where removed text goes.")
@@ -112,30 +135,55 @@ def reduce(
     ] = False,
     json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
+    jobs: JobsOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
+
+    Several files or a directory go into the directory -o, each with its
+    offload directory beside it; a file that fails does not stop the others.
 
     Example:
 
         ctx reduce session.jsonl -o reduced.jsonl
+        ctx reduce sessions/ -o reduced/ --jobs 2
     """
     with _errors():
         _check_on_invalid(on_invalid)
-        source = _resolve_input(input)
         cfg = _config(config, tokenizer, format)
+        if cli_batch.is_batch(inputs):
+            if in_place:
+                raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
+            assert inputs is not None
+            code = cli_batch.reduce_batch(
+                inputs,
+                output,
+                cfg,
+                offload_dir=offload_dir,
+                force=force,
+                on_invalid=on_invalid,
+                jobs=jobs or 1,
+                cache=not no_cache,
+                json=json,
+                quiet=quiet,
+            )
+            raise typer.Exit(code)
+        source = _resolve_input(inputs[0] if inputs else None)
         if in_place:
             output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
-        report, data = api.reduce_file(
-            source,
-            output,
-            config=cfg,
-            offload_dir=offload_dir,
-            force=force,
-            on_invalid=on_invalid,
-            in_place=in_place,
-        )
+        with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
+            report, data = api.reduce_file(
+                source,
+                output,
+                config=cfg,
+                offload_dir=offload_dir,
+                force=force,
+                on_invalid=on_invalid,
+                in_place=in_place,
+                counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
+            )
         if not quiet:
             _warn_all(report.warnings)
         if output == api.STDIO:
@@ -154,7 +202,7 @@ def reduce(
 
 @app.command()
 def stats(
-    input: Annotated[str | None, typer.Argument(help="Transcript file, or - for stdin.")] = None,
+    inputs: Inputs = None,
     config: ConfigOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
@@ -164,8 +212,12 @@ def stats(
         int | None,
         typer.Option("--fail-over", help="Exit 1 if the reduced transcript has more tokens."),
     ] = None,
+    jobs: JobsOpt = None,
+    no_cache: NoCacheOpt = False,
 ) -> None:
     """Preview what reduce would save, without writing anything.
+
+    Several files or a directory give one table row per file.
 
     Example:
 
@@ -173,9 +225,23 @@ def stats(
     """
     with _errors():
         _check_on_invalid(on_invalid)
-        source = _resolve_input(input)
         cfg = _config(config, tokenizer, format)
-        report = api.stats_file(source, config=cfg, on_invalid=on_invalid)
+        if cli_batch.is_batch(inputs):
+            assert inputs is not None
+            code = cli_batch.stats_batch(
+                inputs,
+                cfg,
+                on_invalid=on_invalid,
+                jobs=jobs or 1,
+                cache=not no_cache,
+                json=json,
+                fail_over=fail_over,
+            )
+            raise typer.Exit(code)
+        source = _resolve_input(inputs[0] if inputs else None)
+        with console.progress("counting tokens", enabled=not json) as bar:
+            counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
+            report = api.stats_file(source, config=cfg, on_invalid=on_invalid, counting=counting)
         _warn_all(report.warnings)
         if json:
             console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 
@@ -38,3 +41,51 @@ def write_stdout(data: bytes) -> None:
     sys.stdout.flush()
     sys.stdout.buffer.write(data)
     sys.stdout.buffer.flush()
+
+
+@contextmanager
+def progress(
+    description: str, *, enabled: bool = True, delay_s: float = 0.5
+) -> Iterator[Callable[[int, int], None]]:
+    """Yield a ``(done, total)`` callback that draws a progress bar on stderr.
+
+    The bar appears only when stderr is a terminal and the work is still going after
+    ``delay_s`` seconds, so quick runs and pipes print nothing extra. It refreshes
+    from the callback rather than from a Rich thread, which keeps the process free of
+    threads when ctx forks its counting workers.
+    """
+    if not enabled or not sys.stderr.isatty():
+        yield lambda _done, _total: None
+        return
+    start = time.monotonic()
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int) -> None:
+        now = time.monotonic()
+        bar = state.get("bar")
+        if bar is None:
+            if now - start < delay_s or done >= total:
+                return
+            from rich.progress import BarColumn, Progress, TaskProgressColumn, TimeRemainingColumn
+
+            bar = Progress(
+                f"ctx: {description}",
+                BarColumn(),
+                TaskProgressColumn(),
+                TimeRemainingColumn(),
+                console=err_console(),
+                transient=True,
+                auto_refresh=False,
+            )
+            bar.start()
+            state.update(bar=bar, task=bar.add_task(description, total=total), shown=0.0)
+        bar.update(state["task"], completed=done, total=total)
+        if now - state["shown"] >= 0.1 or done >= total:
+            state["shown"] = now
+            bar.refresh()
+
+    try:
+        yield update
+    finally:
+        if "bar" in state:
+            state["bar"].stop()

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rich.table import Table
 
     from .api import Report
+    from .batch import FileResult
 
 
 def saved_pct(before: int, after: int) -> str:
@@ -71,3 +73,35 @@ def report_table(report: Report) -> Table:
 def report_json(report: Report) -> dict[str, Any]:
     """The JSON object ``--json`` prints."""
     return report.to_dict()
+
+
+def batch_table(results: Sequence[FileResult]) -> Table:
+    """The Rich table ``ctx stats`` prints for several files: one row per file."""
+    from rich.table import Table
+
+    table = Table(title=f"{len(results):,} transcripts · tokens", title_justify="left")
+    table.add_column("file", overflow="fold")
+    table.add_column("format", no_wrap=True)
+    for name in ("messages", "before", "after", "saved"):
+        table.add_column(name, justify="right", no_wrap=True)
+    before = after = 0
+    for r in results:
+        rep = r.report
+        if rep is None:
+            table.add_row(r.name or r.input, "failed", "", "", "", "", style="red")
+            continue
+        before += rep.tokens_before
+        after += rep.tokens_after
+        table.add_row(
+            r.name or rep.input,
+            rep.format,
+            f"{rep.messages:,}",
+            f"{rep.tokens_before:,}",
+            f"{rep.tokens_after:,}",
+            saved_pct(rep.tokens_before, rep.tokens_after),
+        )
+    table.add_section()
+    table.add_row(
+        "total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after), style="bold"
+    )
+    return table

@@ -190,7 +190,7 @@ class CachedCounter:
         engine: str = "",
         cache: TokenCache | None = None,
         workers: int = 1,
-        parallel_min_bytes: int = PARALLEL_MIN_BYTES,
+        parallel_min_bytes: int | None = None,
         memoize: bool = True,
     ) -> None:
         self.name = name
@@ -198,7 +198,9 @@ class CachedCounter:
         self.engine = engine
         self.cache = cache
         self.workers = max(1, workers)
-        self.parallel_min_bytes = parallel_min_bytes
+        self.parallel_min_bytes = (
+            PARALLEL_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
+        )
         self._fn = fn
         # Keyed by the text itself: the texts are alive in the conversation anyway,
         # and str caches its hash, so a hit costs one dict lookup.

@@ -1,0 +1,291 @@
+"""Reduce or preview many transcripts at once, on several processes.
+
+``ctx reduce DIR -o OUT`` and ``ctx stats a.jsonl b.jsonl`` land here. Each file is
+handled exactly as a single-file run would handle it (:func:`ctxcli.api.reduce_file`,
+:func:`ctxcli.api.stats_file`); a file that fails is reported with its name and the
+others go on. Results come back in input order, whatever order the workers finish in.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import api
+from .config import Config
+from .errors import CtxError, ExitCode, TranscriptError
+from .tokens import CountOptions
+
+TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
+"""Files a directory contributes (other files in it are not transcripts)."""
+
+FileProgress = Callable[["FileResult", int, int], None]
+"""Called after each file with its result, files done, and files in all."""
+
+
+@dataclass
+class FileResult:
+    """What happened to one input of a batch.
+
+    Attributes:
+        input: the input path as given (or as found in a directory).
+        output: where the reduced transcript went (None for stats and failures).
+        report: the run's report, None if it failed.
+        error: the one-line reason it failed, None if it succeeded.
+        exit_code: the exit code a single-file run would have ended with.
+        name: the input's name relative to the directory it was found in.
+    """
+
+    input: str
+    output: str | None = None
+    report: api.Report | None = None
+    error: str | None = None
+    exit_code: int = int(ExitCode.OK)
+    name: str = ""
+
+    @property
+    def ok(self) -> bool:
+        """True if the file was processed."""
+        return self.error is None
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON shape: the report's, or input and error for a failure."""
+        if self.report is not None:
+            return self.report.to_dict()
+        return {"input": self.input, "error": self.error, "exit_code": self.exit_code}
+
+
+@dataclass
+class _Job:
+    input: str
+    name: str
+    output: str | None
+    offload_dir: str | None
+    bytes: int = 0
+    error: str | None = field(default=None)
+
+
+def expand_inputs(paths: Iterable[str | Path]) -> list[tuple[str, str]]:
+    """The transcript files named by ``paths``, each with its name relative to its root.
+
+    A file stands for itself (its relative name is its base name); a directory for
+    every transcript file under it (``*.jsonl``, ``*.json``, ``*.ndjson``, ``*.traj``),
+    sorted, skipping hidden entries and ``*.offload`` directories.
+
+    Raises:
+        TranscriptError: a path does not exist.
+    """
+    found: list[tuple[str, str]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            for item in sorted(_walk(path)):
+                found.append((str(item), str(item.relative_to(path))))
+        elif path.exists():
+            found.append((str(raw), path.name))
+        else:
+            raise TranscriptError(str(raw), None, "no such file or directory")
+    return found
+
+
+def _walk(root: Path) -> Iterable[Path]:
+    for entry in os.scandir(root):
+        if entry.name.startswith(".") or entry.name.endswith(".offload"):
+            continue
+        if entry.is_dir(follow_symlinks=False):
+            yield from _walk(Path(entry.path))
+        elif entry.is_file() and entry.name.endswith(TRANSCRIPT_SUFFIXES):
+            yield Path(entry.path)
+
+
+def _plan(
+    inputs: Sequence[tuple[str, str]], out_dir: Path | None, offload_root: str | None
+) -> list[_Job]:
+    jobs: list[_Job] = []
+    taken: dict[str, str] = {}
+    for source, rel in inputs:
+        job = _Job(source, rel, None, None)
+        try:
+            job.bytes = os.path.getsize(source)
+        except OSError:
+            job.bytes = 0
+        if out_dir is not None:
+            target = out_dir / rel
+            key = str(target.resolve())
+            if key in taken:
+                job.error = (
+                    f"{source}: would be written to {target}, like {taken[key]}; "
+                    "pass them in separate runs or rename one."
+                )
+            taken.setdefault(key, source)
+            job.output = str(target)
+            if offload_root is not None:
+                job.offload_dir = str(Path(offload_root) / rel)
+        jobs.append(job)
+    return jobs
+
+
+def _run_one(
+    job: _Job, mode: str, config: Config, force: bool, on_invalid: str, counting: CountOptions
+) -> FileResult:
+    """Process one file; every error becomes a result, never an exception."""
+    result = _try_one(job, mode, config, force, on_invalid, counting)
+    result.name = job.name
+    return result
+
+
+def _try_one(
+    job: _Job, mode: str, config: Config, force: bool, on_invalid: str, counting: CountOptions
+) -> FileResult:
+    if job.error is not None:
+        return FileResult(job.input, error=job.error, exit_code=int(ExitCode.USAGE_ERROR))
+    try:
+        if mode == "reduce":
+            report, _ = api.reduce_file(
+                job.input,
+                job.output,
+                config=config,
+                offload_dir=job.offload_dir,
+                force=force,
+                on_invalid=on_invalid,
+                counting=counting,
+            )
+            return FileResult(job.input, job.output, report)
+        report = api.stats_file(job.input, config=config, on_invalid=on_invalid, counting=counting)
+        return FileResult(job.input, None, report)
+    except CtxError as exc:
+        message = str(exc)
+        if job.input not in message:
+            message = f"{job.input}: {message}"
+        return FileResult(job.input, error=message, exit_code=int(exc.exit_code))
+    except Exception as exc:  # one broken file must not stop the batch
+        return FileResult(
+            job.input,
+            error=f"{job.input}: internal error: {type(exc).__name__}: {exc}",
+            exit_code=int(ExitCode.INTERNAL_ERROR),
+        )
+
+
+def _run_all(
+    jobs: list[_Job],
+    mode: str,
+    config: Config,
+    *,
+    workers: int,
+    force: bool,
+    on_invalid: str,
+    cache: bool,
+    progress: FileProgress | None,
+) -> list[FileResult]:
+    results: list[FileResult | None] = [None] * len(jobs)
+    done = 0
+
+    def finish(i: int, result: FileResult) -> None:
+        nonlocal done
+        results[i] = result
+        done += 1
+        if progress is not None:
+            progress(result, done, len(jobs))
+
+    if workers <= 1 or len(jobs) <= 1:
+        # One file at a time; a large one may still count on every core.
+        counting = CountOptions(cache=cache)
+        for i, job in enumerate(jobs):
+            finish(i, _run_one(job, mode, config, force, on_invalid, counting))
+    else:
+        # Files are the unit of work: each worker counts on its own core only.
+        counting = CountOptions(cache=cache, workers=1)
+        # Largest first, so one big file does not start last and finish alone.
+        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].bytes)
+        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+            futures: dict[Future[FileResult], int] = {
+                pool.submit(_run_one, jobs[i], mode, config, force, on_invalid, counting): i
+                for i in order
+            }
+            for fut in as_completed(futures):
+                i = futures[fut]
+                try:
+                    result = fut.result()
+                except Exception as exc:  # the worker process died (killed, out of memory)
+                    result = FileResult(
+                        jobs[i].input,
+                        error=f"{jobs[i].input}: worker failed: {type(exc).__name__}: {exc}",
+                        exit_code=int(ExitCode.INTERNAL_ERROR),
+                        name=jobs[i].name,
+                    )
+                finish(i, result)
+    return [r for r in results if r is not None]
+
+
+def reduce_many(
+    paths: Iterable[str | Path],
+    out_dir: str | Path,
+    config: Config,
+    *,
+    jobs: int = 1,
+    offload_dir: str | Path | None = None,
+    force: bool = False,
+    on_invalid: str = "error",
+    cache: bool = True,
+    progress: FileProgress | None = None,
+) -> list[FileResult]:
+    """Reduce every transcript in ``paths`` into ``out_dir``, ``jobs`` files at a time.
+
+    Each input goes to ``out_dir/<name>`` (a directory's files keep their relative
+    paths) with its offload directory beside it, ``<output>.offload``; with
+    ``offload_dir`` (or the ``offload_dir`` setting) they go to
+    ``<offload_dir>/<name>`` instead.
+
+    Returns:
+        One result per input, in input order; failed inputs carry their error.
+
+    Raises:
+        TranscriptError: a path does not exist (nothing is processed then).
+    """
+    inputs = expand_inputs(paths)
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise CtxError(f"-o {out}: with several inputs, -o must be a directory, not a file.")
+    root = offload_dir if offload_dir is not None else config.settings.offload_dir
+    plan = _plan(inputs, out, None if root is None else str(root))
+    return _run_all(
+        plan,
+        "reduce",
+        config,
+        workers=jobs,
+        force=force,
+        on_invalid=on_invalid,
+        cache=cache,
+        progress=progress,
+    )
+
+
+def stats_many(
+    paths: Iterable[str | Path],
+    config: Config,
+    *,
+    jobs: int = 1,
+    on_invalid: str = "error",
+    cache: bool = True,
+    progress: FileProgress | None = None,
+) -> list[FileResult]:
+    """Preview the reduction of every transcript in ``paths``, ``jobs`` files at a time."""
+    plan = _plan(expand_inputs(paths), None, None)
+    return _run_all(
+        plan,
+        "stats",
+        config,
+        workers=jobs,
+        force=False,
+        on_invalid=on_invalid,
+        cache=cache,
+        progress=progress,
+    )
+
+
+def exit_code(results: Sequence[FileResult]) -> int:
+    """2 if any file failed, else 0."""
+    return int(ExitCode.USAGE_ERROR) if any(not r.ok for r in results) else int(ExitCode.OK)

@@ -1,0 +1,180 @@
+"""Token counting: engines agree, the parallel path equals the serial one, no recounting."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from conftest import REPO, shared_transcripts
+from ctxcli import tokens
+from ctxcli.api import reduce_bytes
+from ctxcli.errors import ConfigError
+from ctxcli.formats import load
+from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.tokens import CountOptions, count_texts, get_counter, load_engine
+
+EDGE_TEXTS = [
+    "",
+    " ",
+    "  \n\n  x",
+    "<|endoftext|> is just text here",
+    "a\ud800b lone surrogate",
+    "\n" * 1000,
+    " " * 5000 + "x",
+    "日本語のテキストと絵文字 🚀✅⚠️",
+    "'s 'll 'VE 're",
+    "\r\n\r\n\t\t  ",
+    "x" * 300_000,
+    '{"path": "src/app.py", "old": "ttl=0", "new": "ttl=300"}',
+]
+
+
+def _has_bpe_openai() -> bool:
+    try:
+        load_engine("cl100k", "bpe-openai")
+    except ConfigError:
+        return False
+    return True
+
+
+needs_bpe = pytest.mark.skipif(not _has_bpe_openai(), reason="bpe-openai is not installed")
+
+
+def _real_texts() -> list[str]:
+    """Every model-visible text of the real transcripts (and the bundled sample)."""
+    texts: list[str] = []
+    for path in [*shared_transcripts(), REPO / "sample_transcripts" / "openai_chat_support.jsonl"]:
+        try:
+            doc = load(path.read_bytes(), str(path), on_invalid="keep")
+        except Exception:
+            continue  # a format another part of ctx does not read yet
+        texts.extend(tokens.conversation_texts(doc.conversation))
+    return texts
+
+
+@needs_bpe
+def test_bpe_openai_counts_equal_tiktoken_on_edge_cases() -> None:
+    fast = load_engine("cl100k", "bpe-openai")[1]
+    slow = load_engine("cl100k", "tiktoken")[1]
+    assert [fast(t) for t in EDGE_TEXTS] == [slow(t) for t in EDGE_TEXTS]
+
+
+@needs_bpe
+@pytest.mark.skipif(not shared_transcripts(), reason="../shared/transcripts is absent")
+def test_bpe_openai_counts_equal_tiktoken_on_real_transcripts() -> None:
+    texts = _real_texts()
+    assert len(texts) > 1000
+    fast = load_engine("cl100k", "bpe-openai")[1]
+    slow = load_engine("cl100k", "tiktoken")[1]
+    mismatches = [t[:80] for t in texts if fast(t) != slow(t)]
+    assert mismatches == []
+
+
+@needs_bpe
+def test_o200k_works_offline_with_bpe_openai() -> None:
+    counter = get_counter("o200k", engine="bpe-openai")
+    assert counter.count("hello world") == 2
+    assert counter.engine == "bpe-openai"
+
+
+def test_unknown_engine_is_a_config_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    load_engine.cache_clear()
+    monkeypatch.setenv("CTX_TOKEN_ENGINE", "sentencepiece")
+    try:
+        with pytest.raises(ConfigError, match="CTX_TOKEN_ENGINE"):
+            load_engine("cl100k")
+    finally:
+        load_engine.cache_clear()
+
+
+@pytest.mark.parametrize("engine", ["tiktoken", pytest.param("bpe-openai", marks=needs_bpe)])
+def test_parallel_counts_equal_serial_counts(engine: str) -> None:
+    fn = load_engine("cl100k", engine)[1]
+    texts = [f"line {i} " * (i % 97 + 1) + EDGE_TEXTS[i % len(EDGE_TEXTS)] for i in range(600)]
+    serial = count_texts("cl100k", engine, fn, texts, workers=1)
+    seen: list[tuple[int, int]] = []
+    parallel = count_texts(
+        "cl100k",
+        engine,
+        fn,
+        texts,
+        workers=2,
+        parallel_min_bytes=0,
+        progress=lambda done, total: seen.append((done, total)),
+    )
+    assert parallel == serial
+    assert seen and seen[-1][0] == seen[-1][1] == sum(map(len, texts))
+
+
+def _big_transcript(results: int = 60) -> bytes:
+    lines = [{"role": "user", "content": "fix the bug"}]
+    for i in range(results):
+        lines.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"c{i}",
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": f'{{"path": "f{i}.py"}}'},
+                    }
+                ],
+            }
+        )
+        body = "\n".join(f"{j:5}\tdef f_{i}_{j}(x): return x * {j}  # 日本 ✅" for j in range(400))
+        lines.append({"role": "tool", "tool_call_id": f"c{i}", "content": body})
+    lines.append({"role": "assistant", "content": "done"})
+    return b"".join(orjson.dumps(x) + b"\n" for x in lines)
+
+
+def test_reduce_with_worker_processes_equals_single_process(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    raw = _big_transcript()
+    one = reduce_bytes(raw, counting=CountOptions(cache=False, workers=1))
+    # Force the pool even for this small input.
+    monkeypatch.setattr(tokens, "PARALLEL_MIN_BYTES", 0)
+    two = reduce_bytes(raw, counting=CountOptions(cache=False, workers=2))
+    assert two.output == one.output
+    assert two.report.to_dict() == one.report.to_dict()
+
+
+def test_each_distinct_text_is_counted_once() -> None:
+    raw = _big_transcript()
+    counter = get_counter("cl100k", workers=1)
+    doc = load(raw)
+    ledger = TokenLedger(counter)
+    ledger.prime(doc.conversation)
+    distinct = set(tokens.conversation_texts(doc.conversation))
+    assert counter.counted == len(distinct)
+    before = counter.counted
+    # The stages and the report ask again and again: all lookups.
+    for _ in range(3):
+        ledger.total(doc.conversation)
+        ledger.per_message(doc.conversation)
+    assert counter.counted == before
+
+
+def test_clear_tool_results_counts_the_transcript_once() -> None:
+    from ctxcli.offload import DryRunOffload
+    from ctxcli.stages import get_stage
+    from ctxcli.stages.clear_tool_results import ClearToolResultsOptions
+
+    doc = load(_big_transcript(200))
+    calls: list[str] = []
+    counter = tokens.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
+    ctx = StageContext(TokenLedger(counter), DryRunOffload("ctx-offload"))
+    result = get_stage("clear_tool_results").fn(
+        doc.conversation, ClearToolResultsOptions(max_tokens=1000), ctx
+    )
+    assert result.counters["cleared"] > 100
+    # Linear: every original text once, nothing recounted per cleared message.
+    assert len(set(calls)) == len(calls)
+    assert len(calls) <= len(set(tokens.conversation_texts(doc.conversation)))
+
+
+def test_approx_needs_no_engine() -> None:
+    counter = get_counter("approx")
+    assert counter.count("abcdefgh") == 2
+    counter.count_many(["x" * 100])  # a no-op, not an error
