@@ -239,7 +239,7 @@ def drop_emptied(plan: list[OutRecord]) -> None:
     """
     for rec in plan:
         if (
-            rec.state is State.CHANGED
+            rec.state is not State.DROPPED
             and rec.message is not None
             and not rec.message.blocks
             and rec.orig is not None

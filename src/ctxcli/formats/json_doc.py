@@ -158,13 +158,17 @@ class Layout:
         return "[" + self.seps[0] + between.join(items) + self.seps[-1] + "]"
 
 
-def _message_list(value: Any) -> str | None:
-    """The key of the message list (``""`` for a top-level array), or None."""
+def _message_list(value: Any, *, allow_empty: bool = False) -> str | None:
+    """The key of the message list (``""`` for a top-level array), or None.
+
+    An empty list proves nothing when guessing the format; with ``--format json_doc``
+    (``allow_empty``) it is a document whose messages were all dropped.
+    """
 
     def is_messages(items: Any) -> bool:
         return (
             isinstance(items, list)
-            and bool(items)
+            and (allow_empty or bool(items))
             and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in items)
         )
 
@@ -222,7 +226,9 @@ class JsonDocument(Format):
 
     # -- loading --------------------------------------------------------------------
 
-    def try_load_document(self, raw: bytes, path: str) -> Document | None:
+    def try_load_document(
+        self, raw: bytes, path: str, *, allow_empty: bool = False
+    ) -> Document | None:
         """The document in ``raw``, or None if ``raw`` is not one (JSONL, other JSON)."""
         lead = BOM if raw.startswith(BOM) else b""
         body = raw[len(lead) :]
@@ -234,7 +240,7 @@ class JsonDocument(Format):
             text = body.decode("utf-8")
         except (ValueError, RecursionError):
             return None  # JSONL (several values), or not JSON at all
-        key = _message_list(value)
+        key = _message_list(value, allow_empty=allow_empty)
         if key is None:
             return None
         if key:
@@ -258,7 +264,7 @@ class JsonDocument(Format):
         return doc
 
     def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
-        doc = self.try_load_document(raw, path)
+        doc = self.try_load_document(raw, path, allow_empty=True)
         if doc is None:
             raise TranscriptError(
                 path,
