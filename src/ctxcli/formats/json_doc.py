@@ -42,6 +42,25 @@ PASSTHROUGH_ROLES = {"exit"}
 # A JSON scanner just good enough to find where values start and end in a document
 # that is already known to be valid JSON.
 _WS = re.compile(r"[ \t\n\r]*")
+_NON_SPACE = re.compile(rb"\S")
+
+
+def _is_jsonl(body: bytes) -> bool:
+    """True if the first line is a whole JSON value and more follows: JSONL, not a document.
+
+    Checked first because the whole-document parse of a JSONL file fails only after
+    the stdlib fallback has decoded all of it (seconds and gigabytes on a large file).
+    """
+    end = body.find(b"\n")
+    if end == -1 or _NON_SPACE.search(body, end + 1) is None:
+        return False
+    try:
+        loads_record(body[:end])
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _STRUCT = re.compile(r'[\[\]{}"]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
@@ -234,6 +253,8 @@ class JsonDocument(Format):
         body = raw[len(lead) :]
         stripped = body.lstrip()
         if not stripped or stripped[:1] not in (b"[", b"{"):
+            return None
+        if _is_jsonl(stripped):
             return None
         try:
             value = loads_record(body)

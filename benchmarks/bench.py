@@ -1,0 +1,345 @@
+"""ctx's speed and memory next to its floor, its tokenizer and its peers, in one run.
+
+Run with ``make bench`` (``BENCH_MB=100 make bench`` for the large file). It builds a
+synthetic OpenAI-chat session (benchmarks/gen_transcript.py) and measures, on the
+same file:
+
+* the floor: orjson parse + dump of every line (what any JSONL tool pays);
+* the tokenizers alone, counting every model-visible text on all cores;
+* ``ctx stats`` and ``ctx reduce`` (default chain) with cl100k and approx, as
+  subprocesses, end to end (Python start-up included), with their peak RSS;
+* a second ``ctx stats`` on the unchanged file (the token cache at work);
+* LangChain's ClearToolUsesEdit and reasonblocks' head+tail on the same messages
+  with the same counter (file read, parse, edit, count, dump and write included;
+  their imports are not). A peer that cannot be imported is reported and skipped;
+* ``ctx reduce DIR --jobs 1`` against ``--jobs 2`` on ../shared/transcripts.
+
+Numbers are wall-clock seconds on a shared machine: compare the ratios, which come
+from one run. Nothing here is asserted; the targets are printed next to the results.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+SHARED = REPO.parent / "shared" / "transcripts"
+BUILD = REPO / "build" / "bench"
+CTX = [sys.executable, "-m", "ctxcli"]
+MB = 1024 * 1024
+
+sys.path.insert(0, str(HERE))
+from gen_transcript import generate  # noqa: E402
+
+
+@dataclass
+class Row:
+    """One measurement."""
+
+    name: str
+    seconds: float
+    mbytes: float
+    rss_mb: float | None = None
+    note: str = ""
+
+    @property
+    def speed(self) -> float:
+        return self.mbytes / self.seconds if self.seconds else float("inf")
+
+
+def best_of(n: int, fn: Callable[[], float]) -> float:
+    """The fastest of ``n`` runs: the least disturbed by the other load on the machine."""
+    return min(fn() for _ in range(n))
+
+
+def run(cmd: Sequence[str], env: dict[str, str] | None = None) -> tuple[float, bytes, int]:
+    """Run a command; return wall seconds, stdout (stderr if it failed) and exit code."""
+    start = time.perf_counter()
+    proc = subprocess.run(list(cmd), capture_output=True, env=env)
+    seconds = time.perf_counter() - start
+    return seconds, proc.stdout if proc.returncode == 0 else proc.stderr, proc.returncode
+
+
+_RSS_HELPER = """
+import resource, subprocess, sys, time, json
+t = time.perf_counter()
+p = subprocess.run(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+s = time.perf_counter() - t
+print(json.dumps({"s": s, "rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,
+                  "code": p.returncode, "err": p.stderr.decode(errors="replace")[-500:],
+                  "out": p.stdout.decode(errors="replace")[-2000:]}))
+"""
+
+
+def timed(cmd: Sequence[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MB, largest process of the command) of one run."""
+    # getrusage(CHILDREN) is a running maximum over a process's children, so each
+    # measurement runs under a fresh helper process to get its own peak.
+    _, out, _code = run([sys.executable, "-c", _RSS_HELPER, *cmd], env=env)
+    result = orjson.loads(out)
+    if result["code"] != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({result['code']}): {result['err']}")
+    return float(result["s"]), result["rss_kb"] / 1024
+
+
+# --- the baselines ------------------------------------------------------------------
+
+
+def floor(path: Path, out: Path) -> float:
+    """orjson parse + dump of every line, read and write included."""
+    start = time.perf_counter()
+    data = path.read_bytes()
+    records = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    with open(out, "wb") as fh:
+        fh.write(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    return time.perf_counter() - start
+
+
+def visible_texts(path: Path) -> list[str]:
+    """Every text ctx counts, in order (through ctx's own loader)."""
+    from ctxcli.formats import load
+    from ctxcli.tokens import conversation_texts
+
+    doc = load(path.read_bytes(), str(path))
+    return list(conversation_texts(doc.conversation))
+
+
+_TEXTS: list[str] = []
+
+
+def _count_share(engine: str, share: int, of: int) -> int:
+    from ctxcli.tokens import load_engine
+
+    fn = load_engine("cl100k", engine)[1]
+    return sum(fn(t) for t in _TEXTS[share::of])
+
+
+def count_on_all_cores(texts: list[str], engine: str, workers: int) -> float:
+    """Seconds to count every text (no dedup, no cache) on ``workers`` processes."""
+    import multiprocessing
+
+    from ctxcli.tokens import load_engine
+
+    global _TEXTS
+    load_engine("cl100k", engine)  # loaded before the fork, as ctx does
+    _TEXTS = texts
+    start = time.perf_counter()
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        total = sum(pool.map(_count_share, [engine] * workers, range(workers), [workers] * workers))
+    seconds = time.perf_counter() - start
+    assert total > 0
+    return seconds
+
+
+# --- peers --------------------------------------------------------------------------
+
+_PEER = r"""
+import json, sys, time
+import orjson
+which, src, dst = sys.argv[1:4]
+from ctxcli.tokens import load_engine
+count = load_engine("cl100k")[1]
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
+if which == "langchain":
+    from langchain.agents.middleware.context_editing import ClearToolUsesEdit
+else:
+    from reasonblocks.token_saving import TokenSavingMiddleware
+
+def text_of(m):
+    c = m.content
+    return c if isinstance(c, str) else "".join(p.get("text", "") for p in c if isinstance(p, dict))
+
+def count_messages(msgs):
+    n = 0
+    for m in msgs:
+        n += count(text_of(m))
+        for call in getattr(m, "tool_calls", None) or []:
+            n += count(call["name"]) + count(json.dumps(call["args"]))
+    return n
+
+t0 = time.perf_counter()
+msgs = []
+for i, line in enumerate(open(src, "rb").read().splitlines()):
+    if not line.strip():
+        continue
+    r = orjson.loads(line)
+    role, content = r["role"], r.get("content") or ""
+    if role == "system":
+        msgs.append(SystemMessage(content, id=str(i)))
+    elif role == "user":
+        msgs.append(HumanMessage(content, id=str(i)))
+    elif role == "assistant":
+        calls = [{"id": c["id"], "name": c["function"]["name"],
+                  "args": json.loads(c["function"]["arguments"] or "{}")}
+                 for c in r.get("tool_calls") or []]
+        msgs.append(AIMessage(content, tool_calls=calls, id=str(i)))
+    else:
+        msgs.append(ToolMessage(content, tool_call_id=r["tool_call_id"], id=str(i)))
+before = count_messages(msgs)
+if which == "langchain":
+    # ctx's default: clear over 30k tokens, keep the last round's results.
+    ClearToolUsesEdit(trigger=30000, keep=1).apply(msgs, count_tokens=count_messages)
+else:
+    mw = TokenSavingMiddleware(enable_early_exit=False)
+    by_id = {m.id: m for m in mw._compress(msgs)}
+    msgs = [by_id.get(m.id, m) for m in msgs]
+after = count_messages(msgs)
+with open(dst, "wb") as fh:
+    for m in msgs:
+        d = {"role": m.type, "content": m.content}
+        if getattr(m, "tool_calls", None):
+            d["tool_calls"] = [{"id": c["id"], "type": "function", "function": {
+                "name": c["name"], "arguments": json.dumps(c["args"])}} for c in m.tool_calls]
+        if m.type == "tool":
+            d["tool_call_id"] = m.tool_call_id
+        fh.write(orjson.dumps(d) + b"\n")
+print(json.dumps({"s": time.perf_counter() - t0, "before": before, "after": after}))
+"""
+
+
+def peer(which: str, src: Path, dst: Path, env: dict[str, str]) -> tuple[float, float, str]:
+    """(seconds excluding imports, peak RSS MB, note) for one peer, or raise ImportError."""
+    helper = [sys.executable, "-c", _PEER, which, str(src), str(dst)]
+    _, out, _code = run([sys.executable, "-c", _RSS_HELPER, *helper], env=env)
+    result = orjson.loads(out)
+    if result["code"] != 0:
+        raise ImportError(result["err"].strip().splitlines()[-1] if result["err"] else "failed")
+    inner = orjson.loads(result["out"])
+    saved = 100 * (inner["before"] - inner["after"]) / max(1, inner["before"])
+    return float(inner["s"]), result["rss_kb"] / 1024, f"{saved:.1f}% tokens saved"
+
+
+# --- the run ------------------------------------------------------------------------
+
+
+def main() -> int:
+    size_mb = float(os.environ.get("BENCH_MB", "20"))
+    BUILD.mkdir(parents=True, exist_ok=True)
+    path = BUILD / f"synthetic-{size_mb:g}mb.jsonl"
+    if not path.exists():
+        print(f"generating {path} ...", file=sys.stderr)
+        path.write_bytes(generate(int(size_mb * MB)))
+    mbytes = path.stat().st_size / MB
+    work = Path(tempfile.mkdtemp(prefix="ctx-bench-"))
+    env = {**os.environ, "CTX_CACHE_DIR": str(work / "cache"), "CTX_NO_PLUGINS": "1"}
+    nocache = {**env, "CTX_NO_CACHE": "1"}
+    rows: list[Row] = []
+    texts_mb = 0.0
+    try:
+        from ctxcli.tokens import default_workers, load_engine
+
+        workers = default_workers()
+        engine = load_engine("cl100k")[0]
+        rows.append(
+            Row("floor: orjson parse+dump", best_of(2, lambda: floor(path, work / "f")), mbytes)
+        )
+        texts = visible_texts(path)
+        texts_mb = sum(len(t.encode("utf-8", "surrogatepass")) for t in texts) / MB
+        tk = count_on_all_cores(texts, "tiktoken", workers)
+        rows.append(Row(f"tiktoken count, {workers} procs", tk, mbytes, note="all texts, no dedup"))
+        fast = tk
+        if engine != "tiktoken":
+            fast = count_on_all_cores(texts, engine, workers)
+            rows.append(Row(f"{engine} count, {workers} procs", fast, mbytes, note="all texts"))
+
+        s, rss = timed([*CTX, "stats", str(path), "--json"], env)
+        rows.append(Row("ctx stats cl100k (cold cache)", s, mbytes, rss))
+        cold = s
+        s, rss = timed([*CTX, "stats", str(path), "--json"], env)
+        rows.append(Row("ctx stats cl100k (warm cache)", s, mbytes, rss, f"{cold / s:.1f}x faster"))
+        s, rss = timed([*CTX, "stats", str(path), "--json", "--tokenizer", "approx"], nocache)
+        rows.append(Row("ctx stats approx", s, mbytes, rss))
+        out = work / "out.jsonl"
+        red = [*CTX, "reduce", str(path), "-o", str(out), "--force", "-q"]
+        s, rss = timed(red, nocache)
+        reduce_cl100k = s
+        rows.append(
+            Row("ctx reduce cl100k (no cache)", s, mbytes, rss, f"{s / fast:.2f}x its count")
+        )
+        s, rss = timed([*red, "--tokenizer", "approx"], nocache)
+        reduce_approx = s
+        rows.append(Row("ctx reduce approx", s, mbytes, rss))
+        if engine != "tiktoken":
+            tk_env = {**nocache, "CTX_TOKEN_ENGINE": "tiktoken"}
+            s, rss = timed(red, tk_env)
+            rows.append(
+                Row("ctx reduce cl100k, tiktoken", s, mbytes, rss, f"{s / tk:.2f}x its count")
+            )
+
+        for which, label in (
+            ("langchain", "LangChain ClearToolUsesEdit"),
+            ("reasonblocks", "reasonblocks head+tail"),
+        ):
+            try:
+                s, rss, note = peer(which, path, work / f"{which}.jsonl", env)
+            except (ImportError, subprocess.CalledProcessError) as exc:
+                print(f"peer {label}: not available ({exc}); skipped", file=sys.stderr)
+                continue
+            rows.append(Row(f"{label} (same counter)", s, mbytes, rss, note))
+
+        jobs_note = ""
+        if SHARED.is_dir():
+            real_mb = sum(p.stat().st_size for p in SHARED.iterdir() if p.is_file()) / MB
+
+            def jobs(n: int) -> float:
+                target = work / f"jobs{n}"
+                shutil.rmtree(target, ignore_errors=True)
+                cmd = [*CTX, "reduce", str(SHARED), "-o", str(target), "-q", "-j", str(n)]
+                seconds, _out, _code = run(cmd, env=nocache)  # exit 2 if a file fails
+                return seconds
+
+            j1 = best_of(3, lambda: jobs(1))
+            j2 = best_of(3, lambda: jobs(2))
+            rows.append(Row("ctx reduce shared/ --jobs 1", j1, real_mb))
+            rows.append(Row("ctx reduce shared/ --jobs 2", j2, real_mb, note=f"{j1 / j2:.2f}x"))
+            jobs_note = f"{j1 / j2:.2f}x"
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(
+        f"\nfile: {path.name}, {mbytes:.1f} MiB, model-visible text {texts_mb:.1f} MiB; "
+        f"engine {engine}, {workers} cores\n"
+    )
+    print(f"{'measurement':38} {'seconds':>8} {'MiB/s':>8} {'peak RSS':>9}  note")
+    for r in rows:
+        rss = f"{r.rss_mb:7.0f}MB" if r.rss_mb is not None else ""
+        print(f"{r.name:38} {r.seconds:8.2f} {r.speed:8.1f} {rss:>9}  {r.note}")
+    by = {r.name: r for r in rows}
+    peak = max((r.rss_mb or 0) for r in rows if r.name.startswith("ctx"))
+    lc = by.get("LangChain ClearToolUsesEdit (same counter)")
+    targets = [
+        ("reduce cl100k >= 20 MiB/s", mbytes / reduce_cl100k >= 20),
+        ("reduce cl100k <= 1.15x its tokenizer on all cores", reduce_cl100k <= 1.15 * fast),
+        ("reduce approx >= 150 MiB/s", mbytes / reduce_approx >= 150),
+        (
+            "warm stats >= 5x faster than cold",
+            by["ctx stats cl100k (cold cache)"].seconds
+            >= 5 * by["ctx stats cl100k (warm cache)"].seconds,
+        ),
+        (f"peak RSS {peak:.0f} MB <= 1.5x input + 100 MB", peak <= 1.5 * mbytes + 100),
+        ("faster than LangChain ClearToolUsesEdit", lc is not None and reduce_cl100k < lc.seconds),
+        (
+            f"--jobs 2 >= 1.7x --jobs 1 ({jobs_note or 'no shared/'})",
+            jobs_note != "" and float(jobs_note[:-1]) >= 1.7,
+        ),
+    ]
+    print("\ntargets:")
+    for name, ok in targets:
+        print(f"  [{'met' if ok else 'MISSED'}] {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
