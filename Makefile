@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean schema
+.PHONY: setup demo test lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -46,6 +46,15 @@ eval: $(STAMP)
 # Regenerate src/ctxcli/ctx.schema.json after changing a stage's options or a setting.
 schema: $(STAMP)
 	$(BIN)/python scripts/generate_schema.py
+
+# Regenerate the marked blocks of README.md (stage table, ctx --help, ctx stats, plugin).
+docs: $(STAMP)
+	$(BIN)/python scripts/gen_docs.py
+
+# sdist and wheel in dist/ (the wheel is built from the sdist, so the sdist is complete).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
 
 clean:
 	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache

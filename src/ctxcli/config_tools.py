@@ -32,6 +32,7 @@ __all__ = [
     "config_to_toml",
     "schema_text",
     "shipped_schema_text",
+    "toml_value",
 ]
 
 
@@ -134,14 +135,14 @@ def config_to_toml(config: Config) -> str:
             info = Settings.model_fields[name]
             lines.append(f"# {name} is not set. {info.description or ''}".rstrip())
         else:
-            lines.append(f"{_key(name)} = {_value(value)}")
+            lines.append(f"{_key(name)} = {toml_value(value)}")
     for sc in config.stages:
-        lines += ["", "[[stages]]", f"use = {_value(sc.use)}"]
+        lines += ["", "[[stages]]", f"use = {toml_value(sc.use)}"]
         for name, value in sc.options.model_dump(mode="json").items():
             if value is None:
                 lines.append(f"# {name} is not set")
             else:
-                lines.append(f"{_key(name)} = {_value(value)}")
+                lines.append(f"{_key(name)} = {toml_value(value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -157,7 +158,8 @@ def _string(text: str) -> str:
     return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
-def _value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """One value as TOML (inline tables for mappings); None inside arrays or tables is left out."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -171,8 +173,8 @@ def _value(value: Any) -> str:
     if isinstance(value, str):
         return _string(value)
     if isinstance(value, Mapping):
-        items = [f"{_key(str(k))} = {_value(v)}" for k, v in value.items() if v is not None]
+        items = [f"{_key(str(k))} = {toml_value(v)}" for k, v in value.items() if v is not None]
         return "{ " + ", ".join(items) + " }" if items else "{}"
     if isinstance(value, list | tuple):
-        return "[" + ", ".join(_value(v) for v in value if v is not None) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value if v is not None) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")

@@ -1,0 +1,114 @@
+"""Docs that cannot rot: generated README blocks, stage docs, the Python example, exit codes."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from conftest import REPO
+from ctxcli.errors import ExitCode
+from ctxcli.stages import StageSpec, registry
+
+README = REPO / "README.md"
+
+
+def _gen_docs() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_docs", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, f"README.md has no '## {title}' section"
+    return match.group(1)
+
+
+def test_generated_blocks_are_current() -> None:
+    """Stage table, `ctx --help`, `ctx stats` and the plugin example match the code."""
+    text = README.read_text(encoding="utf-8")
+    gen = _gen_docs()
+    assert sorted({m["name"] for m in gen.BLOCK.finditer(text)}) == sorted(gen.GENERATORS)
+    assert gen.render(text) == text, "README.md is stale: run 'make docs' and commit it"
+
+
+def test_stage_table_lists_every_builtin_stage() -> None:
+    table = _section("Stages")
+    builtins = [s for s in registry().values() if s.package == "ctxcli"]
+    assert builtins
+    for spec in builtins:
+        assert f"| `{spec.name}` | {spec.summary.replace('|', chr(92) + '|')} |" in table
+
+
+def _option_models(model: type[BaseModel]) -> list[type[BaseModel]]:
+    """The model and every model nested in its fields (per-tool override tables)."""
+    found = [model]
+    for info in model.model_fields.values():
+        stack: list[Any] = [info.annotation]
+        while stack:
+            tp = stack.pop()
+            if isinstance(tp, type) and issubclass(tp, BaseModel) and tp not in found:
+                found += _option_models(tp)
+            stack.extend(getattr(tp, "__args__", ()))
+    return found
+
+
+@pytest.mark.parametrize("spec", list(registry().values()), ids=lambda s: s.name)
+def test_every_stage_is_documented(spec: StageSpec) -> None:
+    doc = spec.doc
+    assert spec.summary and spec.summary.endswith("."), "first docstring line: one sentence"
+    for heading in ("Applies to:", "Effect:", "Interacts with:"):
+        assert re.search(rf"^{heading} \S", doc, re.M), f"{spec.name}: no '{heading}' section"
+    for model in _option_models(spec.options):
+        for name, info in model.model_fields.items():
+            assert info.description, f"{spec.name}: {model.__name__}.{name} has no description"
+
+
+def test_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README's example, executed as written (the conftest chdirs into a tmp dir)."""
+    blocks = re.findall(r"```python\n(.*?)```", _section("Using ctx from Python"), re.S)
+    assert len(blocks) == 1
+    exec(compile(blocks[0], "README.md", "exec"), {"__name__": "__readme__"})
+    lines = capsys.readouterr().out.splitlines()
+    assert re.fullmatch(r"[\d,]+ -> [\d,]+ tokens", lines[0])
+    assert lines[1] == "['trunc/call_1']"
+    before, after = (int(x) for x in lines[2].split(" -> "))
+    assert after < before
+    assert Path("reduced.jsonl.offload/manifest.json").is_file()
+
+
+def test_exit_code_table_matches_the_enum() -> None:
+    rows = re.findall(r"^\| (\d+) \| ", _section("Exit codes"), re.M)
+    assert sorted(int(r) for r in rows) == sorted(int(c) for c in ExitCode)
+
+
+def test_every_command_is_in_the_readme() -> None:
+    import typer.main
+
+    from ctxcli.cli import app
+
+    text = README.read_text(encoding="utf-8")
+    group: Any = typer.main.get_command(app)
+    for name, command in group.commands.items():
+        assert f"ctx {name}" in text, f"README.md never shows 'ctx {name}'"
+        for sub in getattr(command, "commands", {}):
+            assert f"ctx {name} {sub}" in text, f"README.md never shows 'ctx {name} {sub}'"
+
+
+def test_plugin_section_names_the_real_entry_point_group() -> None:
+    from ctxcli.stages import PLUGIN_GROUP
+
+    section = _section("Writing a stage plugin")
+    assert f'[project.entry-points."{PLUGIN_GROUP}"]' in section
+    assert "CTX_NO_PLUGINS=1" in section
