@@ -210,3 +210,17 @@ def test_strip_and_truncate_is_the_two_stages_in_a_row(tmp_path: Path) -> None:
         ],
     )
     assert combined == chained
+
+
+def test_a_transcript_of_only_tool_traffic_is_kept() -> None:
+    # Stripping it would leave an empty file that ctx itself could not read back.
+    conv = Conversation(
+        (
+            _msg("assistant", Block(Kind.TOOL_CALL, "{}", "a", "ls"), key=0),
+            _msg("tool", Block(Kind.TOOL_RESULT, "x", "a"), key=1),
+        )
+    )
+    result = run("strip_tool_calls", conv)
+    assert result.conversation is conv
+    assert result.counters == {"calls_removed": 0, "results_removed": 0, "messages_dropped": 0}
+    assert result.notes == ("only tool calls and results; kept",)

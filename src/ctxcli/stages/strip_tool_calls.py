@@ -68,6 +68,9 @@ def strip_tool_calls(
         else:
             counters["messages_dropped"] += 1
             shown[mi] = range(len(msg.blocks))
+    if not messages:
+        # A transcript of nothing but tool traffic: an empty one is no transcript at all.
+        return StageResult(conv, dict.fromkeys(counters, 0), ("only tool calls and results; kept",))
     affected = sorted(by_message)
     path = ctx.offload.put(
         "strip_tool_calls",
