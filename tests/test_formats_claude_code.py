@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ctxcli.errors import TranscriptError
 from ctxcli.formats import Blobs, Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.model import Block, Kind, Message
@@ -226,3 +227,9 @@ def test_default_and_clearing_configs(tmp_path: Path) -> None:
         assert text.startswith("[ctx: old tool result cleared")
         assert "toolUseResult" not in new[uuid]
     assert get_format("claude_code") is load(out).format
+
+
+def test_forcing_claude_code_on_another_format_is_an_error() -> None:
+    codex = (FIXTURES / "codex" / "rollout.jsonl").read_bytes()
+    with pytest.raises(TranscriptError, match=r"^x\.jsonl:1: no record is a Claude Code record"):
+        load(codex, "x.jsonl", format="claude_code")

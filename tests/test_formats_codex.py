@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
+from ctxcli.errors import TranscriptError
 from ctxcli.formats import load
 from ctxcli.formats.codex import Codex
 from ctxcli.model import Block, Kind, Message
@@ -130,3 +133,9 @@ def test_removed_call_and_output_drop_their_records(tmp_path: Path) -> None:
     out = dump_and_restore(doc, conv.with_messages(keep), tmp_path)
     assert b"call_C" not in out
     assert len(lines(out)) == len(lines(RAW)) - 2
+
+
+def test_forcing_codex_on_another_format_is_an_error() -> None:
+    other = (FIXTURES / "claude_code" / "session.jsonl").read_bytes()
+    with pytest.raises(TranscriptError, match=r"^x\.jsonl:1: no record is a Codex rollout record"):
+        load(other, "x.jsonl", format="codex")

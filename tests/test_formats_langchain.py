@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ctxcli.errors import TranscriptError
 from ctxcli.formats import load
 from ctxcli.formats.langchain import LangChain
 from ctxcli.model import Block, Kind, Message
@@ -133,3 +134,9 @@ def test_new_message_in_the_file_shape(src: Path, tmp_path: Path) -> None:
         assert last["id"][-1] == "HumanMessage"
     else:
         assert last["type"] == "human"
+
+
+def test_forcing_langchain_on_another_format_is_an_error() -> None:
+    other = (FIXTURES / "codex" / "rollout.jsonl").read_bytes()
+    with pytest.raises(TranscriptError, match=r"^x\.jsonl:1: no record is a LangChain message"):
+        load(other, "x.jsonl", format="langchain")

@@ -21,7 +21,7 @@ same block schema in ``message.content``.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -29,7 +29,7 @@ import orjson
 from ctxcli.errors import TranscriptError
 from ctxcli.model import Block, Kind, Message
 
-from .base import Format, OutRecord, Path_, State, encode_slot, get_in, set_in
+from .base import Format, OutRecord, Path_, Record, State, encode_slot, get_in, set_in
 
 ROLES = {"user", "assistant"}
 
@@ -247,6 +247,23 @@ def drop_emptied(plan: list[OutRecord]) -> None:
             and rec.orig.message.blocks
         ):
             rec.state = State.DROPPED
+
+
+def require_recognised(
+    records: Sequence[Record], path: str, recognised: Callable[[Any], bool], what: str
+) -> None:
+    """Refuse a file in which no record is of the format (a wrong ``--format``).
+
+    Formats that pass unknown records through would otherwise "reduce" any JSONL
+    file to itself and report nothing to do.
+    """
+    parsed = [r for r in records if r.data is not None]
+    if parsed and not any(recognised(r.data) for r in parsed):
+        raise TranscriptError(
+            path,
+            parsed[0].line,
+            f"no record is {what}; check --format (or leave it out to auto-detect)",
+        )
 
 
 def has_anthropic_blocks(content: Any) -> bool:

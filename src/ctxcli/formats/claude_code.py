@@ -40,6 +40,7 @@ from .anthropic import (
     changed_result_ids,
     content_from_blocks,
     drop_emptied,
+    require_recognised,
     write_content,
 )
 from .base import Document, Format, OutRecord, Record, State
@@ -278,6 +279,15 @@ class ClaudeCode(Format):
                     )
                 )
         return problems
+
+    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+        require_recognised(
+            records,
+            path,
+            lambda d: isinstance(d, dict) and d.get("type") in KNOWN_TYPES,
+            "a Claude Code record (type user, assistant, progress, system...)",
+        )
+        return super().build(raw, path, records)
 
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
         # The session title stays whatever happens to the messages around it, and so

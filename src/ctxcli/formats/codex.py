@@ -35,7 +35,7 @@ from typing import Any
 from ctxcli.errors import TranscriptError
 from ctxcli.model import Block, Kind, Message
 
-from .anthropic import drop_emptied, json_text
+from .anthropic import drop_emptied, json_text, require_recognised
 from .base import (
     Document,
     Format,
@@ -76,6 +76,16 @@ def _item(data: Any) -> tuple[dict[str, Any] | None, Path_]:
     if "payload" not in data and data.get("type") in ITEM_TYPES:
         return data, ()  # legacy rollout: the item is the line
     return None, ()
+
+
+def _is_codex(data: Any) -> bool:
+    if not isinstance(data, dict):
+        return False
+    if data.get("type") in ENVELOPE_TYPES and "payload" in data:
+        return True
+    return _item(data)[0] is not None or (
+        "id" in data and "timestamp" in data and "type" not in data
+    )
 
 
 def _inner_output(text: str) -> str | None:
@@ -219,6 +229,9 @@ class Codex(Format):
         return blocks
 
     def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+        require_recognised(
+            records, path, _is_codex, "a Codex rollout record ({timestamp, type, payload})"
+        )
         doc = super().build(raw, path, records)
         # One model response = the run of assistant items up to the next other message.
         messages = list(doc.conversation.messages)

@@ -24,11 +24,13 @@ from typing import Any
 from ctxcli.errors import TranscriptError
 from ctxcli.model import Block, Kind, Message
 
-from .anthropic import drop_emptied, json_text
+from .anthropic import drop_emptied, json_text, require_recognised
 from .base import (
+    Document,
     Format,
     OutRecord,
     Path_,
+    Record,
     delete_many,
     dumps_like,
     encode_slot,
@@ -105,6 +107,15 @@ class LangChain(Format):
         if not records or not all(isinstance(r, dict) for r in records):
             return False
         return any(_shape(r)[0] is not None for r in records)
+
+    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+        require_recognised(
+            records,
+            path,
+            lambda d: _shape(d)[0] is not None,
+            'a LangChain message ({"type", "data"} or {"lc": 1, "type": "constructor"})',
+        )
+        return super().build(raw, path, records)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
         if not isinstance(data, dict):
