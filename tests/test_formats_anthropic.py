@@ -115,3 +115,14 @@ def test_new_messages_and_emptied_turns(tmp_path: Path) -> None:
     after = lines(out)
     assert after[-1] == {"role": "user", "content": "Keep going."}
     assert len(after) == len(lines(RAW))
+
+
+def test_api_responses_are_anthropic_too(tmp_path: Path) -> None:
+    records = lines(RAW)
+    for i, rec in enumerate(records):
+        if rec["role"] == "assistant":
+            records[i] = {"id": f"msg_{i}", "type": "message", **rec, "stop_reason": "tool_use"}
+    src = tmp_path / "responses.jsonl"
+    src.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+    assert load(src.read_bytes()).format.name == "anthropic"
+    golden_roundtrip(src, "anthropic", tmp_path)

@@ -138,3 +138,16 @@ def test_compact_document_stays_compact(tmp_path: Path) -> None:
     out = golden_roundtrip(src, "json_doc", tmp_path / "run")
     assert b"\n" not in out
     assert out == json.dumps(json.loads(out), ensure_ascii=False).encode()
+
+
+def test_windows_line_endings_are_kept(tmp_path: Path) -> None:
+    src = tmp_path / "crlf.json"
+    src.write_bytes(ARRAY.read_bytes().replace(b"\n", b"\r\n"))
+    out = golden_roundtrip(src, "json_doc", tmp_path / "run")
+    assert b"\n" not in out.replace(b"\r\n", b"")
+    assert (
+        out
+        == (json.dumps(json.loads(out), indent=4, ensure_ascii=False) + "\n")
+        .replace("\n", "\r\n")
+        .encode()
+    )

@@ -291,7 +291,10 @@ class Anthropic(Format):
         if not records:
             return False
         for r in records:
-            if not isinstance(r, dict) or r.get("role") not in ROLES or "type" in r:
+            # API responses carry "type": "message"; any other "type" is another format.
+            if not isinstance(r, dict) or r.get("role") not in ROLES:
+                return False
+            if r.get("type", "message") != "message":
                 return False
             if "tool_calls" in r or "tool_call_id" in r:
                 return False

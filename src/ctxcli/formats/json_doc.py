@@ -152,6 +152,7 @@ class Layout:
     seps: list[str]
     indent: str | None  # per-level indent of a pretty-printed document
     item_indent: str  # indentation of an item's first line
+    newline: str  # "\n", or "\r\n" for a document written on Windows
     ensure_ascii: bool
     sample: bytes  # one original item, for compact documents
 
@@ -161,7 +162,7 @@ class Layout:
             style = self.sample if not self.ensure_ascii else self.sample + b"\\u"
             return dumps_like(value, style).decode("utf-8", "surrogatepass")
         text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii)
-        return text.replace("\n", "\n" + self.item_indent)
+        return text.replace("\n", self.newline + self.item_indent)
 
     def join(self, items: list[str], same_layout: bool) -> str:
         """The list text holding ``items`` (original separators where they still fit)."""
@@ -209,7 +210,7 @@ def _layout(
     indent: str | None = None
     if pretty:
         for item in items:
-            m = re.match(r"[\[{]\n([ \t]*)", item)
+            m = re.match(r"[\[{]\r?\n([ \t]*)", item)
             if m and m.group(1).startswith(item_indent) and len(m.group(1)) > len(item_indent):
                 indent = m.group(1)[len(item_indent) :]
                 break
@@ -223,6 +224,7 @@ def _layout(
         seps=seps,
         indent=indent,
         item_indent=item_indent,
+        newline="\r\n" if "\r\n" in first_sep else "\n",
         ensure_ascii=ascii_doc,
         sample=items[0].encode("utf-8", "surrogatepass") if items else b"",
     )
