@@ -112,3 +112,29 @@ def test_plugin_section_names_the_real_entry_point_group() -> None:
     section = _section("Writing a stage plugin")
     assert f'[project.entry-points."{PLUGIN_GROUP}"]' in section
     assert "CTX_NO_PLUGINS=1" in section
+
+
+@pytest.mark.slow
+def test_python_example_type_checks_strictly(tmp_path: Path) -> None:
+    """The public API is typed: mypy --strict accepts the README example as a user's code.
+
+    One misuse is appended, so the run also proves mypy sees real types, not Any.
+    """
+    import subprocess
+
+    blocks = re.findall(r"```python\n(.*?)```", _section("Using ctx from Python"), re.S)
+    example = tmp_path / "example.py"
+    misuse = "records_out, texts = reduce_records(records)\n"
+    example.write_text(blocks[0] + misuse, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", example.name],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    line = len(blocks[0].splitlines()) + 1
+    errors = [x for x in done.stdout.splitlines() if ": error: " in x]
+    assert len(errors) == 1, done.stdout + done.stderr
+    assert errors[0].startswith(f"example.py:{line}: error: ")
+    assert '"ReducedRecords" object is not iterable' in errors[0]
