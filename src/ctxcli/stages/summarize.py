@@ -120,6 +120,10 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
     dropped = conv.messages[start:cut]
     if all(_is_own_summary(m) for m in dropped):
         return StageResult(conv, counters, ("nothing new to summarize",))
+    before = sum(ctx.tokens.message(m) for m in dropped)
+    if before <= MIN_SAVING_TOKENS:
+        # No summary can save enough here: do not even ask for one.
+        return StageResult(conv, counters, (f"only {before} tokens to summarize; kept",))
     summarizer = build_summarizer(
         opts.summarizer,
         ctx.services,
@@ -143,7 +147,6 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
         if callable(close) and summarizer is not ctx.services.get("summarizer"):
             close()
     key = range_key(conv, start, cut - 1)
-    before = sum(ctx.tokens.message(m) for m in dropped)
     # Whether a summary pays is decided without the offload path, so a transcript gets
     # the same answer whatever directory the run writes to; the margin leaves room
     # for the path, so the output never grows.
