@@ -11,7 +11,7 @@ byte-for-byte.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from functools import cached_property
@@ -102,6 +102,53 @@ class Round:
         return min(self.assistant + self.results)
 
 
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One record of the loaded file, for stages that act on what the model never sees.
+
+    ``data`` is the parsed JSON (read it, never change it), ``size`` its bytes in the
+    file. ``message`` is True when a :class:`Message` was loaded from the record
+    (that message's ``key`` is this ``key``).
+    """
+
+    key: int
+    data: Any
+    size: int
+    message: bool = False
+
+
+@dataclass(frozen=True)
+class RecordEdits:
+    """Edits to records, applied by the format when it writes the output.
+
+    Stages change messages by returning new ones; what the model never sees (a
+    record of UI progress, a field holding a second copy of a tool's output) they
+    change by returning a conversation carrying these edits. The format's ``plan``
+    honours them, relinks whatever pointed at a dropped record, and the restore pack
+    keeps the originals.
+
+    Attributes:
+        drop: keys of records without a message to leave out.
+        keep: keys of records without a message not to drop with the message
+            before them (a format otherwise does). ``drop`` wins over ``keep``.
+        strip: key -> top-level fields to remove from that record.
+    """
+
+    drop: frozenset[int] = frozenset()
+    keep: frozenset[int] = frozenset()
+    strip: Mapping[int, frozenset[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.drop or self.keep or self.strip)
+
+    def merged(self, other: RecordEdits) -> RecordEdits:
+        """These edits together with ``other``."""
+        strip = {k: frozenset(v) for k, v in self.strip.items()}
+        for key, fields in other.strip.items():
+            strip[key] = strip.get(key, frozenset()) | fields
+        return RecordEdits(self.drop | other.drop, self.keep | other.keep, strip)
+
+
 @dataclass(frozen=True)
 class Conversation:
     """An immutable list of messages with tool-call links, the input and output of stages."""
@@ -113,6 +160,51 @@ class Conversation:
     def with_messages(self, messages: Sequence[Message]) -> Conversation:
         """Return a new conversation holding ``messages`` (links are recomputed lazily)."""
         return Conversation(tuple(messages), self.format, self.meta)
+
+    @property
+    def records(self) -> tuple[SourceRecord, ...]:
+        """Every record of the loaded file (empty when the format exposes none)."""
+        records: tuple[SourceRecord, ...] = self.meta.get("records", ())
+        return records
+
+    @property
+    def resume_start(self) -> int | None:
+        """Key of the record after which a resumed session's context starts.
+
+        For Claude Code that is the last ``compact_boundary``: everything before it was
+        replaced by the compaction summary. ``-1`` when the whole file is resumed,
+        ``None`` for formats that are never resumed from their file.
+        """
+        start: int | None = self.meta.get("resume_start")
+        return start
+
+    @property
+    def record_edits(self) -> RecordEdits:
+        """The record edits stages asked for so far."""
+        edits: RecordEdits | None = self.meta.get("record_edits")
+        return edits if edits is not None else RecordEdits()
+
+    def with_record_edits(self, edits: RecordEdits) -> Conversation:
+        """Return a copy that also carries ``edits`` (the meta dict is copied, not changed)."""
+        meta = {**self.meta, "record_edits": self.record_edits.merged(edits)}
+        return Conversation(self.messages, self.format, meta)
+
+    def resumed_messages(self) -> tuple[Message, ...]:
+        """The messages a resumed session sends again: those after :attr:`resume_start`.
+
+        A message a stage created counts when the message before it does.
+        """
+        start = self.resume_start
+        if start is None or start < 0:
+            return self.messages
+        anchor = -1
+        out: list[Message] = []
+        for msg in self.messages:
+            if msg.key is not None:
+                anchor = msg.key
+            if anchor > start:
+                out.append(msg)
+        return tuple(out)
 
     def __len__(self) -> int:
         return len(self.messages)

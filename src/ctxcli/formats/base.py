@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Conversation, Kind, Message
+from ctxcli.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.offload import RestoreScript, split_units
 
 BOM = b"\xef\xbb\xbf"
@@ -219,6 +219,14 @@ class Format:
         """Whether a record the model never sees stays, given its preceding message's fate."""
         return anchor_kept
 
+    def resume_start(self, records: Sequence[Record]) -> int | None:
+        """Key of the record after which a resumed session's context starts.
+
+        ``-1``: the whole file; ``None`` (the default): the format is never resumed
+        from its file. See :attr:`ctxcli.model.Conversation.resume_start`.
+        """
+        return None
+
     # -- shared ---------------------------------------------------------------------
 
     @staticmethod
@@ -254,7 +262,16 @@ class Format:
             if msg is not None:
                 rec.message = msg
                 messages.append(msg)
-        conv = Conversation(tuple(messages), self.name)
+        # Stages see every record too (read-only), to act on what the model never
+        # sees through RecordEdits; see docs/ARCHITECTURE.md.
+        meta = {
+            "records": tuple(
+                SourceRecord(key, rec.data, len(rec.raw), rec.message is not None)
+                for key, rec in enumerate(records)
+            ),
+            "resume_start": self.resume_start(records),
+        }
+        conv = Conversation(tuple(messages), self.name, meta)
         return Document(path, self, raw, records, conv, warnings)
 
     def plan(self, doc: Document, conv: Conversation) -> list[OutRecord]:
@@ -271,6 +288,7 @@ class Format:
         plan: list[OutRecord] = []
         anchor_kept = True
         seen_message = False
+        edits = conv.record_edits
 
         def emit_new(after: int | None, neighbour: Any) -> None:
             for m in inserts.pop(after, []):
@@ -278,8 +296,12 @@ class Format:
 
         for key, rec in enumerate(doc.records):
             if rec.message is None:
-                keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
+                if key in edits.drop or key in edits.keep:
+                    keep = key not in edits.drop
+                else:
+                    keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
                 plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
+                _strip_fields(plan[-1], edits.strip.get(key))
                 continue
             if not seen_message:
                 seen_message = True
@@ -298,6 +320,7 @@ class Format:
                 # the record is then copied byte-for-byte, not re-serialised.
                 state = State.COPY if data is rec.data else State.CHANGED
                 plan.append(OutRecord(state, rec, data, new))
+            _strip_fields(plan[-1], edits.strip.get(key))
             emit_new(key, rec.data)
         for after in list(inserts):
             emit_new(after, None)
@@ -338,6 +361,16 @@ class Format:
             parts.append(lead + body + end)
             script.skip()
         return b"".join(parts), script
+
+
+def _strip_fields(out: OutRecord, fields: frozenset[str] | None) -> None:
+    """Remove top-level ``fields`` a stage asked to strip from a kept record."""
+    data = out.data
+    if not fields or out.state is State.DROPPED or not isinstance(data, dict):
+        return
+    if any(f in data for f in fields):
+        out.touch()
+        out.data = {k: v for k, v in data.items() if k not in fields}
 
 
 def _style_sample(doc: Document) -> bytes:
