@@ -379,7 +379,6 @@ class AnthropicSummarizer:
         self.summary_max_tokens = summary_max_tokens
         self.timeout_seconds = timeout_seconds
         self.max_retries = max_retries
-        self.requests = 0
         self._client: anthropic.Anthropic | None = None
 
     def summarize(self, conv: Conversation, count_tokens: CountTokens) -> str:
@@ -431,15 +430,14 @@ class AnthropicSummarizer:
     def _request(self, text: str) -> str:
         from .classifier import describe_api_error, make_client
 
-        if self._client is None:
-            self._client = make_client(
-                self.access,
-                base_url=self.base_url,
-                timeout_seconds=self.timeout_seconds,
-                max_retries=self.max_retries,
-            )
-        self.requests += 1
         try:
+            if self._client is None:
+                self._client = make_client(
+                    self.access,
+                    base_url=self.base_url,
+                    timeout_seconds=self.timeout_seconds,
+                    max_retries=self.max_retries,
+                )
             reply = self._client.messages.create(
                 model=self.model,
                 max_tokens=self.summary_max_tokens,
