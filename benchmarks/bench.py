@@ -291,19 +291,26 @@ def main() -> int:
 
         jobs_note = ""
         if SHARED.is_dir():
-            real_mb = sum(p.stat().st_size for p in SHARED.iterdir() if p.is_file()) / MB
+            # The real transcripts, four times over: 7 MB alone is mostly start-up time.
+            real = work / "real"
+            real.mkdir()
+            for copy in range(4):
+                for p in SHARED.iterdir():
+                    if p.is_file() and p.suffix != ".md":
+                        shutil.copy(p, real / f"{copy}-{p.name}")
+            real_mb = sum(p.stat().st_size for p in real.iterdir()) / MB
 
             def jobs(n: int) -> float:
                 target = work / f"jobs{n}"
                 shutil.rmtree(target, ignore_errors=True)
-                cmd = [*CTX, "reduce", str(SHARED), "-o", str(target), "-q", "-j", str(n)]
+                cmd = [*CTX, "reduce", str(real), "-o", str(target), "-q", "-j", str(n)]
                 seconds, _out, _code = run(cmd, env=nocache)  # exit 2 if a file fails
                 return seconds
 
             j1 = best_of(3, lambda: jobs(1))
             j2 = best_of(3, lambda: jobs(2))
-            rows.append(Row("ctx reduce shared/ --jobs 1", j1, real_mb))
-            rows.append(Row("ctx reduce shared/ --jobs 2", j2, real_mb, note=f"{j1 / j2:.2f}x"))
+            rows.append(Row("ctx reduce 4x shared/ --jobs 1", j1, real_mb))
+            rows.append(Row("ctx reduce 4x shared/ --jobs 2", j2, real_mb, note=f"{j1 / j2:.2f}x"))
             jobs_note = f"{j1 / j2:.2f}x"
     finally:
         shutil.rmtree(work, ignore_errors=True)
