@@ -101,11 +101,13 @@ def test_validate_json_for_several_files(staged: dict[str, Path]) -> None:
 
 
 def test_token_budget_hook(staged: dict[str, Path]) -> None:
-    files = [staged["good"], staged["notes"]]
+    files = [staged["good"], staged["other"], staged["notes"]]
     _run_hook("ctx-token-budget", files, code=0)
     over = _run_hook("ctx-token-budget", files, code=1, args=["100"])
-    assert f"ctx: error: {staged['good']}: " in over.stderr
-    assert "tokens after reduction exceed --fail-over 100." in over.stderr
+    for name in ("good", "other"):
+        pattern = rf"ctx: error: {re.escape(str(staged[name]))}: [\d,]+ tokens after reduction exceed --fail-over 100\.\n"
+        assert re.search(pattern, over.stderr), over.stderr
+    assert "notes.txt" not in over.stderr
 
 
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
