@@ -35,7 +35,7 @@ def _json(results: Sequence[batch.FileResult]) -> None:
         "files": [r.to_dict() for r in results],
         "failed": sum(1 for r in results if not r.ok),
     }
-    console.write_stdout(orjson.dumps(payload) + b"\n")
+    console.write_report(orjson.dumps(payload) + b"\n")
 
 
 def reduce_batch(

@@ -25,15 +25,36 @@ def err_console() -> Any:
     )
 
 
+SECRET_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+
+
+def redact(text: str) -> str:
+    """Replace any API key from the environment by ``[redacted]``.
+
+    The SDK never puts the key in its messages, but an error body from a proxy or a
+    misconfigured endpoint might echo it; nothing ctx prints may carry it.
+    """
+    for var in SECRET_VARS:
+        secret = os.environ.get(var)
+        if secret and len(secret) >= 8 and secret in text:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
 def warn(message: str) -> None:
     """Print one warning line to stderr."""
-    sys.stderr.write(f"ctx: warning: {message}\n")
+    sys.stderr.write(redact(f"ctx: warning: {message}\n"))
 
 
 def error(message: str) -> None:
     """Print one error line per message line to stderr."""
-    for line in message.splitlines() or [""]:
+    for line in redact(message).splitlines() or [""]:
         sys.stderr.write(f"ctx: error: {line}\n")
+
+
+def write_report(data: bytes) -> None:
+    """Write a JSON report (never a transcript) to stdout, with secrets redacted."""
+    write_stdout(redact(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass"))
 
 
 def write_stdout(data: bytes) -> None:
