@@ -130,3 +130,38 @@ def test_public_api_is_importable_from_the_package() -> None:
     assert ctxcli.reduce_records is reduce_records
     for name in ctxcli.__all__:
         assert getattr(ctxcli, name) is not None, name
+
+
+def _shared_cases() -> list[Path]:
+    from conftest import shared_transcripts
+
+    return shared_transcripts()
+
+
+@pytest.mark.skipif(not _shared_cases(), reason="../shared/transcripts not present")
+@pytest.mark.parametrize("path", _shared_cases(), ids=lambda p: p.name)
+def test_real_transcripts_reduce_the_same_in_memory(path: Path, tmp_path: Path) -> None:
+    """Every format: parsed records (or the one JSON document) reduce as the file does."""
+    import orjson
+
+    raw = path.read_bytes()
+    document = False
+    try:
+        records = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+    except orjson.JSONDecodeError:
+        try:
+            records = [orjson.loads(raw)]  # a JSON document (SWE-agent, mini-swe-agent)
+            document = True
+        except orjson.JSONDecodeError:
+            pytest.skip("has a line that is not JSON (see MANIFEST.md); records cannot hold it")
+    config = load_config(None)
+    _, data = reduce_file(path, tmp_path / "out", config=config, offload_dir=tmp_path / "off")
+    result = reduce_records(records, config=config, offload_dir=str(tmp_path / "off"))
+    if document:
+        expected = [orjson.loads(data)]
+    else:
+        expected = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+    assert result.records == expected
+    manifest = read_manifest(tmp_path / "off")
+    assert manifest is not None
+    assert sorted(result.offload) == sorted(manifest["files"])
