@@ -106,6 +106,23 @@ def test_every_command_is_in_the_readme() -> None:
             assert f"ctx {name} {sub}" in text, f"README.md never shows 'ctx {name} {sub}'"
 
 
+def test_every_command_has_help_ending_with_an_example() -> None:
+    import typer.main
+
+    from ctxcli.cli import app
+
+    def leaves(command: Any, path: str) -> list[tuple[str, Any]]:
+        subs = getattr(command, "commands", None)
+        if subs is None:
+            return [(path, command)]
+        return [leaf for name, sub in subs.items() for leaf in leaves(sub, f"{path} {name}")]
+
+    for path, command in leaves(typer.main.get_command(app), "ctx"):
+        text = command.help or ""
+        assert text.splitlines()[0].endswith("."), f"{path}: first help line is not a sentence"
+        assert re.search(r"^Example:\n\n +ctx ", text, re.M), f"{path}: help has no Example"
+
+
 def test_plugin_section_names_the_real_entry_point_group() -> None:
     from ctxcli.stages import PLUGIN_GROUP
 

@@ -76,7 +76,8 @@ def reduce_records(
     """Reduce a transcript given as parsed JSON records (dicts of any supported format).
 
     Args:
-        records: the transcript's records, e.g. ``[json.loads(line) for line in f]``.
+        records: the transcript's records, e.g. ``[json.loads(line) for line in f]``;
+            a transcript that is one JSON document (SWE-agent) is ``[json.load(f)]``.
         config: a :class:`Config` (see :func:`~ctxcli.load_config`), a mapping shaped
             like ``ctx.toml`` (``{"stages": [{"use": "truncate_tool_output"}]}``), or
             None for the built-in defaults. Never looked up on disk.
