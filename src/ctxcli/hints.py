@@ -30,11 +30,38 @@ _SUMMARY = {
     "zh": "[ctx: 之前 {count} 条消息的摘要；全文已保存到 {path}]",
 }
 
+_SAME_AS = {
+    "en": "[ctx: same output as the earlier {tool} result {ref}; full text saved to {path}]",
+    "zh": "[ctx: 与之前 {tool} 的结果 {ref} 相同；全文已保存到 {path}]",
+}
+_STALE_READ = {
+    "en": "[ctx: stale read of {file}: the file was edited later; this read is saved to {path}]",
+    "zh": "[ctx: {file} 的过期读取：文件之后被修改过；本次读取内容已保存到 {path}]",
+}
+_BEFORE_COMPACTION = {
+    "en": "[ctx: the {count} messages before this compaction are saved to {path}]",
+    "zh": "[ctx: 此次压缩之前的 {count} 条消息已保存到 {path}]",
+}
+_REMINDER_REMOVED = {
+    "en": "[ctx: repeated system reminder removed]",
+    "zh": "[ctx: 重复的系统提醒已删除]",
+}
+
 _TRUNC_RE = re.compile(r"\[ctx: (?:output truncated|输出已截断)[^\]\n]*\]")
 _CLEAR_RE = re.compile(r"^\[ctx: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*\]$")
 _CLEAR_ARGS_RE = re.compile(r"\[ctx: (?:arguments cleared|参数已清除)[^\]\n]*\]")
 _SUMMARY_RE = re.compile(
     r"\[ctx: (?:summary of \d+ earlier messages|之前 \d+ 条消息的摘要)[^\]\n]*\]"
+)
+
+
+_SAME_AS_RE = re.compile(r"^\[ctx: (?:same output as the earlier|与之前) [^\]\n]*\]$")
+_STALE_READ_RE = re.compile(r"^\[ctx: (?:stale read of .*|.* 的过期读取：.*)\]$")
+_BEFORE_COMPACTION_RE = re.compile(
+    r"\[ctx: (?:the \d+ messages before this compaction|此次压缩之前的 \d+ 条消息)[^\]\n]*\]"
+)
+_REMINDER_REMOVED_RE = re.compile(
+    r"^\[ctx: (?:repeated system reminder removed|重复的系统提醒已删除)\]$"
 )
 
 
@@ -78,6 +105,49 @@ def is_cleared_args(text: str) -> bool:
     return "[ctx: " in text and _CLEAR_ARGS_RE.search(text) is not None
 
 
+def same_as_hint(language: str, *, tool: str, ref: str, path: str) -> str:
+    """The one-line stand-in for a tool result identical to an earlier one."""
+    return _SAME_AS[language].format(tool=tool, ref=ref, path=path)
+
+
+def stale_read_hint(language: str, *, file: str, path: str) -> str:
+    """The one-line stand-in for a file read that a later edit made stale."""
+    return _STALE_READ[language].format(file=file, path=path)
+
+
+def before_compaction_hint(language: str, *, count: int, path: str) -> str:
+    """The line added to a compaction summary naming where the earlier messages went."""
+    return _BEFORE_COMPACTION[language].format(count=count, path=path)
+
+
+def reminder_removed_hint(language: str) -> str:
+    """What is left of a tool result that was nothing but a repeated system reminder."""
+    return _REMINDER_REMOVED[language]
+
+
+def is_deduped(text: str) -> bool:
+    """True if ``text`` is a same-as or stale-read stand-in from dedupe_outputs."""
+    return text.startswith("[ctx: ") and (
+        _SAME_AS_RE.match(text) is not None or _STALE_READ_RE.match(text) is not None
+    )
+
+
+def cites_before_compaction(text: str) -> bool:
+    """True if a compaction summary already names where drop_before_compaction put its messages."""
+    return "[ctx: " in text and _BEFORE_COMPACTION_RE.search(text) is not None
+
+
+def is_reminder_removed(text: str) -> bool:
+    """True if ``text`` is what strip_system_reminders left of a reminder-only result."""
+    return text.startswith("[ctx: ") and _REMINDER_REMOVED_RE.match(text) is not None
+
+
 def is_ctx_marked(text: str) -> bool:
     """True if any ctx stage has already rewritten ``text``."""
-    return "[ctx" in text and (is_truncated(text) or is_cleared(text) or is_cleared_args(text))
+    return "[ctx" in text and (
+        is_truncated(text)
+        or is_cleared(text)
+        or is_cleared_args(text)
+        or is_deduped(text)
+        or is_reminder_removed(text)
+    )
