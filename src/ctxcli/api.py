@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .classifier import default_services
 from .config import Config, load_config
 from .errors import CtxError, OffloadError, TranscriptError
 from .formats import Blobs, load
+from .monitors import conversation_monitors
 from .offload import MANIFEST_VERSION, DryRunOffload, OffloadStore, restore_bytes, sha256
 from .pipeline import StageReport, run_pipeline
 from .stages import StageContext, TokenLedger
@@ -38,6 +40,8 @@ class Report:
     offload_dir: str | None = None
     output: str | None = None
     warnings: list[str] = field(default_factory=list)
+    monitors: dict[str, float] = field(default_factory=dict)
+    """The six stuck-agent scores of the input (see :mod:`ctxcli.monitors`)."""
 
     @property
     def changed(self) -> bool:
@@ -59,6 +63,7 @@ class Report:
             "offload_dir": self.offload_dir,
             "output": self.output,
             "warnings": list(self.warnings),
+            "monitors": dict(self.monitors),
         }
 
 
@@ -116,7 +121,14 @@ def reduce_bytes(
         # Count every text up front, in bulk: the stats need them all, and in bulk
         # they come from the disk cache or from every core.
         ledger.prime(doc.conversation, counting.progress)
-        ctx = StageContext(ledger, offload, config.settings.language, log or (lambda _m: None))
+        # Stage notes meant for the user (a classifier falling back) become warnings.
+        ctx = StageContext(
+            ledger,
+            offload,
+            config.settings.language,
+            log or cache_notes.append,
+            services=default_services(),
+        )
         conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
     finally:
         if counter.cache is not None:
@@ -135,6 +147,7 @@ def reduce_bytes(
         stages=reports,
         offload_dir=offload.root,
         warnings=list(doc.warnings) + cache_notes,
+        monitors=conversation_monitors(doc.conversation),
     )
     return Reduced(output, report, script.ops, doc.format.units)
 

@@ -205,16 +205,6 @@ class HeuristicClassifier:
 # -- the disk cache -------------------------------------------------------------------
 
 
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """Where ctx caches API answers: ``$CTX_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctx``, else ``~/.cache/ctx``."""
-    env = os.environ if env is None else env
-    if env.get("CTX_CACHE_DIR"):
-        return Path(env["CTX_CACHE_DIR"])
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]) / "ctx"
-    return Path.home() / ".cache" / "ctx"
-
-
 class DiskCache:
     """A small JSON key-value store in one SQLite file, safe across threads and processes.
 
@@ -316,9 +306,16 @@ class AnthropicAccess:
         return cls(env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None)
 
 
-def default_services(env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The services the api layer hands every stage: API access and the disk cache."""
-    return {"anthropic": AnthropicAccess.from_env(env), "cache": DiskCache(cache_dir(env))}
+def default_services() -> dict[str, Any]:
+    """The services the api layer hands every stage: API access and the answer cache.
+
+    The cache sits beside the token-count cache (``$CTX_CACHE_DIR``, else
+    ``~/.cache/ctx``) and is off when ``CTX_NO_CACHE`` is set.
+    """
+    from .token_cache import cache_dir, cache_disabled
+
+    cache = None if cache_disabled() else DiskCache(cache_dir())
+    return {"anthropic": AnthropicAccess.from_env(), "cache": cache}
 
 
 def make_client(

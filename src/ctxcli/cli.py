@@ -246,9 +246,10 @@ def stats(
         if json:
             console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")
         else:
-            from .stats import report_table
+            from .stats import monitors_table, report_table
 
             console.err_console().print(report_table(report))
+            console.err_console().print(monitors_table(report))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "

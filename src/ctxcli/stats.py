@@ -70,6 +70,21 @@ def report_table(report: Report) -> Table:
     return table
 
 
+def monitors_table(report: Report) -> Table:
+    """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
+    from rich.table import Table
+
+    from .monitors import MONITOR_HELP
+
+    table = Table(title="agent monitors (0 = fine, 1 = looks stuck)", title_justify="left")
+    table.add_column("monitor", no_wrap=True, min_width=12)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("measures")
+    for name, score in report.monitors.items():
+        table.add_row(name, f"{score:.2f}", MONITOR_HELP.get(name, ""))
+    return table
+
+
 def report_json(report: Report) -> dict[str, Any]:
     """The JSON object ``--json`` prints."""
     return report.to_dict()
