@@ -1,0 +1,336 @@
+"""Stage compress_words: drop low-information words from older tool outputs, by age."""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+
+from ctxcli.classifier import (
+    DEFAULT_MODEL,
+    AnthropicAccess,
+    AnthropicClassifier,
+    Classifier,
+    DiskCache,
+    HeuristicClassifier,
+    WordStats,
+    classify_windows,
+)
+from ctxcli.model import Block, BlockRef, Conversation, Kind, visible_texts
+from ctxcli.offload import safe_name
+
+from .base import StageContext, StageOptions, StageResult, register
+from .head_tail import replace_blocks
+
+AREA = "compress_words"
+
+_MARK = {
+    "en": "[ctx: compressed to {pct}% of words; original saved to {path}]",
+    "zh": "[ctx: 已压缩至 {pct}% 的词；原文已保存到 {path}]",
+}
+_MARK_RE = re.compile(r"\n?\[ctx: (?:compressed to|已压缩至) \d+%[^\]\n]*\]\n?$")
+# Lines kept whole: what other stages left behind (hints naming offload files, the
+# head_tail marker; dropping a word there loses the way back to the original), and
+# lines of bare markup such as "<output>" or "<returncode>1</returncode>", which
+# agents use to frame tool output.
+_PROTECTED_LINE = re.compile(
+    r"^\s*(?:\[(?:ctx[:：\s]|\.\.\. \d+ chars truncated \.\.\.\])|"
+    r"(?:</?[A-Za-z][\w.-]*>[^<\s]*)+\s*$)"
+)
+_WORD = re.compile(r"(\s*)(\S+)")
+
+
+class CompressWordsOptions(StageOptions):
+    """Options of compress_words."""
+
+    classifier: Literal["heuristic", "anthropic"] = Field(
+        "heuristic",
+        description="heuristic (offline, default) or anthropic (a small Claude model labels "
+        "words; needs ANTHROPIC_API_KEY, falls back to the heuristic per window).",
+    )
+    recent_cutoff: int = Field(
+        3, ge=0, description="Texts fewer than this many model calls old stay untouched."
+    )
+    mid_cutoff: int = Field(
+        10, ge=0, description="Texts up to this many model calls old keep keep_ratio_mid."
+    )
+    keep_ratio_mid: float = Field(
+        0.55, gt=0, le=1, description="Share of words kept in texts of middle age."
+    )
+    keep_ratio_old: float = Field(
+        0.30, gt=0, le=1, description="Share of words kept in texts older than mid_cutoff calls."
+    )
+    window_words: int = Field(
+        50, ge=5, le=1000, description="Words judged together (one classifier request)."
+    )
+    min_content_words: int = Field(
+        30, ge=1, description="Texts with fewer words than this are left alone."
+    )
+    include_assistant_text: bool = Field(
+        False, description="Also compress older assistant text (never thinking or tool calls)."
+    )
+    model: str = Field(DEFAULT_MODEL, description="Claude model of the anthropic classifier.")
+    base_url: str | None = Field(
+        None, description="API base URL of the anthropic classifier (default: ANTHROPIC_BASE_URL)."
+    )
+    concurrency: int = Field(
+        4, ge=1, le=32, description="Requests the anthropic classifier runs at once."
+    )
+    timeout_seconds: float = Field(
+        30.0, gt=0, description="Timeout of one anthropic classifier request, in seconds."
+    )
+    max_retries: int = Field(
+        2, ge=0, le=10, description="Retries of a failed request (429, 5xx, timeout) by the SDK."
+    )
+
+    @model_validator(mode="after")
+    def _cutoffs_in_order(self) -> CompressWordsOptions:
+        if self.mid_cutoff < self.recent_cutoff:
+            raise ValueError(
+                f"mid_cutoff ({self.mid_cutoff}) must be >= recent_cutoff ({self.recent_cutoff})"
+            )
+        return self
+
+
+def is_compressed(text: str) -> bool:
+    """True if ``text`` ends with compress_words' marker line."""
+    return "[ctx: " in text and _MARK_RE.search(text[-1000:]) is not None
+
+
+def model_call_ages(conv: Conversation) -> list[int]:
+    """For each message, the number of model calls (assistant responses) after it.
+
+    Assistant messages sharing a ``group`` are one response (Claude Code writes one
+    record per content block), so they count once.
+    """
+    starts = sorted(min(r.assistant) for r in conv.rounds())
+    return [len(starts) - bisect_right(starts, i) for i in range(len(conv.messages))]
+
+
+@dataclass
+class _Line:
+    """One line of a text: verbatim, or its indentation and words with their separators."""
+
+    verbatim: str | None
+    indent: str
+    words: list[str]
+    seps: list[str]
+
+
+def split_lines(text: str) -> list[_Line]:
+    """Cut ``text`` into lines of words; marker lines are kept verbatim."""
+    lines: list[_Line] = []
+    for raw in text.split("\n"):
+        if _PROTECTED_LINE.match(raw):
+            lines.append(_Line(raw, "", [], []))
+            continue
+        stripped = raw.lstrip(" \t")
+        indent = raw[: len(raw) - len(stripped)]
+        words, seps = [], []
+        for m in _WORD.finditer(stripped):
+            seps.append(m.group(1))
+            words.append(m.group(2))
+        lines.append(_Line(None, indent, words, seps))
+    return lines
+
+
+def join_lines(lines: Sequence[_Line], mask: Sequence[bool]) -> str:
+    """Rebuild the text keeping the masked words; every line break and indent survives."""
+    out: list[str] = []
+    pos = 0
+    for line in lines:
+        if line.verbatim is not None:
+            out.append(line.verbatim)
+            continue
+        parts: list[str] = []
+        for word, sep, keep in zip(
+            line.words, line.seps, mask[pos : pos + len(line.words)], strict=True
+        ):
+            if keep:
+                parts.append(word if not parts else sep + word)
+        pos += len(line.words)
+        out.append(line.indent + "".join(parts) if parts else "")
+    return "\n".join(out)
+
+
+def windows_of(words: Sequence[str], size: int) -> list[list[str]]:
+    """Consecutive windows of ``size`` words; a short last window joins the one before."""
+    windows = [list(words[i : i + size]) for i in range(0, len(words), size)]
+    if len(windows) > 1 and len(windows[-1]) < size // 2:
+        windows[-2].extend(windows.pop())
+    return windows
+
+
+@dataclass
+class _Job:
+    ref: BlockRef
+    block: Block
+    key: str
+    ratio: float
+    lines: list[_Line]
+    words: list[str]
+    windows: list[list[str]]
+
+
+def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageContext) -> Any:
+    injected = ctx.services.get("classifier")
+    if isinstance(injected, Classifier):
+        return injected
+    texts = (t for m in conv.messages for t in visible_texts(m))
+    agent = (
+        b.text
+        for m in conv.messages
+        if m.role == "assistant"
+        for b in m.blocks
+        if b.kind in (Kind.TEXT, Kind.TOOL_CALL)
+    )
+    heuristic = HeuristicClassifier(WordStats.from_texts(texts, agent))
+    if opts.classifier == "heuristic":
+        return heuristic
+    access = ctx.services.get("anthropic")
+    cache = ctx.services.get("cache")
+    return AnthropicClassifier(
+        fallback=heuristic,
+        access=access if isinstance(access, AnthropicAccess) else AnthropicAccess(),
+        cache=cache if isinstance(cache, DiskCache) else None,
+        model=opts.model,
+        base_url=opts.base_url,
+        concurrency=opts.concurrency,
+        timeout_seconds=opts.timeout_seconds,
+        max_retries=opts.max_retries,
+    )
+
+
+def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[str]) -> list[_Job]:
+    ages = model_call_ages(conv)
+    jobs: list[_Job] = []
+    for mi, msg in enumerate(conv.messages):
+        age = ages[mi]
+        if age < opts.recent_cutoff:
+            continue
+        ratio = opts.keep_ratio_mid if age <= opts.mid_cutoff else opts.keep_ratio_old
+        if ratio >= 1:
+            continue
+        for bi, block in enumerate(msg.blocks):
+            if block.kind is Kind.TOOL_RESULT:
+                key = block.call_id or f"result-{mi}-{bi}"
+            elif (
+                block.kind is Kind.TEXT and opts.include_assistant_text and msg.role == "assistant"
+            ):
+                key = f"text-{msg.key if msg.key is not None else mi}-{bi}"
+            else:
+                continue
+            if is_compressed(block.text):
+                counters["already_compressed"] += 1
+                continue
+            lines = split_lines(block.text)
+            words = [w for line in lines for w in line.words]
+            if len(words) < opts.min_content_words:
+                continue
+            windows = windows_of(words, opts.window_words)
+            jobs.append(_Job((mi, bi), block, key, ratio, lines, words, windows))
+    return jobs
+
+
+@register("compress_words", options=CompressWordsOptions)
+def compress_words(
+    conv: Conversation, opts: CompressWordsOptions, ctx: StageContext
+) -> StageResult:
+    """Drop low-information words from older tool outputs, keeping lines and indentation.
+
+    Applies to: tool results (and, with ``include_assistant_text``, assistant text)
+    at least ``recent_cutoff`` model calls old, with at least ``min_content_words``
+    words, in every format. Age counts assistant responses after the message;
+    records of one response (same ``group``) count once.
+
+    Effect: up to ``mid_cutoff`` calls old about ``keep_ratio_mid`` of the words stay,
+    older texts keep ``keep_ratio_old``. Words are judged in windows of
+    ``window_words`` by the classifier: ``heuristic`` keeps numbers, paths,
+    identifiers, error names and negations and then the words rarest in this
+    transcript; ``anthropic`` asks ``model`` and falls back to the heuristic for any
+    window that fails (counted in ``fallbacks``). Only words inside lines go: line
+    breaks, indentation and lines written by other ctx stages stay. The text ends
+    with ``[ctx: compressed to N% of words; original saved to
+    {offload_dir}/compress_words/{id}]``, which holds the original; marked texts are
+    skipped, so a rerun changes nothing (a text is compressed once, even when it
+    later ages into the old tier).
+
+    Interacts with: run after ``head_tail`` or ``truncate_tool_output`` to compress
+    what they kept; their marker lines are never touched. Anthropic answers are
+    cached on disk (``CTX_CACHE_DIR``, default ~/.cache/ctx) by window text, keep
+    ratio and model, so a rerun makes no request.
+    """
+    counters: Counter[str] = Counter(
+        compressions=0,
+        chars_saved=0,
+        words_total=0,
+        words_kept=0,
+        classifier_calls=0,
+        cache_hits=0,
+        fallbacks=0,
+        already_compressed=0,
+    )
+    jobs = _collect(conv, opts, counters)
+    if not jobs:
+        return StageResult(conv, dict(counters))
+    classifier = _make_classifier(conv, opts, ctx)
+    masks: dict[int, list[bool]] = {}
+    try:
+        for ratio in sorted({j.ratio for j in jobs}):
+            group = [i for i, j in enumerate(jobs) if j.ratio == ratio]
+            flat = [w for i in group for w in jobs[i].windows]
+            results = iter(classify_windows(classifier, flat, ratio))
+            for i in group:
+                masks[i] = [flag for _ in jobs[i].windows for flag in next(results)]
+    finally:
+        close = getattr(classifier, "close", None)
+        if callable(close):
+            close()
+    changed: dict[BlockRef, Block] = {}
+    count = ctx.tokens.counter.count
+    mark = _MARK.get(ctx.language, _MARK["en"])
+    for i, job in enumerate(jobs):
+        mask = masks[i]
+        kept = sum(mask)
+        if len(mask) != len(job.words) or kept >= len(job.words):
+            continue
+        body = join_lines(job.lines, mask)
+        pct = round(100 * kept / len(job.words))
+        # Price the result with the path it will get before writing anything, so a
+        # text that would not get shorter is never offloaded.
+        planned = f"{ctx.offload.root}/{AREA}/{safe_name(job.key)}"
+        old_text = job.block.text
+        if count(f"{body}\n{mark.format(pct=pct, path=planned)}") >= count(old_text):
+            continue
+        path = ctx.offload.put(AREA, job.key, old_text)
+        new_text = f"{body}\n{mark.format(pct=pct, path=path)}"
+        changed[job.ref] = job.block.with_text(new_text)
+        counters["compressions"] += 1
+        counters["chars_saved"] += len(old_text) - len(new_text)
+        counters["words_total"] += len(job.words)
+        counters["words_kept"] += kept
+    notes = _classifier_notes(classifier, counters)
+    for note in notes:
+        ctx.log(f"compress_words: {note}")
+    return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+
+
+def _classifier_notes(classifier: Any, counters: Counter[str]) -> tuple[str, ...]:
+    if not isinstance(classifier, AnthropicClassifier):
+        return ()
+    counters["classifier_calls"] = classifier.calls
+    counters["cache_hits"] = classifier.cache_hits
+    counters["fallbacks"] = classifier.fallbacks
+    notes = list(classifier.notes)
+    if classifier.fallbacks:
+        reasons = ", ".join(f"{n} {why}" for why, n in classifier.fallback_reasons.most_common())
+        notes.append(
+            f"{classifier.fallbacks} windows used the heuristic classifier instead of "
+            f"{classifier.model} ({reasons})"
+        )
+    return tuple(notes)
