@@ -75,7 +75,15 @@ def test_pyproject_tool_ctx_is_found_and_named() -> None:
     assert payload["tokenizer"] == "approx"
     assert payload["stages"][0]["use"] == "clear_tool_results"
     assert payload["stages"][0]["max_tokens"] == 100
-    assert list(payload) == ["source", "tokenizer", "language", "offload_dir", "format", "stages"]
+    assert list(payload) == [
+        "source",
+        "tokenizer",
+        "language",
+        "offload_dir",
+        "format",
+        "preset",
+        "stages",
+    ]
 
 
 def test_invalid_config_is_exit_2_with_one_line() -> None:

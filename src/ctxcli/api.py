@@ -15,6 +15,7 @@ from .classifier import default_services
 from .config import Config, load_config
 from .errors import CtxError, OffloadError, TranscriptError
 from .formats import Blobs, load
+from .model import Conversation
 from .monitors import conversation_monitors
 from .offload import MANIFEST_VERSION, DryRunOffload, OffloadStore, restore_bytes, sha256
 from .pipeline import StageReport, run_pipeline
@@ -42,6 +43,10 @@ class Report:
     warnings: list[str] = field(default_factory=list)
     monitors: dict[str, float] = field(default_factory=dict)
     """The six stuck-agent scores of the input (see :mod:`ctxcli.monitors`)."""
+    resume_tokens_before: int | None = None
+    """Tokens a resumed session sends again (after the last compaction boundary);
+    None for formats that are not resumed from their file."""
+    resume_tokens_after: int | None = None
 
     @property
     def changed(self) -> bool:
@@ -64,6 +69,8 @@ class Report:
             "output": self.output,
             "warnings": list(self.warnings),
             "monitors": dict(self.monitors),
+            "resume_tokens_before": self.resume_tokens_before,
+            "resume_tokens_after": self.resume_tokens_after,
         }
 
 
@@ -149,7 +156,15 @@ def reduce_bytes(
         warnings=list(doc.warnings) + cache_notes,
         monitors=conversation_monitors(doc.conversation),
     )
+    if doc.conversation.resume_start is not None:
+        report.resume_tokens_before = _resume_tokens(ledger, doc.conversation)
+        report.resume_tokens_after = _resume_tokens(ledger, conv)
     return Reduced(output, report, script.ops, doc.format.units)
+
+
+def _resume_tokens(ledger: TokenLedger, conv: Conversation) -> int:
+    """Model-visible tokens a resume sends again: those after the last compaction."""
+    return sum(ledger.message(m) for m in conv.resumed_messages())
 
 
 def read_input(path: str) -> bytes:

@@ -66,6 +66,13 @@ def report_table(report: Report) -> Table:
         f"file bytes {report.bytes_before:,} → {report.bytes_after:,} "
         f"({saved_pct(report.bytes_before, report.bytes_after)} smaller)"
     )
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is not None and after is not None:
+        # What `claude --resume` sends again: the messages after the last compaction.
+        table.caption += (
+            f"\ntokens a resume sends (after the last compaction) {before:,} → {after:,} "
+            f"({saved_pct(before, after)} saved)"
+        )
     table.caption_justify = "left"
     return table
 
