@@ -31,7 +31,7 @@ from .model import IMAGE_TOKENS, Conversation, Kind, Message, visible_texts
 if TYPE_CHECKING:
     from .token_cache import TokenCache
 
-TOKENIZERS = ("cl100k", "o200k", "approx")
+TOKENIZERS = ("cl100k", "o200k", "approx", "anthropic")
 
 CACHE_MIN_CHARS = 64
 """Texts shorter than this are counted directly: cheaper than hashing and a lookup."""
@@ -398,7 +398,8 @@ def get_counter(
     """Return the token counter called ``name``.
 
     Args:
-        name: ``cl100k``, ``o200k`` or ``approx``.
+        name: ``cl100k``, ``o200k``, ``approx`` or ``anthropic`` (the API, see
+            :mod:`ctxcli.anthropic_tokens`).
         cache: disk cache of counts from earlier runs (never used for ``approx``).
         workers: processes that may count a large input at once.
         engine: force ``bpe-openai`` or ``tiktoken`` (default: see :func:`load_engine`).
@@ -406,6 +407,10 @@ def get_counter(
     Raises:
         ConfigError: the name is unknown or its data cannot be loaded offline.
     """
+    if name == "anthropic":
+        from .anthropic_tokens import anthropic_counter
+
+        return anthropic_counter(cache)
     label, fn = load_engine(name, engine)
     if name == "approx":
         # Counting is a division: no cache, no workers.
