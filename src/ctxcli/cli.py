@@ -38,6 +38,12 @@ TokenizerOpt = Annotated[
 FormatOpt = Annotated[
     str | None, typer.Option("--format", help="Transcript format (default: auto-detect).")
 ]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset", help="Run a named stage chain (see 'ctx presets') instead of the config's."
+    ),
+]
 OnInvalidOpt = Annotated[
     str,
     typer.Option(
@@ -89,8 +95,10 @@ def _errors() -> Iterator[None]:
         raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
 
 
-def _config(path: Path | None, tokenizer: str | None, fmt: str | None) -> Config:
-    return load_config(path).with_overrides(tokenizer=tokenizer, format=fmt)
+def _config(
+    path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
+) -> Config:
+    return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
 
 
 def _check_on_invalid(value: str) -> None:
@@ -124,6 +132,7 @@ def reduce(
         str | None, typer.Option("--offload-dir", help="Where removed text goes.")
     ] = None,
     config: ConfigOpt = None,
+    preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
@@ -151,7 +160,7 @@ def reduce(
     """
     with _errors():
         _check_on_invalid(on_invalid)
-        cfg = _config(config, tokenizer, format)
+        cfg = _config(config, tokenizer, format, preset)
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
@@ -205,6 +214,7 @@ def reduce(
 def stats(
     inputs: Inputs = None,
     config: ConfigOpt = None,
+    preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
@@ -226,7 +236,7 @@ def stats(
     """
     with _errors():
         _check_on_invalid(on_invalid)
-        cfg = _config(config, tokenizer, format)
+        cfg = _config(config, tokenizer, format, preset)
         if cli_batch.is_batch(inputs):
             assert inputs is not None
             code = cli_batch.stats_batch(
@@ -367,6 +377,26 @@ def stages(
         for field_name, info in spec.options.model_fields.items():
             default: Any = info.get_default(call_default_factory=True)
             typer.echo(f"  {field_name} = {default!r}\n      {info.description or ''}")
+
+
+@app.command()
+def presets(
+    name: Annotated[str | None, typer.Argument(help="Print one preset's ctx.toml.")] = None,
+) -> None:
+    """List the presets (named stage chains), or print one as a ctx.toml to start from.
+
+    Example:
+
+        ctx presets claude-code-resume > ctx.toml
+    """
+    from .presets import get_preset, preset_names
+
+    with _errors():
+        if name is None:
+            for preset_name in preset_names():
+                typer.echo(f"{preset_name:24} {get_preset(preset_name).summary}")
+            return
+        typer.echo(get_preset(name).text, nl=False)
 
 
 @app.command()

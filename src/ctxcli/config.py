@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .errors import ConfigError
+from .presets import resolve_preset
 from .stages import StageOptions, get_stage, registry
 
 CONFIG_NAME = "ctx.toml"
@@ -35,6 +36,12 @@ class Settings(BaseModel):
         "when writing to stdout).",
     )
     format: str = Field("auto", description="Transcript format, or auto-detect.")
+    preset: str | None = Field(
+        None,
+        description="Start from this shipped chain (run 'ctx presets'); settings here "
+        "override its settings, [[stages]] here override its stage of the same name or run "
+        "after its stages.",
+    )
 
 
 @dataclass(frozen=True)
@@ -97,8 +104,13 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
     return None
 
 
-def load_config(path: str | Path | None = None, *, start: Path | None = None) -> Config:
+def load_config(
+    path: str | Path | None = None, *, start: Path | None = None, preset: str | None = None
+) -> Config:
     """Load the configuration: ``path``, else ./ctx.toml, else pyproject ``[tool.ctx]``, else defaults.
+
+    ``preset`` (``--preset``) replaces the file's chain: its ``preset`` and
+    ``[[stages]]``; the file's other settings still apply.
 
     Raises:
         ConfigError: the file cannot be read or parsed, or a key or value is invalid.
@@ -107,6 +119,8 @@ def load_config(path: str | Path | None = None, *, start: Path | None = None) ->
     if path is None:
         found = find_config(start)
         if found is None:
+            if preset is not None:
+                return build_config({"preset": preset}, f"--preset {preset}")
             return default_config()
         path, table = found
     path = Path(path)
@@ -127,12 +141,17 @@ def load_config(path: str | Path | None = None, *, start: Path | None = None) ->
         label = str(path)
     if not isinstance(data, dict):
         raise ConfigError(f"{label}: expected a table of settings.")
+    if preset is not None:
+        data = {k: v for k, v in data.items() if k != "stages"} | {"preset": preset}
+        label = f"{label} with --preset {preset}"
     return build_config(data, label)
 
 
 def build_config(data: dict[str, Any], label: str) -> Config:
     """Validate a parsed TOML table into a :class:`Config`."""
-    data = dict(data)
+    data = resolve_preset(dict(data), label)
+    if isinstance(data.get("preset"), str) and "preset" not in label:
+        label = f"{label} (preset {data['preset']})"
     raw_stages = data.pop("stages", None)
     known = set(Settings.model_fields) | {"stages"}
     for key in data:
