@@ -390,3 +390,14 @@ def test_the_stages_together(tmp_path: Path) -> None:
     # u-08's reminder repeats one that went with the messages before the boundary,
     # which the model no longer sees: so it stays.
     assert "<system-reminder>" in result_text(records, "u-08")
+
+
+def test_validate_reports_a_second_root(tmp_path: Path) -> None:
+    records = lines_of(FIX / "clean.jsonl")
+    assert validate_bytes(SESSION.read_bytes()) == []  # its second root is a boundary
+    records[3]["parentUuid"] = None
+    problems = validate_bytes(write(tmp_path / "in.jsonl", records).read_bytes())
+    assert [(p.line, p.kind) for p in problems] == [(4, "extra_root")]
+    # A subagent's sidechain has a root of its own.
+    records[3]["isSidechain"] = True
+    assert validate_bytes(write(tmp_path / "in.jsonl", records).read_bytes()) == []

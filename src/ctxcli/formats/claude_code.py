@@ -278,6 +278,32 @@ class ClaudeCode(Format):
                         f"{data.get('uuid')!r} names no record in the file",
                     )
                 )
+        # One root per chain: a resume walks parentUuid up to a null, so a second
+        # root (other than a compaction boundary, which starts the chain anew) cuts
+        # the conversation in two. Sidechains (subagents) have their own root.
+        roots: dict[Any, int] = {}
+        for rec in doc.records:
+            data = rec.data
+            if (
+                not isinstance(data, dict)
+                or "parentUuid" not in data
+                or data["parentUuid"] is not None
+                or not isinstance(data.get("uuid"), str)
+                or is_compact_boundary(data)
+            ):
+                continue
+            chain = (data.get("isSidechain") is True, data.get("agentId"))
+            roots[chain] = roots.get(chain, 0) + 1
+            if roots[chain] > 1:
+                problems.append(
+                    Problem(
+                        rec.line,
+                        "extra_root",
+                        None,
+                        f"{data.get('type')} record {data['uuid']!r} has parentUuid null but "
+                        "is neither the first record of its chain nor a compact_boundary",
+                    )
+                )
         return problems
 
     def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
