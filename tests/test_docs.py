@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from typer.testing import CliRunner
 
 from conftest import REPO
 from ctxcli.errors import ExitCode
@@ -117,10 +118,19 @@ def test_every_command_has_help_ending_with_an_example() -> None:
             return [(path, command)]
         return [leaf for name, sub in subs.items() for leaf in leaves(sub, f"{path} {name}")]
 
+    runner = CliRunner()
     for path, command in leaves(typer.main.get_command(app), "ctx"):
         text = command.help or ""
         assert text.splitlines()[0].endswith("."), f"{path}: first help line is not a sentence"
-        assert re.search(r"^Example:\n\n +ctx ", text, re.M), f"{path}: help has no Example"
+        example = re.search(r"^Example:\n\n(?:\x08\n)?((?: +ctx .*\n?)+)", text, re.M)
+        assert example, f"{path}: help has no Example"
+        # What -h shows on an 80-column terminal: each example stays one line to copy.
+        shown = runner.invoke(app, [*path.split()[1:], "-h"], terminal_width=80).stdout
+        shown_lines = {line.strip() for line in shown.splitlines()}
+        for line in example.group(1).splitlines():
+            assert line.strip() in shown_lines, (
+                f"{path}: -h rewraps {line.strip()!r}; put a \\b line before it"
+            )
 
 
 def test_plugin_section_names_the_real_entry_point_group() -> None:

@@ -155,6 +155,7 @@ def reduce(
 
     Example:
 
+    \b
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
     """
@@ -232,6 +233,7 @@ def stats(
 
     Example:
 
+    \b
         ctx stats session.jsonl --json --fail-over 100000
     """
     with _errors():
@@ -284,6 +286,7 @@ def restore(
 
     Example:
 
+    \b
         ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
     """
     with _errors():
@@ -310,6 +313,7 @@ def validate(
 
     Example:
 
+    \b
         ctx validate reduced.jsonl
     """
     from .validate import validate_bytes
@@ -362,6 +366,7 @@ def stages(
 
     Example:
 
+    \b
         ctx stages truncate_tool_output
     """
     from .stages import get_stage, registry
@@ -387,6 +392,7 @@ def presets(
 
     Example:
 
+    \b
         ctx presets claude-code-resume > ctx.toml
     """
     from .presets import get_preset, preset_names
@@ -408,6 +414,7 @@ def init(
 
     Example:
 
+    \b
         ctx init
     """
     with _errors():

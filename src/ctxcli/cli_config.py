@@ -40,6 +40,7 @@ def check(
 
     Example:
 
+    \b
         ctx config check ctx.toml
     """
     from .cli import _errors
@@ -70,6 +71,7 @@ def schema() -> None:
 
     Example:
 
+    \b
         ctx config schema > ctx.schema.json
     """
     from .cli import _errors
