@@ -105,3 +105,21 @@ def test_missing_file_and_bare_config_group() -> None:
     help_result = invoke(["config"], code=2)
     assert "Commands:" in help_result.stderr
     assert "check " in help_result.stderr and "schema " in help_result.stderr
+
+
+def test_a_preset_is_written_out_stage_by_stage() -> None:
+    """The printed config stands alone: the preset's stages, not a second `preset =`."""
+    Path("ctx.toml").write_text(
+        'preset = "eino"\n\n[[stages]]\nuse = "truncate_tool_output"\nmax_length = 8000\n',
+        encoding="utf-8",
+    )
+    result = invoke(["config", "check"])
+    data = tomllib.loads(result.stdout)
+    assert "preset" not in data
+    assert '# preset "eino": its stages are written out below' in result.stdout
+    assert [s["use"] for s in data["stages"]] == ["truncate_tool_output", "clear_tool_results"]
+    assert data["stages"][0]["max_length"] == 8000
+    original = load_config("ctx.toml")
+    printed = build_config(data, "printed")
+    assert printed.stages == original.stages
+    assert printed.settings == original.settings.model_copy(update={"preset": None})

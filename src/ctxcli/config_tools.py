@@ -130,6 +130,11 @@ def config_to_toml(config: Config) -> str:
         "# Stages run in the order listed.",
     ]
     for name, value in config.settings.model_dump(mode="json").items():
+        if name == "preset" and value is not None:
+            # The preset's stages are written out below; naming it again would merge
+            # them a second time, so the output stands on its own.
+            lines.append(f"# preset {toml_value(value)}: its stages are written out below")
+            continue
         if value is None:
             # TOML has no null: say it is unset rather than invent a value.
             info = Settings.model_fields[name]
