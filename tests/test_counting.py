@@ -178,3 +178,11 @@ def test_approx_needs_no_engine() -> None:
     counter = get_counter("approx")
     assert counter.count("abcdefgh") == 2
     counter.count_many(["x" * 100])  # a no-op, not an error
+
+
+def test_a_custom_count_function_also_runs_on_workers() -> None:
+    texts = [f"word {i} " * (i % 50 + 1) for i in range(400)]
+    custom = tokens.CachedCounter("custom", lambda t: len(t.split()), workers=2)
+    custom.parallel_min_bytes = 0
+    custom.count_many(texts)
+    assert [custom.count(t) for t in texts] == [len(t.split()) for t in texts]

@@ -52,6 +52,9 @@ def run_pipeline(
         files_before = _offload_count(ctx)
         result = spec.fn(conv, sc.options, ctx)
         new = result.conversation
+        # Texts the stage wrote (truncation previews can be megabytes) are counted in
+        # bulk, on every core when they are many, rather than one by one below.
+        ctx.tokens.prime(new)
         old_ids = {id(m) for m in conv.messages}
         new_ids = {id(m) for m in new.messages}
         changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(

@@ -280,12 +280,14 @@ def text_key(text: str) -> bytes:
 
 _SHARED: list[str] = []
 """Texts a forked worker inherits, so only index ranges travel to it."""
+_SHARED_FN: Callable[[str], int] | None = None
+"""The count function a forked worker inherits (a spawned one loads it by name)."""
 
 
 def _count_range(
     name: str, engine: str, start: int, end: int, texts: list[str] | None
 ) -> list[int]:
-    fn = load_engine(name, engine)[1]
+    fn = _SHARED_FN or load_engine(name, engine)[1]
     items = texts if texts is not None else _SHARED[start:end]
     return [fn(t) for t in items]
 
@@ -308,6 +310,13 @@ def _fork_is_safe() -> bool:
     # fork copies the texts for free, but is unsafe with other threads running and is
     # not the platform default outside Linux; everywhere else the texts are pickled.
     return sys.platform.startswith("linux") and threading.active_count() == 1
+
+
+def _is_named_engine(name: str, engine: str, fn: Callable[[str], int]) -> bool:
+    try:
+        return load_engine(name, engine)[1] is fn
+    except ConfigError:
+        return False
 
 
 def count_texts(
@@ -338,15 +347,19 @@ def count_texts(
         return counts
     import multiprocessing
 
-    global _SHARED
+    global _SHARED, _SHARED_FN
+    fork = _fork_is_safe()
+    if not fork and not _is_named_engine(name, engine, fn):
+        # A spawned worker can only load an engine by name; count here instead.
+        return count_texts(name, engine, fn, texts, workers=1, progress=progress)
     chunks = deque(_chunks(texts, _CHUNK_BYTES))
     results: list[list[int] | None] = [None] * len(chunks)
     index = {c[0]: i for i, c in enumerate(chunks)}
-    fork = _fork_is_safe()
-    context: Any = multiprocessing.get_context("fork" if fork else None)
+    # Not "the default": on Linux before 3.14 that is fork, even with threads about.
+    context: Any = multiprocessing.get_context("fork" if fork else "spawn")
     done = 0
     if fork:
-        _SHARED = list(texts)
+        _SHARED, _SHARED_FN = list(texts), fn
     try:
         with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
             running: dict[Future[list[int]], tuple[int, int, int]] = {}
@@ -380,7 +393,7 @@ def count_texts(
             for fut in list(running):
                 collect(fut)
     finally:
-        _SHARED = []
+        _SHARED, _SHARED_FN = [], None
     out: list[int] = []
     for part in results:
         assert part is not None
