@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import pickle
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -50,8 +51,10 @@ def test_touches_no_file_and_reads_no_config() -> None:
     cwd = Path.cwd()
     # A ctx.toml here would break load_config(); reduce_records must not look.
     (cwd / "ctx.toml").write_text("this is = not [valid toml\n", encoding="utf-8")
+    cache = Path(os.environ["CTX_CACHE_DIR"])  # the conftest points the count cache here
     result = reduce_records(_records(), offload_dir="blobs")
     assert sorted(p.name for p in cwd.iterdir()) == ["ctx.toml"]
+    assert not cache.exists(), "reduce_records wrote the token-count cache"
     assert result.offload
     assert all(path.startswith(("trunc/", "clear/")) for path in result.offload)
     assert "blobs/clear/call_00" in json.dumps(result.records)

@@ -17,6 +17,7 @@ from .config import Config, build_config, default_config
 from .errors import TranscriptError
 from .formats.base import dumps_like, loads_record
 from .offload import DryRunOffload, encode_text, split_units
+from .tokens import CountOptions
 
 __all__ = ["MemoryOffload", "ReducedRecords", "reduce_records"]
 
@@ -108,7 +109,10 @@ def reduce_records(
     if not raw:
         raise TranscriptError(name, None, "no records; there is nothing to reduce")
     offload = MemoryOffload(offload_dir)
-    reduced = reduce_bytes(raw, config=config, offload=offload, path=name)
+    # No disk cache of token counts and no process pool: a map function runs inside a
+    # job that owns the workers and the disks.
+    counting = CountOptions(cache=False, workers=1)
+    reduced = reduce_bytes(raw, config=config, offload=offload, path=name, counting=counting)
     if reduced.units == "lines":
         out = [loads_record(unit) for unit in split_units(reduced.output)]
     else:
