@@ -128,7 +128,10 @@ def test_the_flag_replaces_the_files_chain_but_keeps_its_settings(tmp_path: Path
 
 def test_reduce_and_stats_take_preset(tmp_path: Path) -> None:
     out = tmp_path / "out.jsonl"
-    invoke(["reduce", str(SESSION), "-o", str(out), "--preset", "claude-code-resume", "-q"])
+    result = invoke(["reduce", str(SESSION), "-o", str(out), "--preset", "claude-code-resume"])
+    summary = result.stderr.splitlines()[-1]
+    assert summary.startswith(f"ctx: {SESSION}: a resume sends ")
+    assert summary.endswith(f"file {SESSION.stat().st_size:,} → {out.stat().st_size:,} bytes")
     config = build_config({"preset": "claude-code-resume"}, "t")
     _, expected = reduce_file(SESSION, tmp_path / "api.jsonl", config=config)
     assert out.read_bytes().replace(b"out.jsonl.offload", b"api.jsonl.offload") == expected

@@ -209,6 +209,13 @@ def reduce(
                 f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
                 f"offload in {report.offload_dir}\n"
             )
+            before, after = report.resume_tokens_before, report.resume_tokens_after
+            if before is not None and after is not None:
+                sys.stderr.write(
+                    f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
+                    f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
+                    f"{report.bytes_after:,} bytes\n"
+                )
 
 
 @app.command()
