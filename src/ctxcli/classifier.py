@@ -3,10 +3,11 @@
 A :class:`Classifier` answers ``keep_mask(words, keep_ratio)`` for one window of
 words. Two ship with ctx:
 
-- :class:`HeuristicClassifier` (default, offline): always keeps words that carry
-  information (numbers, paths, identifiers, error names, negations) and ranks the
-  rest by self-information estimated from the transcript's own word frequencies, so
-  frequent filler goes first.
+- :class:`HeuristicClassifier` (default, offline): ranks words by self-information
+  estimated from the transcript's own word frequencies (frequent filler is cheap),
+  with large bonuses for words that carry information (numbers, paths, identifiers,
+  error names, negations) and for words the agent itself used, and keeps the best
+  ``keep_ratio`` of each window, so the ratio is met.
 - :class:`AnthropicClassifier`: asks a small Claude model to label numbered words
   (an LLMLingua-2 style prompt) through the official SDK, a window per request, with
   bounded concurrency, timeouts and the SDK's retries. Any failed window falls back
@@ -534,6 +535,6 @@ class AnthropicClassifier:
         )
         text = "".join(getattr(block, "text", "") for block in reply.content)
         mask = parse_reply(text, len(words))
-        # Words the heuristic always keeps (numbers, paths, identifiers) stay even if the
-        # model dropped them: the cheapest insurance against losing a fact.
+        # Numbers, paths and identifiers stay even if the model dropped them: the
+        # cheapest insurance against losing a fact (they are few in prose windows).
         return [m or is_informative(w) for m, w in zip(mask, words, strict=True)]

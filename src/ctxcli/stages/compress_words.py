@@ -250,10 +250,10 @@ def compress_words(
 
     Effect: up to ``mid_cutoff`` calls old about ``keep_ratio_mid`` of the words stay,
     older texts keep ``keep_ratio_old``. Words are judged in windows of
-    ``window_words`` by the classifier: ``heuristic`` keeps numbers, paths,
-    identifiers, error names and negations and then the words rarest in this
-    transcript; ``anthropic`` asks ``model`` and falls back to the heuristic for any
-    window that fails (counted in ``fallbacks``). Only words inside lines go: line
+    ``window_words`` by the classifier: ``heuristic`` ranks numbers, paths,
+    identifiers, error names, negations and words the agent used first, then the
+    words rarest in this transcript; ``anthropic`` asks ``model`` and falls back to
+    the heuristic for any window that fails (counted in ``fallbacks``). Only words inside lines go: line
     breaks, indentation and lines written by other ctx stages stay. The text ends
     with ``[ctx: compressed to N% of words; original saved to
     {offload_dir}/compress_words/{id}]``, which holds the original; marked texts are
