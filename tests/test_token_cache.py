@@ -11,8 +11,9 @@ import orjson
 import pytest
 
 from conftest import invoke
-from ctxcli import tokens
+from ctxcli import stats_cache, tokens
 from ctxcli.api import stats_file
+from ctxcli.config import load_config
 from ctxcli.token_cache import DB_NAME, TokenCache, cache_dir
 from ctxcli.tokens import CACHE_MIN_CHARS, CountOptions
 
@@ -147,3 +148,53 @@ def test_a_damaged_cache_file_is_skipped_with_a_warning(tmp_path: Path, counted:
     report = stats_file(path)
     assert len(counted) == 8
     assert any("token cache" in w for w in report.warnings)
+
+
+@pytest.fixture
+def every_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every text the tokenizer counts, short ones included."""
+    seen: list[str] = []
+    real = tokens.load_engine("cl100k")[1]
+
+    def fake(name: str, engine: str | None = None) -> tuple[str, Callable[[str], int]]:
+        return "test", lambda text: seen.append(text) or real(text)
+
+    monkeypatch.setattr(tokens, "load_engine", fake)
+    return seen
+
+
+def test_unchanged_file_gets_its_remembered_report(
+    tmp_path: Path, every_count: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(_session(10) + b'{"role": "user", "content": "short"}\n')
+    first = stats_file(path)
+    assert every_count
+    every_count.clear()
+    assert stats_file(path).to_dict() == first.to_dict()
+    assert every_count == []  # not even the short texts: nothing was run
+    # Another name, another configuration or other code: computed again (the short
+    # texts are never in the token cache, so a run that computes counts something).
+    other = tmp_path / "t.jsonl"
+    other.write_bytes(path.read_bytes())
+    assert stats_file(other).input == str(other)
+    assert every_count
+    every_count.clear()
+    stats_file(path, config=load_config().with_overrides(language="zh"))
+    assert every_count
+    every_count.clear()
+    monkeypatch.setattr(stats_cache, "_FINGERPRINT", b"edited checkout")
+    assert stats_file(path).to_dict() == first.to_dict()
+    assert every_count
+
+
+def test_reports_of_online_or_unknown_stages_are_not_remembered() -> None:
+    from ctxcli.config import Config, StageConfig
+    from ctxcli.stages.truncate_tool_output import TruncateToolOutputOptions
+
+    default = load_config()
+    assert stats_cache.report_key(b"x", "p", default, "error") is not None
+    custom = Config(default.settings, (StageConfig("my_plugin", TruncateToolOutputOptions()),))
+    assert stats_cache.report_key(b"x", "p", custom, "error") is None
+    api_counts = default.with_overrides(tokenizer="anthropic")
+    assert stats_cache.report_key(b"x", "p", api_counts, "error") is None

@@ -268,20 +268,37 @@ def stats_file(
     raw: bytes | None = None,
     counting: CountOptions | None = None,
 ) -> Report:
-    """Run the reduction without writing anything and report what it would save."""
+    """Run the reduction without writing anything and report what it would save.
+
+    With the cache on (the default), the report of an unchanged file under the same
+    configuration and ctx is remembered (:mod:`ctxcli.stats_cache`).
+    """
+    from .stats_cache import cached_stats, store_report
+
     config = config or load_config()
     data = raw if raw is not None else read_input(str(input))
-    # The hints cite the directory `ctx reduce INPUT` (output to stdout) would use.
-    root = default_offload_dir(None, config)
-    reduced = reduce_bytes(
-        data,
-        config=config,
-        offload=DryRunOffload(root),
-        path=str(input),
-        on_invalid=on_invalid,
-        counting=counting,
-    )
-    return reduced.report
+    cache, key, hit = (None, None, None)
+    if counting is None or counting.cache:
+        cache, key, hit = cached_stats(data, str(input), config, on_invalid)
+    try:
+        if hit is not None:
+            return hit
+        # The hints cite the directory `ctx reduce INPUT` (output to stdout) would use.
+        root = default_offload_dir(None, config)
+        reduced = reduce_bytes(
+            data,
+            config=config,
+            offload=DryRunOffload(root),
+            path=str(input),
+            on_invalid=on_invalid,
+            counting=counting,
+        )
+        if cache is not None and key is not None:
+            store_report(cache, key, reduced.report)
+        return reduced.report
+    finally:
+        if cache is not None:
+            cache.close()
 
 
 def restore_file(

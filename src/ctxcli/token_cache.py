@@ -42,7 +42,15 @@ CREATE TABLE IF NOT EXISTS counts (
     PRIMARY KEY (tokenizer, digest)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS counts_used ON counts (used);
+CREATE TABLE IF NOT EXISTS blobs (
+    key BLOB PRIMARY KEY,
+    value BLOB NOT NULL,
+    used INTEGER NOT NULL
+);
 """
+
+MAX_BLOBS = 2000
+"""Whole results kept (``ctx stats`` reports, a few kB each)."""
 
 
 def cache_dir() -> Path:
@@ -167,6 +175,43 @@ class TokenCache:
             "(SELECT tokenizer, digest FROM counts ORDER BY used LIMIT ?)",
             (drop,),
         )
+
+    def get_blob(self, key: bytes) -> bytes | None:
+        """A whole stored result (see :mod:`ctxcli.stats_cache`), or None."""
+        db = self._db
+        if db is None:
+            return None
+        try:
+            row = db.execute("SELECT value, used FROM blobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return None
+            now = int(time.time())
+            if now - row[1] > _TOUCH_AFTER_S:
+                with _transaction(db):
+                    db.execute("UPDATE blobs SET used = ? WHERE key = ?", (now, key))
+            return bytes(row[0])
+        except sqlite3.Error as exc:
+            self._fail(exc)
+            return None
+
+    def put_blob(self, key: bytes, value: bytes) -> None:
+        """Store a whole result; the oldest go when there are more than ``MAX_BLOBS``."""
+        db = self._db
+        if db is None:
+            return
+        try:
+            with _transaction(db):
+                db.execute(
+                    "INSERT OR REPLACE INTO blobs (key, value, used) VALUES (?, ?, ?)",
+                    (key, value, int(time.time())),
+                )
+                db.execute(
+                    "DELETE FROM blobs WHERE key NOT IN "
+                    "(SELECT key FROM blobs ORDER BY used DESC LIMIT ?)",
+                    (MAX_BLOBS,),
+                )
+        except sqlite3.Error as exc:
+            self._fail(exc)
 
     def __len__(self) -> int:
         if self._db is None:
