@@ -17,7 +17,14 @@ from .errors import CtxError, OffloadError, TranscriptError
 from .formats import Blobs, load
 from .model import Conversation
 from .monitors import conversation_monitors
-from .offload import MANIFEST_VERSION, DryRunOffload, OffloadStore, restore_bytes, sha256
+from .offload import (
+    MANIFEST_VERSION,
+    DryRunOffload,
+    OffloadStore,
+    read_manifest,
+    restore_bytes,
+    sha256,
+)
 from .pipeline import StageReport, run_pipeline
 from .stages import StageContext, TokenLedger
 from .tokens import CountOptions, open_counter
@@ -181,12 +188,14 @@ def read_input(path: str) -> bytes:
         raise TranscriptError(path, None, f"cannot read ({exc.strerror})") from None
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         with open(tmp, "wb") as fh:
+            if mode is not None:
+                os.fchmod(fh.fileno(), mode)
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
@@ -206,6 +215,7 @@ def reduce_file(
     on_invalid: str = "error",
     raw: bytes | None = None,
     log: Callable[[str], None] | None = None,
+    in_place: bool = False,
     counting: CountOptions | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
@@ -220,7 +230,14 @@ def reduce_file(
     config = config or load_config()
     input_name = str(input)
     out_name = None if output is None else str(output)
-    if out_name not in (None, STDIO) and input_name != STDIO:
+    if in_place:
+        if input_name == STDIO:
+            raise OffloadError("--in-place needs a file, not stdin.")
+        if out_name not in (None, STDIO, input_name):
+            raise OffloadError("--in-place and -o cannot be combined; pick one.")
+        # The offload directory sits beside the file, so `ctx restore FILE` still works.
+        out_name = input_name
+    elif out_name not in (None, STDIO) and input_name != STDIO:
         if Path(str(out_name)).resolve() == Path(input_name).resolve():
             raise OffloadError(
                 f"{out_name}: output would overwrite the input; choose another -o "
@@ -228,6 +245,26 @@ def reduce_file(
             )
     data = raw if raw is not None else read_input(input_name)
     root = str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config)
+    if in_place:
+        previous = read_manifest(Path(root))
+        if previous is not None and previous["output"]["sha256"] == sha256(data):
+            # Already reduced in place: its offload directory holds the original, and
+            # replacing it would lose that. A rerun that changes nothing is fine.
+            reduced = reduce_bytes(
+                data,
+                config=config,
+                offload=DryRunOffload(root),
+                path=input_name,
+                on_invalid=on_invalid,
+                log=log,
+            )
+            if reduced.output != data:
+                raise OffloadError(
+                    f"{input_name} was already reduced in place and {root} holds its original; "
+                    "reduce it to another file with -o, or restore it first."
+                )
+            reduced.report.output = input_name
+            return reduced.report, reduced.output
     store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
     try:
         reduced = reduce_bytes(
@@ -252,7 +289,8 @@ def reduce_file(
             }
         )
         if out_name not in (None, STDIO):
-            write_atomic(Path(str(out_name)), reduced.output)
+            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
+            write_atomic(Path(str(out_name)), reduced.output, mode=mode)
     except BaseException:
         store.abort()
         raise

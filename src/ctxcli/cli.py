@@ -200,7 +200,7 @@ def reduce(
         if output == api.STDIO:
             console.write_stdout(data)
         if json:
-            console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")
+            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
         elif not quiet:
             from .stats import saved_pct
 
@@ -264,7 +264,7 @@ def stats(
             report = api.stats_file(source, config=cfg, on_invalid=on_invalid, counting=counting)
         _warn_all(report.warnings)
         if json:
-            console.write_stdout(orjson.dumps(report.to_dict()) + b"\n")
+            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
         else:
             from .stats import monitors_table, report_table
 
