@@ -17,11 +17,15 @@ def err_console() -> Any:
     # NO_COLOR (no-color.org): Rich alone drops colours but keeps bold and italics;
     # someone who sets it wants plain text. Without a TTY Rich writes no escapes anyway.
     plain = bool(os.environ.get("NO_COLOR"))
+    # Off a terminal (CI logs, `make demo` through a pipe) Rich assumes 80 columns and
+    # would cut the stats table's headers; COLUMNS still wins when set.
+    width = None if sys.stderr.isatty() or os.environ.get("COLUMNS") else 100
     return Console(
         file=sys.stderr,
         highlight=False,
         soft_wrap=False,
         color_system=None if plain else "auto",
+        width=width,
     )
 
 
