@@ -130,6 +130,7 @@ def test_plugin_listed_with_its_package(plugin_site: Path, tmp_path: Path) -> No
     assert "(plugin ctx-redact-emails)" in line
     detail = _ctx(["stages", "redact_emails"], tmp_path, plugin_site)
     assert "Applies to:" in detail.stdout
+    assert "\n\nFrom plugin package ctx-redact-emails.\n\nOptions:\n" in detail.stdout
     assert "replacement = '[email]'" in detail.stdout
 
 

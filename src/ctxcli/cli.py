@@ -385,7 +385,8 @@ def stages(
                 typer.echo(f"{spec.name:24} {spec.summary}{origin}")
             return
         spec = get_stage(name)
-        typer.echo(f"{spec.name}: {spec.doc}\n\nOptions:")
+        origin = "" if spec.package == "ctxcli" else f"\n\nFrom plugin package {spec.package}."
+        typer.echo(f"{spec.name}: {spec.doc}{origin}\n\nOptions:")
         for field_name, info in spec.options.model_fields.items():
             default: Any = info.get_default(call_default_factory=True)
             typer.echo(f"  {field_name} = {default!r}\n      {info.description or ''}")
