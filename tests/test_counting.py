@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import orjson
 import pytest
 
@@ -186,3 +188,36 @@ def test_a_custom_count_function_also_runs_on_workers() -> None:
     custom.parallel_min_bytes = 0
     custom.count_many(texts)
     assert [custom.count(t) for t in texts] == [len(t.split()) for t in texts]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_exceeds_agrees_with_total_at_every_limit(workers: int) -> None:
+    doc = load(_big_transcript(30))
+    counter = get_counter("cl100k", workers=workers)
+    counter.parallel_min_bytes = 0
+    ledger = TokenLedger(counter)
+    ledger.prime(doc.conversation)  # with workers=2: counting in the background
+    assert ledger.exceeds(doc.conversation, 1000)
+    total = ledger.total(doc.conversation)
+    for limit in (0, total - 1, total, total + 1):
+        assert ledger.exceeds(doc.conversation, limit) is (total > limit)
+    counter.finish()
+    counter.close()
+
+
+def test_background_counts_reach_the_disk_cache(tmp_path: Path) -> None:
+    from ctxcli.token_cache import TokenCache
+
+    texts = [f"text {i} " * 200 for i in range(100)]
+    cache = TokenCache(tmp_path / "c.sqlite3")
+    counter = get_counter("cl100k", workers=2, cache=cache)
+    counter.parallel_min_bytes = 0
+    counter.count_many(texts)
+    counts = [counter.count(t) for t in texts]
+    counter.finish()
+    assert len(cache) == len(texts)
+    again = get_counter("cl100k", cache=cache)
+    again.count_many(texts)
+    assert again.counted == 0
+    assert [again.count(t) for t in texts] == counts
+    cache.close()

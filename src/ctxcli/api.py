@@ -144,9 +144,9 @@ def reduce_bytes(
             services=default_services(),
         )
         conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+        counter.finish()
     finally:
-        if counter.cache is not None:
-            counter.cache.close()
+        counter.close()
     blobs: Blobs = offload if isinstance(offload, OffloadStore) else Blobs()  # type: ignore[assignment]
     output, script = doc.format.dump(doc, conv, blobs)
     report = Report(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from .config import StageConfig
 from .model import Conversation
 from .offload import DryRunOffload
-from .stages import StageContext, get_stage
+from .stages import StageContext, StageResult, get_stage
 
 
 @dataclass
@@ -45,31 +45,34 @@ def run_pipeline(
     conv: Conversation, stages: Sequence[StageConfig], ctx: StageContext
 ) -> tuple[Conversation, list[StageReport]]:
     """Run ``stages`` over ``conv``; each stage sees the previous stage's output."""
-    reports: list[StageReport] = []
+    done: list[tuple[StageConfig, Conversation, Conversation, StageResult, int, int]] = []
     for sc in stages:
         spec = get_stage(sc.use)
-        before = ctx.tokens.total(conv)
         files_before = _offload_count(ctx)
         result = spec.fn(conv, sc.options, ctx)
         new = result.conversation
         # Texts the stage wrote (truncation previews can be megabytes) are counted in
-        # bulk, on every core when they are many, rather than one by one below.
+        # bulk, on every core when they are many, like the input.
         ctx.tokens.prime(new)
         old_ids = {id(m) for m in conv.messages}
         new_ids = {id(m) for m in new.messages}
         changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(
             1 for m in new.messages if m.key is None and id(m) not in old_ids
         )
-        reports.append(
-            StageReport(
-                stage=sc.use,
-                changed=changed,
-                offloaded=_offload_count(ctx) - files_before,
-                tokens_before=before,
-                tokens_after=ctx.tokens.total(new),
-                counters=dict(result.counters),
-                notes=result.notes,
-            )
-        )
+        done.append((sc, conv, new, result, _offload_count(ctx) - files_before, changed))
         conv = new
+    # The totals are taken last: a large input is still being counted in the
+    # background while the stages run, and only the report needs every count.
+    reports = [
+        StageReport(
+            stage=sc.use,
+            changed=changed,
+            offloaded=offloaded,
+            tokens_before=ctx.tokens.total(before),
+            tokens_after=ctx.tokens.total(after),
+            counters=dict(result.counters),
+            notes=result.notes,
+        )
+        for sc, before, after, result, offloaded, changed in done
+    ]
     return conv, reports

@@ -205,36 +205,53 @@ class CachedCounter:
         # Keyed by the text itself: the texts are alive in the conversation anyway,
         # and str caches its hash, so a hit costs one dict lookup.
         self._memo: dict[str, int] = {}
+        self._background: _Background | None = None
         self.counted = 0
         """Texts actually run through the tokenizer by this counter (tests observe it)."""
 
     def count(self, text: str) -> int:
-        """Tokens in ``text``."""
+        """Tokens in ``text`` (waits if it is being counted in the background)."""
         if not self.memoize:
             return self._fn(text)
         hit = self._memo.get(text)
         if hit is None:
+            if self._background is not None and self._background.has(text):
+                return self._background.wait_for(text)
             hit = self._fn(text) if text else 0
             self.counted += 1
             self._memo[text] = hit
         return hit
 
-    def count_many(self, texts: Iterable[str], progress: Progress | None = None) -> None:
-        """Count every text not counted yet, so later :meth:`count` calls are lookups.
+    def known(self, text: str) -> int | None:
+        """The count of ``text`` if it is already known, without waiting or counting."""
+        if not self.memoize:
+            return self._fn(text)
+        return self._memo.get(text)
 
-        Long texts are looked up in the disk cache first; what is left is counted on
-        ``workers`` processes when it is large, in this process otherwise. The counts
-        of newly counted long texts go to the disk cache.
+    def collect(self) -> None:
+        """Take in what the background workers have counted so far (never waits)."""
+        if self._background is not None:
+            self._background.collect()
+
+    def count_many(self, texts: Iterable[str], progress: Progress | None = None) -> None:
+        """Start counting every text not counted yet; :meth:`count` then waits only for its own.
+
+        Long texts are looked up in the disk cache first. What is left is counted
+        here when it is small; when it is large, worker processes count it in the
+        background while the caller goes on, and this process joins in whenever it
+        waits for a count. The counts of newly counted long texts go to the disk
+        cache (in :meth:`finish` for background counts).
         """
         if not self.memoize:
             return
         memo = self._memo
         todo: dict[str, None] = {}
+        background = self._background
         for text in texts:
             if text not in memo and text not in todo:
                 if len(text) < CACHE_MIN_CHARS:
                     self.count(text)
-                else:
+                elif background is None or not background.has(text):
                     todo[text] = None
         if not todo:
             return
@@ -254,21 +271,183 @@ class CachedCounter:
                 pending = rest
         if not pending:
             return
-        counts = count_texts(
-            self.name,
-            self.engine,
-            self._fn,
-            pending,
-            workers=self.workers,
-            parallel_min_bytes=self.parallel_min_bytes,
-            progress=progress,
-        )
-        self.counted += len(pending)
-        memo.update(zip(pending, counts, strict=True))
-        if self.cache is not None:
-            self.cache.put_many(
-                self.name, [(keys[t], n) for t, n in zip(pending, counts, strict=True)]
+        size = sum(map(len, pending))
+        if background is None and (self.workers <= 1 or size < self.parallel_min_bytes):
+            counts = count_texts(
+                self.name, self.engine, self._fn, pending, workers=1, progress=progress
             )
+            self.counted += len(pending)
+            memo.update(zip(pending, counts, strict=True))
+            if self.cache is not None:
+                self.cache.put_many(
+                    self.name, [(keys[t], n) for t, n in zip(pending, counts, strict=True)]
+                )
+            return
+        if background is None:
+            background = _Background.start(self, pending, progress)
+            if background is None:  # no safe way to start workers: count here
+                self.workers = 1
+                self.count_many(pending, progress)
+                return
+            self._background = background
+        else:
+            background.submit(pending)
+        background.keys.update(keys)
+
+    def finish(self) -> None:
+        """Wait for background counts, store them in the disk cache, stop the workers."""
+        background, self._background = self._background, None
+        if background is None:
+            return
+        try:
+            background.drain()
+        finally:
+            background.close()
+        if self.cache is not None and background.keys:
+            memo = self._memo
+            self.cache.put_many(
+                self.name, [(k, memo[t]) for t, k in background.keys.items() if t in memo]
+            )
+
+    def close(self) -> None:
+        """Stop any background counting and close the disk cache."""
+        background, self._background = self._background, None
+        if background is not None:
+            background.close()
+        if self.cache is not None:
+            self.cache.close()
+
+
+class _Background:
+    """Texts being counted by worker processes while the main process goes on.
+
+    Work is queued in chunks. The workers take chunks from the front; whenever the
+    main process needs a count it cancels a chunk nobody has started yet (from the
+    back) and counts it itself, so both cores stay busy and nothing is counted twice.
+    """
+
+    def __init__(self, counter: CachedCounter, pool: ProcessPoolExecutor, fork: bool) -> None:
+        self.counter = counter
+        self.pool = pool
+        self.fork = fork
+        self.futures: dict[Future[list[int]], list[str]] = {}
+        self.where: dict[str, Future[list[int]]] = {}
+        self.keys: dict[str, bytes] = {}
+        self.progress: Progress | None = None
+        self.total = 0
+        self.done = 0
+
+    @classmethod
+    def start(
+        cls, counter: CachedCounter, texts: list[str], progress: Progress | None
+    ) -> _Background | None:
+        import multiprocessing
+
+        global _SHARED, _SHARED_FN
+        fork = _fork_is_safe()
+        if not fork and not _is_named_engine(counter.name, counter.engine, counter._fn):
+            return None  # a spawned worker can only load an engine by name
+        # Not "the default": on Linux before 3.14 that is fork, even with threads about.
+        context: Any = multiprocessing.get_context("fork" if fork else "spawn")
+        if fork:
+            # The workers are forked at the first submit and inherit these: only
+            # index ranges travel to them.
+            _SHARED, _SHARED_FN = texts, counter._fn
+        pool = ProcessPoolExecutor(max_workers=counter.workers - 1, mp_context=context)
+        background = cls(counter, pool, fork)
+        background.progress = progress
+        background.submit(texts, shared=fork)
+        return background
+
+    def submit(self, texts: list[str], *, shared: bool = False) -> None:
+        """Queue ``texts`` (``shared``: they are the list the forked workers inherited)."""
+        name, engine = self.counter.name, self.counter.engine
+        for start, end, size in _chunks(texts, _CHUNK_BYTES):
+            part = texts[start:end]
+            if shared:
+                fut = self.pool.submit(_count_range, name, engine, start, end, None)
+            else:
+                fut = self.pool.submit(_count_range, name, engine, 0, 0, part)
+            self.futures[fut] = part
+            for text in part:
+                self.where[text] = fut
+            self.total += size
+
+    def has(self, text: str) -> bool:
+        """True if ``text`` is queued or being counted."""
+        return text in self.where
+
+    def _record(self, fut: Future[list[int]], counts: list[int]) -> None:
+        part = self.futures.pop(fut)
+        memo = self.counter._memo
+        for text, n in zip(part, counts, strict=True):
+            memo[text] = n
+            del self.where[text]
+        self.counter.counted += len(part)
+        self.done += sum(map(len, part))
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def _count_here(self, fut: Future[list[int]]) -> None:
+        fn = self.counter._fn
+        self._record(fut, [fn(t) for t in self.futures[fut]])
+
+    def _result(self, fut: Future[list[int]]) -> None:
+        try:
+            counts = fut.result()
+        except Exception:  # a worker died (killed, out of memory): count here instead
+            self._count_here(fut)
+            return
+        self._record(fut, counts)
+
+    def collect(self) -> None:
+        """Take in the counts the workers have finished (never waits)."""
+        for fut in [f for f in self.futures if f.done()]:
+            if fut.cancelled():
+                self._count_here(fut)
+            else:
+                self._result(fut)
+
+    def _steal(self) -> bool:
+        """Count one chunk that no worker has started, from the back; False if none."""
+        for fut in reversed(list(self.futures)):
+            if fut.cancel():
+                self._count_here(fut)
+                return True
+        return False
+
+    def resolve(self, fut: Future[list[int]]) -> None:
+        """Make sure ``fut``'s texts are counted, helping with other chunks meanwhile."""
+        if fut not in self.futures:
+            return
+        if fut.cancel():
+            self._count_here(fut)
+            return
+        while not fut.done() and self._steal():
+            self.collect()
+            if fut not in self.futures:
+                return
+        if fut in self.futures:
+            self._result(fut)
+
+    def wait_for(self, text: str) -> int:
+        """The count of a queued text, once its chunk is counted."""
+        self.resolve(self.where[text])
+        return self.counter._memo[text]
+
+    def drain(self) -> None:
+        """Wait until everything queued is counted."""
+        while self.futures:
+            self.collect()
+            if self.futures:
+                self.resolve(next(iter(self.futures)))
+
+    def close(self) -> None:
+        """Stop the workers (queued work is dropped)."""
+        global _SHARED, _SHARED_FN
+        self.pool.shutdown(wait=True, cancel_futures=True)
+        if self.fork:
+            _SHARED, _SHARED_FN = [], None
 
 
 def text_key(text: str) -> bytes:
@@ -473,6 +652,37 @@ def message_tokens(counter: TokenCounter, message: Message) -> int:
     total = sum(counter.count(t) for t in visible_texts(message))
     total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     return total
+
+
+def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) -> bool:
+    """True if ``conv`` has more than ``limit`` tokens.
+
+    Counts already known are summed first, so while a large input is still being
+    counted in the background the answer is usually there at once.
+    """
+    known = getattr(counter, "known", None)
+    if known is None:
+        return conversation_tokens(counter, conv) > limit
+    collect = getattr(counter, "collect", None)
+    if collect is not None:
+        collect()
+    total = 0
+    unknown: list[str] = []
+    for message in conv.messages:
+        for text in visible_texts(message):
+            n = known(text)
+            if n is None:
+                unknown.append(text)
+            else:
+                total += n
+        total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
+    if total > limit:
+        return True
+    for text in unknown:
+        total += counter.count(text)
+        if total > limit:
+            return True
+    return False
 
 
 def conversation_texts(conv: Conversation | Iterable[Message]) -> Iterable[str]:

@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict
 
 from ctxcli.model import Conversation, Message
 from ctxcli.offload import Offload
-from ctxcli.tokens import Progress, TokenCounter, conversation_texts, message_tokens
+from ctxcli.tokens import (
+    Progress,
+    TokenCounter,
+    conversation_exceeds,
+    conversation_texts,
+    message_tokens,
+)
 
 
 class StageOptions(BaseModel):
@@ -40,6 +46,14 @@ class TokenLedger:
     def total(self, conv: Conversation) -> int:
         """Tokens of a whole conversation."""
         return sum(self.message(m) for m in conv.messages)
+
+    def exceeds(self, conv: Conversation, limit: int) -> bool:
+        """True if ``conv`` has more than ``limit`` tokens.
+
+        Prefer this to ``total(conv) > limit`` in a stage: it can answer from the
+        counts known so far while a large input is still being counted.
+        """
+        return conversation_exceeds(self.counter, conv, limit)
 
     def per_message(self, conv: Conversation) -> list[int]:
         """Tokens of each message, in order.

@@ -55,8 +55,10 @@ def clear_tool_results(
     ``keep_last`` and ``summarize`` drop messages instead of clearing them.
     """
     counters = {"cleared": 0, "arguments_cleared": 0}
-    total = ctx.tokens.total(conv)
-    if total <= opts.max_tokens:
+    # exceeds() answers from the counts known so far when it can, so on a large input
+    # the stage starts while the rest is still being counted in the background.
+    if not ctx.tokens.exceeds(conv, opts.max_tokens):
+        total = ctx.tokens.total(conv)
         return StageResult(conv, counters, (f"{total} tokens <= max_tokens {opts.max_tokens}",))
     rounds = conv.rounds()
     if opts.keep_rounds == 0:
