@@ -17,7 +17,7 @@ from pathlib import Path
 from . import api
 from .config import Config
 from .errors import CtxError, ExitCode, TranscriptError
-from .tokens import CountOptions
+from .tokens import CountOptions, ignore_sigint
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""
@@ -200,7 +200,8 @@ def _run_all(
         counting = CountOptions(cache=cache, workers=1)
         # Largest first, so one big file does not start last and finish alone.
         order = sorted(range(len(jobs)), key=lambda i: -jobs[i].bytes)
-        with ProcessPoolExecutor(max_workers=min(workers, len(jobs))) as pool:
+        pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=ignore_sigint)
+        try:
             futures: dict[Future[FileResult], int] = {
                 pool.submit(_run_one, jobs[i], mode, config, force, on_invalid, counting): i
                 for i in order
@@ -217,7 +218,21 @@ def _run_all(
                         name=jobs[i].name,
                     )
                 finish(i, result)
+        except BaseException:
+            # Ctrl-C (the workers ignore it) or an error here: stop now rather than
+            # finish every queued file. A killed worker leaves only a staging
+            # directory, which the next run removes.
+            _terminate(pool)
+            raise
+        pool.shutdown()
     return [r for r in results if r is not None]
+
+
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    processes = list(getattr(pool, "_processes", {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
 
 
 def reduce_many(

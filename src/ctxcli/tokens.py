@@ -353,7 +353,9 @@ class _Background:
             # The workers are forked at the first submit and inherit these: only
             # index ranges travel to them.
             _SHARED, _SHARED_FN = texts, counter._fn
-        pool = ProcessPoolExecutor(max_workers=counter.workers - 1, mp_context=context)
+        pool = ProcessPoolExecutor(
+            max_workers=counter.workers - 1, mp_context=context, initializer=ignore_sigint
+        )
         background = cls(counter, pool, fork)
         background.progress = progress
         background.submit(texts, shared=fork)
@@ -485,6 +487,13 @@ def _chunks(texts: Sequence[str], size: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def ignore_sigint() -> None:
+    """Worker initializer: Ctrl-C is the main process's to handle (it stops the workers)."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _fork_is_safe() -> bool:
     # fork copies the texts for free, but is unsafe with other threads running and is
     # not the platform default outside Linux; everywhere else the texts are pickled.
@@ -540,7 +549,9 @@ def count_texts(
     if fork:
         _SHARED, _SHARED_FN = list(texts), fn
     try:
-        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=context) as pool:
+        with ProcessPoolExecutor(
+            max_workers=workers - 1, mp_context=context, initializer=ignore_sigint
+        ) as pool:
             running: dict[Future[list[int]], tuple[int, int, int]] = {}
 
             def top_up() -> None:
