@@ -80,8 +80,12 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
         return None
     if any(type(sc.options).__module__ != f"ctxcli.stages.{sc.use}" for sc in config.stages):
         return None  # a plugin registered under a built-in's name
+    from .formats import FORMATS
+
     described = orjson.dumps(
         {
+            # A format plugin could read the same bytes differently.
+            "formats": [[name, type(fmt).__module__] for name, fmt in FORMATS.items()],
             "settings": config.settings.model_dump(mode="json"),
             "stages": [[sc.use, sc.options.model_dump(mode="json")] for sc in config.stages],
             "path": path,
