@@ -3,8 +3,9 @@
 Counting is the expensive part of every run: the rest (parse, stages, dump) runs at
 hundreds of MB/s, a BPE tokenizer at 10-60 MB/s. So a counter counts each distinct
 text once per run, looks long texts up in the on-disk cache first
-(:mod:`ctxcli.token_cache`), and counts what is left of a large input on every core
-(:meth:`CachedCounter.count_many`).
+(:mod:`ctxcli.token_cache`), and counts what is left of a large input on worker
+processes in the background while the stages run (:meth:`CachedCounter.count_many`);
+a count that is needed before it is ready is waited for, with this process helping.
 
 Engines: ``bpe-openai`` (a Rust BPE with tiktoken's vocabularies and identical
 counts, about 3x faster, ships cl100k and o200k) when it is installed, else tiktoken
@@ -19,7 +20,6 @@ import hashlib
 import os
 import sys
 import threading
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -519,76 +519,30 @@ def count_texts(
 ) -> list[int]:
     """Count ``texts`` in order, on up to ``workers`` processes when they are large.
 
-    This process counts too: it takes chunks from the end of the list while the
-    workers take them from the front, so no core idles while work is left.
+    The parallel case is a :class:`CachedCounter` with background workers, drained
+    at once (this process counts too, so no core idles).
     """
     total = sum(map(len, texts))
-    if workers <= 1 or total < parallel_min_bytes or len(texts) < 2:
-        if progress is None:
-            return [fn(t) for t in texts]
-        counts: list[int] = []
-        done = 0
-        for start, end, size in _chunks(texts, _CHUNK_BYTES):
-            counts.extend(fn(t) for t in texts[start:end])
-            done += size
-            progress(done, total)
+    if workers > 1 and total >= parallel_min_bytes and len(texts) > 1:
+        counter = CachedCounter(
+            name, fn, engine=engine, workers=workers, parallel_min_bytes=parallel_min_bytes
+        )
+        try:
+            counter.count_many(texts, progress)
+            counts = [counter.count(t) for t in texts]
+            counter.finish()
+        finally:
+            counter.close()
         return counts
-    import multiprocessing
-
-    global _SHARED, _SHARED_FN
-    fork = _fork_is_safe()
-    if not fork and not _is_named_engine(name, engine, fn):
-        # A spawned worker can only load an engine by name; count here instead.
-        return count_texts(name, engine, fn, texts, workers=1, progress=progress)
-    chunks = deque(_chunks(texts, _CHUNK_BYTES))
-    results: list[list[int] | None] = [None] * len(chunks)
-    index = {c[0]: i for i, c in enumerate(chunks)}
-    # Not "the default": on Linux before 3.14 that is fork, even with threads about.
-    context: Any = multiprocessing.get_context("fork" if fork else "spawn")
+    if progress is None:
+        return [fn(t) for t in texts]
+    counts = []
     done = 0
-    if fork:
-        _SHARED, _SHARED_FN = list(texts), fn
-    try:
-        with ProcessPoolExecutor(
-            max_workers=workers - 1, mp_context=context, initializer=ignore_sigint
-        ) as pool:
-            running: dict[Future[list[int]], tuple[int, int, int]] = {}
-
-            def top_up() -> None:
-                # Two chunks queued per worker keep it busy without starving this process.
-                while chunks and len(running) < 2 * (workers - 1):
-                    start, end, size = chunks.popleft()
-                    payload = None if fork else list(texts[start:end])
-                    fut = pool.submit(_count_range, name, engine, start, end, payload)
-                    running[fut] = (start, end, size)
-
-            def collect(fut: Future[list[int]]) -> None:
-                nonlocal done
-                start, _end, size = running.pop(fut)
-                results[index[start]] = fut.result()
-                done += size
-                if progress is not None:
-                    progress(done, total)
-
-            top_up()
-            while chunks:
-                start, end, size = chunks.pop()
-                results[index[start]] = [fn(t) for t in texts[start:end]]
-                done += size
-                if progress is not None:
-                    progress(done, total)
-                for fut in [f for f in running if f.done()]:
-                    collect(fut)
-                top_up()
-            for fut in list(running):
-                collect(fut)
-    finally:
-        _SHARED, _SHARED_FN = [], None
-    out: list[int] = []
-    for part in results:
-        assert part is not None
-        out.extend(part)
-    return out
+    for start, end, size in _chunks(texts, _CHUNK_BYTES):
+        counts.extend(fn(t) for t in texts[start:end])
+        done += size
+        progress(done, total)
+    return counts
 
 
 def get_counter(
