@@ -38,7 +38,7 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 80
 
 
-def sha256(data: bytes) -> str:
+def sha256(data: bytes | memoryview) -> str:
     """Hex SHA-256 of ``data``."""
     return hashlib.sha256(data).hexdigest()
 
@@ -173,7 +173,7 @@ class OffloadStore(DryRunOffload):
         self.files[rel] = digest
         return self._names.display(rel)
 
-    def add_original(self, raw: bytes) -> list[Any]:
+    def add_original(self, raw: bytes | memoryview) -> list[Any]:
         """Append an original record to the pack; return its restore op."""
         offset = self._pack_size
         self._pack.write(raw)

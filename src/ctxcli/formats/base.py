@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
@@ -19,7 +19,7 @@ import orjson
 
 from ctxcli.errors import TranscriptError
 from ctxcli.model import Block, Conversation, Kind, Message, SourceRecord
-from ctxcli.offload import RestoreScript, split_units
+from ctxcli.offload import RestoreScript
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -29,24 +29,32 @@ Path_ = tuple[str | int, ...]
 class Record:
     """One record of the file: its original bytes and, if it parsed, its data."""
 
-    raw: bytes
+    raw: bytes | memoryview
+    """The original bytes. For JSONL a zero-copy view into the file's buffer: holding
+    a second copy of every line doubled the peak memory on large transcripts."""
     line: int
     data: Any = None
     message: Message | None = None
     invalid: str | None = None
 
     @property
+    def has_bom(self) -> bool:
+        """True if the record starts with a UTF-8 byte-order mark."""
+        return bytes(self.raw[:3]) == BOM
+
+    @property
     def body(self) -> bytes:
-        """The raw bytes without BOM and line terminator."""
-        raw = self.raw[3:] if self.raw.startswith(BOM) else self.raw
+        """The raw bytes without BOM and line terminator (a copy)."""
+        raw = bytes(self.raw[3:] if self.has_bom else self.raw)
         return raw.rstrip(b"\r\n")
 
     @property
     def terminator(self) -> bytes:
         """The record's line terminator (``\\n``, ``\\r\\n`` or nothing)."""
-        if self.raw.endswith(b"\r\n"):
+        tail = bytes(self.raw[-2:])
+        if tail == b"\r\n":
             return b"\r\n"
-        return b"\n" if self.raw.endswith(b"\n") else b""
+        return b"\n" if tail.endswith(b"\n") else b""
 
 
 @dataclass
@@ -96,7 +104,7 @@ class OutRecord:
 class Blobs:
     """Receives the original bytes of changed and dropped records."""
 
-    def add_original(self, raw: bytes) -> list[Any]:
+    def add_original(self, raw: bytes | memoryview) -> list[Any]:
         """Store ``raw`` and return its restore op."""
         return ["b", 0, len(raw), ""]
 
@@ -331,7 +339,7 @@ class Format:
         """Serialise the output and the script that turns it back into the input."""
         plan = self.plan(doc, conv)
         script = RestoreScript()
-        parts: list[bytes] = []
+        parts: list[bytes | memoryview] = []
         live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
         last_live = live[-1] if live else -1
         for i, rec in enumerate(plan):
@@ -346,13 +354,13 @@ class Format:
                     script.copy()
                     continue
                 # An unterminated last line that is no longer last needs a newline.
-                parts.append(orig.raw + b"\n")
+                parts.append(bytes(orig.raw) + b"\n")
                 script.original(blobs.add_original(orig.raw))
                 script.skip()
                 continue
             if orig is not None:
                 script.original(blobs.add_original(orig.raw))
-                lead = BOM if orig.raw.startswith(BOM) else b""
+                lead = BOM if orig.has_bom else b""
                 body = dumps_like(rec.data, orig.body)
                 end = orig.terminator or (b"\n" if i != last_live else b"")
             else:
@@ -381,7 +389,7 @@ def _style_sample(doc: Document) -> bytes:
 
 
 def _ends_with_newline(doc: Document) -> bool:
-    return not doc.records or doc.records[-1].raw.endswith(b"\n")
+    return not doc.records or doc.records[-1].terminator != b""
 
 
 def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Record]:
@@ -393,7 +401,7 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
     if not raw.strip():
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
     records: list[Record] = []
-    for i, unit in enumerate(split_units(raw)):
+    for i, unit in enumerate(_line_views(raw)):
         rec = Record(unit, i + 1)
         body = rec.body
         if not body.strip():
@@ -414,6 +422,17 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
             rec.invalid = f"not valid JSON ({reason})"
         records.append(rec)
     return records
+
+
+def _line_views(data: bytes) -> Iterator[memoryview]:
+    """Zero-copy views of the lines of ``data``, each with its terminator."""
+    view = memoryview(data)
+    start, end_of_data = 0, len(data)
+    while start < end_of_data:
+        end = data.find(b"\n", start)
+        end = end_of_data if end < 0 else end + 1
+        yield view[start:end]
+        start = end
 
 
 def _json_reason(exc: Exception) -> str:

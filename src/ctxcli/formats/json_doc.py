@@ -363,7 +363,7 @@ class JsonDocument(Format):
             if rec.state is State.DROPPED:
                 continue
             if rec.state is State.COPY and rec.orig is not None:
-                items.append(rec.orig.raw.decode("utf-8", "surrogatepass"))
+                items.append(bytes(rec.orig.raw).decode("utf-8", "surrogatepass"))
             else:
                 items.append(layout.dump_item(rec.data))
         text = layout.head + layout.join(items, same_layout) + layout.tail
