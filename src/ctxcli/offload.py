@@ -181,18 +181,29 @@ class OffloadStore(DryRunOffload):
         return ["b", offset, len(raw), sha256(raw)]
 
     def commit(self, manifest: dict[str, Any]) -> None:
-        """Write the manifest and move the staging directory into place."""
+        """Write the manifest and move the staging directory into place.
+
+        The pack and the manifest (all ``ctx restore`` needs to rebuild the original
+        bytes) are fsynced before the rename, and the parent directory after it, so an
+        ``--in-place`` run that replaced the input cannot outlive its original on disk.
+        """
+        self._pack.flush()
+        os.fsync(self._pack.fileno())
         self._pack.close()
         manifest["files"] = dict(sorted(self.files.items()))
         manifest["pack"] = {"name": PACK, "bytes": self._pack_size}
         with _open_private(self.staging / MANIFEST) as fh:
             fh.write(orjson.dumps(manifest) + b"\n")
+            fh.flush()
+            os.fsync(fh.fileno())
+        _fsync_dir(self.staging)
         old: Path | None = None
         if self.path.exists() or self.path.is_symlink():
             check_offload_target(self.path, force=self.force, input_sha=manifest["input"]["sha256"])
             old = self.path.parent / f".{self.path.name}.ctx-old-{secrets.token_hex(4)}"
             os.rename(self.path, old)
         os.rename(self.staging, self.path)
+        _fsync_dir(self.path.parent)
         if old is not None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old, ignore_errors=True)
@@ -206,6 +217,20 @@ class OffloadStore(DryRunOffload):
         except OSError:
             pass
         shutil.rmtree(self.staging, ignore_errors=True)
+
+
+def _fsync_dir(path: Path) -> None:
+    """Make a directory's entries durable (renames, new files); best effort."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def _remove_stale_staging(parent: Path, name: str) -> None:
