@@ -11,9 +11,9 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from . import __version__, api, cli_batch, console
+from . import __version__, api, cli_batch, cli_info, console
 from .cli_config import config_app
-from .config import INIT_TEMPLATE, Config, load_config
+from .config import Config, load_config
 from .errors import CtxError, ExitCode
 from .tokens import CountOptions
 
@@ -365,71 +365,10 @@ def validate(
             raise typer.Exit(int(code))
 
 
-@app.command()
-def stages(
-    name: Annotated[str | None, typer.Argument(help="Show one stage's options.")] = None,
-) -> None:
-    """List the stages, or show one stage's documentation and options.
-
-    Example:
-
-    \b
-        ctx stages truncate_tool_output
-    """
-    from .stages import get_stage, registry
-
-    with _errors():
-        if name is None:
-            for spec in registry().values():
-                origin = "" if spec.package == "ctxcli" else f" (plugin {spec.package})"
-                typer.echo(f"{spec.name:24} {spec.summary}{origin}")
-            return
-        spec = get_stage(name)
-        origin = "" if spec.package == "ctxcli" else f"\n\nFrom plugin package {spec.package}."
-        typer.echo(f"{spec.name}: {spec.doc}{origin}\n\nOptions:")
-        for field_name, info in spec.options.model_fields.items():
-            default: Any = info.get_default(call_default_factory=True)
-            typer.echo(f"  {field_name} = {default!r}\n      {info.description or ''}")
-
-
-@app.command()
-def presets(
-    name: Annotated[str | None, typer.Argument(help="Print one preset's ctx.toml.")] = None,
-) -> None:
-    """List the presets (named stage chains), or print one as a ctx.toml to start from.
-
-    Example:
-
-    \b
-        ctx presets claude-code-resume > ctx.toml
-    """
-    from .presets import get_preset, preset_names
-
-    with _errors():
-        if name is None:
-            for preset_name in preset_names():
-                typer.echo(f"{preset_name:24} {get_preset(preset_name).summary}")
-            return
-        typer.echo(get_preset(name).text, nl=False)
-
-
-@app.command()
-def init(
-    path: Annotated[Path, typer.Argument(help="Where to write the config.")] = Path("ctx.toml"),
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
-) -> None:
-    """Write a commented ctx.toml with the default stages.
-
-    Example:
-
-    \b
-        ctx init
-    """
-    with _errors():
-        if path.exists() and not force:
-            raise CtxError(f"{path} already exists; pass --force to overwrite it.")
-        api.write_atomic(path, INIT_TEMPLATE.encode())
-        sys.stderr.write(f"ctx: wrote {path}\n")
+# Commands that describe ctx itself live in cli_info; registered here to keep the order.
+app.command()(cli_info.stages)
+app.command()(cli_info.presets)
+app.command()(cli_info.init)
 
 
 def _version(value: bool) -> None:
