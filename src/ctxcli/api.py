@@ -49,7 +49,8 @@ class Report:
     output: str | None = None
     warnings: list[str] = field(default_factory=list)
     monitors: dict[str, float] = field(default_factory=dict)
-    """The six stuck-agent scores of the input (see :mod:`ctxcli.monitors`)."""
+    """The six stuck-agent scores of the input (see :mod:`ctxcli.monitors`); ``ctx stats``
+    fills them, ``ctx reduce`` leaves them empty."""
     resume_tokens_before: int | None = None
     """Tokens a resumed session sends again (after the last compaction boundary);
     None for formats that are not resumed from their file."""
@@ -109,6 +110,7 @@ def reduce_bytes(
     on_invalid: str = "error",
     log: Callable[[str], None] | None = None,
     counting: CountOptions | None = None,
+    monitors: bool = True,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
@@ -116,6 +118,8 @@ def reduce_bytes(
     ``ctx stats`` runs. Pass an :class:`~ctxcli.offload.OffloadStore` to keep the
     removed texts. ``counting`` says whether to use the count cache and how many
     processes may count (default: the cache and every core, for large inputs).
+    ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``
+    shows them; ``ctx reduce`` skips them: on large logs they are a quarter of a run).
 
     Example::
 
@@ -161,7 +165,7 @@ def reduce_bytes(
         stages=reports,
         offload_dir=offload.root,
         warnings=list(doc.warnings) + cache_notes,
-        monitors=conversation_monitors(doc.conversation),
+        monitors=conversation_monitors(doc.conversation) if monitors else {},
     )
     if doc.conversation.resume_start is not None:
         report.resume_tokens_before = _resume_tokens(ledger, doc.conversation)
@@ -275,6 +279,7 @@ def reduce_file(
             on_invalid=on_invalid,
             log=log,
             counting=counting,
+            monitors=False,
         )
         store.commit(
             {
