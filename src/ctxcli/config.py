@@ -127,7 +127,9 @@ def load_config(
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise ConfigError(f"{path}: config file not found; check the --config path.") from None
+        raise ConfigError(
+            f"{path}: config file not found; check the path (or run 'ctx init' to write one)."
+        ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc}).") from None
     try:
