@@ -106,22 +106,23 @@ def test_ctrl_c_exits_130_and_cleans_up(tmp_path: Path) -> None:
     src = tmp_path / "big.jsonl"
     _big_transcript(src, 1500)
     Path("ctx.toml").write_text(CONFIG)
-    for delay in (0.3, 0.6, 1.0, 1.5):
+    interrupted = 0
+    # 0.05 s lands in start-up (imports), the later ones in parsing, counting, writing.
+    for delay in (0.05, 0.3, 0.6, 1.0, 1.5):
         proc = _ctx("reduce", str(src), "-o", "out.jsonl")
         time.sleep(delay)
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=120)
         if proc.returncode == 0:
-            break  # finished before the signal; the earlier delays covered the interrupt
+            break  # finished before the signal: later delays would too
         assert proc.returncode == 130, err
         assert b"Traceback" not in err
         assert b"ctx: error: interrupted" in err
         leftovers = [p.name for p in Path.cwd().iterdir() if "ctx-tmp" in p.name]
         assert leftovers == []
         assert not Path("out.jsonl").exists()
-    else:
-        return
-    assert delay > 0.3, "the run finished before any interrupt; make the input larger"
+        interrupted += 1
+    assert interrupted >= 1, "every run finished before its interrupt; make the input larger"
 
 
 def test_offload_permissions(tmp_path: Path) -> None:
