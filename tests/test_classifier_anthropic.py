@@ -265,6 +265,25 @@ def test_stage_uses_the_api_and_caches_in_ctx_cache_dir(
     assert KEY not in json.dumps(second.report.to_dict())
 
 
+def test_no_cache_makes_the_rerun_ask_again(
+    server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--no-cache (CountOptions(cache=False)) turns the answer cache off too."""
+    from ctxcli.tokens import CountOptions
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    monkeypatch.setenv("CTX_CACHE_DIR", str(tmp_path / "answers"))
+    stage = {"use": "compress_words", "classifier": "anthropic", "base_url": server.base_url}
+    config = build_config({"stages": [stage]}, "test")
+    off = CountOptions(cache=False)
+    first = reduce_bytes(_transcript(), config=config, counting=off)
+    calls = first.report.stages[0].counters["classifier_calls"]
+    second = reduce_bytes(_transcript(), config=config, counting=off)
+    assert second.report.stages[0].counters["cache_hits"] == 0
+    assert server.count(MESSAGES) == 2 * calls
+    assert not (tmp_path / "answers" / DiskCache.FILE).exists()
+
+
 def test_stage_without_key_warns_once_and_works_offline(server: AnthropicServer) -> None:
     stage = {"use": "compress_words", "classifier": "anthropic", "base_url": server.base_url}
     reduced = reduce_bytes(_transcript(), config=build_config({"stages": [stage]}, "test"))

@@ -145,7 +145,7 @@ def reduce_bytes(
             offload,
             config.settings.language,
             log or cache_notes.append,
-            services=default_services(),
+            services=default_services(cache=counting.cache),
         )
         conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
         counter.finish()

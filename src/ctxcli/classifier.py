@@ -307,16 +307,17 @@ class AnthropicAccess:
         return cls(env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None)
 
 
-def default_services() -> dict[str, Any]:
+def default_services(*, cache: bool = True) -> dict[str, Any]:
     """The services the api layer hands every stage: API access and the answer cache.
 
     The cache sits beside the token-count cache (``$CTX_CACHE_DIR``, else
-    ``~/.cache/ctx``) and is off when ``CTX_NO_CACHE`` is set.
+    ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
+    ``CTX_NO_CACHE`` is set.
     """
     from .token_cache import cache_dir, cache_disabled
 
-    cache = None if cache_disabled() else DiskCache(cache_dir())
-    return {"anthropic": AnthropicAccess.from_env(), "cache": cache}
+    answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
+    return {"anthropic": AnthropicAccess.from_env(), "cache": answers}
 
 
 def make_client(
