@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -89,9 +90,13 @@ def _errors() -> Iterator[None]:
         raise
     except Exception as exc:  # the one place that catches everything
         console.error(
-            f"internal error: {type(exc).__name__}: {exc}. Please report this at "
-            "https://github.com/ctxcli/ctx/issues with the command you ran."
+            f"internal error: {type(exc).__name__}: {exc}. This is a bug in ctx: please "
+            "report it with the command you ran (CTX_DEBUG=1 prints the traceback)."
         )
+        if os.environ.get("CTX_DEBUG"):
+            import traceback
+
+            sys.stderr.write(console.redact("".join(traceback.format_exc())))
         raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
 
 
