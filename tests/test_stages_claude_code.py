@@ -87,6 +87,8 @@ def test_prune_sidecars_drops_ui_copies_and_relinks(tmp_path: Path) -> None:
         "records_dropped": 4,
         "snapshots_dropped": 1,
     }
+    # The stats count the records it touched, though no message changed.
+    assert report.stages[0].changed == 4 + 1 + 5
     # Edit's originalFile was never in the model's context: it is offloaded to read.
     original = (
         out.parent / "out.jsonl.offload" / "prune_sidecars" / "toolu_02.original"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .config import StageConfig
-from .model import Conversation
+from .model import Conversation, RecordEdits
 from .offload import DryRunOffload
 from .stages import StageContext, StageResult, get_stage
 
@@ -41,6 +41,14 @@ def _offload_count(ctx: StageContext) -> int:
     return offload.count if isinstance(offload, DryRunOffload) else 0
 
 
+def _records_touched(before: RecordEdits, after: RecordEdits) -> int:
+    """Records a stage newly dropped or stripped fields from."""
+    if after is before:
+        return 0
+    stripped = {k for k, f in after.strip.items() if f - before.strip.get(k, frozenset())}
+    return len((after.drop - before.drop) | (stripped - after.drop))
+
+
 def run_pipeline(
     conv: Conversation, stages: Sequence[StageConfig], ctx: StageContext
 ) -> tuple[Conversation, list[StageReport]]:
@@ -59,6 +67,8 @@ def run_pipeline(
         changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(
             1 for m in new.messages if m.key is None and id(m) not in old_ids
         )
+        # Records the model never sees (progress, toolUseResult fields) count too.
+        changed += _records_touched(conv.record_edits, new.record_edits)
         done.append((sc, conv, new, result, _offload_count(ctx) - files_before, changed))
         conv = new
     # The totals are taken last: a large input is still being counted in the
