@@ -9,26 +9,11 @@ import pytest
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.config import build_config
 from ctxcli.cuts import is_user_turn, latest_safe_cut, safe_cuts
-from ctxcli.formats import load
 from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import DryRunOffload
-from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.tokens import get_counter
 from ctxcli.validate import validate_bytes
-
-FIXTURES = Path(__file__).parent / "fixtures" / "synaptic"
-
-
-def run(stage: str, conv: Conversation, **options: object) -> StageResult:
-    spec = get_stage(stage)
-    ctx = StageContext(TokenLedger(get_counter("approx")), DryRunOffload("off"))
-    return spec.fn(conv, spec.options(**options), ctx)
-
-
-def fixture(name: str) -> Conversation:
-    path = FIXTURES / name
-    return load(path.read_bytes(), str(path)).conversation
+from stage_helpers import SYNAPTIC as FIXTURES
+from stage_helpers import fixture, run
 
 
 def kept_keys(result: StageResult) -> list[int | None]:

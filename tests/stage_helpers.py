@@ -1,0 +1,27 @@
+"""Helpers shared by the stage unit tests: run one stage directly, load a fixture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxcli.formats import load
+from ctxcli.model import Conversation
+from ctxcli.offload import DryRunOffload
+from ctxcli.stages import StageContext, TokenLedger, get_stage
+from ctxcli.stages.base import StageResult
+from ctxcli.tokens import get_counter
+
+SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
+
+
+def run(stage: str, conv: Conversation, **options: object) -> StageResult:
+    """Call a stage function directly, with approx counting and a dry-run offload."""
+    spec = get_stage(stage)
+    ctx = StageContext(TokenLedger(get_counter("approx")), DryRunOffload("off"))
+    return spec.fn(conv, spec.options(**options), ctx)
+
+
+def fixture(name: str, root: Path = SYNAPTIC) -> Conversation:
+    """The conversation of a fixture file."""
+    path = root / name
+    return load(path.read_bytes(), str(path)).conversation
