@@ -28,14 +28,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxcli.config import build_config
-from ctxcli.errors import CtxError
+from ctxcli.core.errors import CtxError
+from ctxcli.core.model import Conversation, Kind, visible_texts
 from ctxcli.formats import load
-from ctxcli.model import Conversation, Kind, visible_texts
-from ctxcli.offload import DryRunOffload
-from ctxcli.pipeline import run_pipeline
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.pipeline.run import run_pipeline
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.tokens import get_counter
 
 PAST_SHARE = 0.6
 DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"

@@ -67,7 +67,7 @@ def stages_block() -> str:
 def _toml(value: object) -> str:
     if value is None:
         return "unset"
-    from ctxcli.config_tools import toml_value
+    from ctxcli.pipeline.schema import toml_value
 
     return toml_value(value)
 

@@ -21,7 +21,7 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 if the file is stale")
     args = parser.parse_args()
     os.environ["CTX_NO_PLUGINS"] = "1"  # a broken local plugin must not block this
-    from ctxcli.config_tools import schema_text
+    from ctxcli.pipeline.schema import schema_text
 
     text = schema_text(include_plugins=False)
     current = TARGET.read_text(encoding="utf-8") if TARGET.exists() else ""

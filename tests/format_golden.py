@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import Config, build_config
-from ctxcli.formats import Blobs, Document, load
-from ctxcli.model import Conversation
-from ctxcli.offload import OffloadStore, restore_bytes, sha256
-from ctxcli.validate import check_document, validate_bytes
+from ctxcli.core.model import Conversation
+from ctxcli.formats import Document, load
+from ctxcli.formats.validate import check_document, validate_bytes
+from ctxcli.pipeline.config import Config, build_config
+from ctxcli.pipeline.offload import DryRunOffload, OffloadStore, restore_bytes, sha256
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "formats"
 TRUNCATE = build_config(
@@ -32,7 +32,7 @@ def problems(raw: bytes, **kw: Any) -> set[tuple[str, str | None]]:
 def assert_identity(raw: bytes) -> Document:
     """Loading and dumping with no stage gives the input back, copied as one piece."""
     doc = load(raw, "fixture")
-    out, script = doc.format.dump(doc, doc.conversation, Blobs())
+    out, script = doc.format.dump(doc, doc.conversation, DryRunOffload("offload"))
     assert out == raw
     assert all(op[0] == "c" for op in script.ops)
     return doc

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ctxcli.core.model import Conversation
 from ctxcli.formats import load
-from ctxcli.model import Conversation
-from ctxcli.offload import DryRunOffload
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.tokens import get_counter
 
 SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
 

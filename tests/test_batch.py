@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO, invoke
 from ctxcli import batch
-from ctxcli.config import load_config
+from ctxcli.pipeline.config import load_config
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import load_config
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import load_config
 
 CASES = Path(__file__).parent / "cases"
 ALL = sorted(p.parent for p in CASES.glob("*/*/config.toml"))

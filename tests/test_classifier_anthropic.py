@@ -25,7 +25,9 @@ from anthropic_server import (
 )
 from conftest import invoke
 from ctxcli.api import reduce_bytes
-from ctxcli.classifier import (
+from ctxcli.core.errors import ClassifierError, ConfigError
+from ctxcli.pipeline.config import build_config
+from ctxcli.services.classifier import (
     AnthropicAccess,
     AnthropicClassifier,
     DiskCache,
@@ -34,9 +36,7 @@ from ctxcli.classifier import (
     is_informative,
     parse_reply,
 )
-from ctxcli.config import build_config
-from ctxcli.errors import ClassifierError, ConfigError
-from ctxcli.tokens import get_counter
+from ctxcli.services.tokens import get_counter
 
 KEY = "test-key"
 
@@ -269,7 +269,7 @@ def test_no_cache_makes_the_rerun_ask_again(
     server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """--no-cache (CountOptions(cache=False)) turns the answer cache off too."""
-    from ctxcli.tokens import CountOptions
+    from ctxcli.services.tokens import CountOptions
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("CTX_CACHE_DIR", str(tmp_path / "answers"))

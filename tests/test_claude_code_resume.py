@@ -19,9 +19,9 @@ import pytest
 
 from conftest import SHARED, invoke
 from ctxcli.formats import load
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import TokenLedger
-from ctxcli.tokens import get_counter
-from ctxcli.validate import validate_bytes
 
 pytestmark = pytest.mark.slow
 

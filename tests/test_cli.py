@@ -185,7 +185,7 @@ def test_stages_list_and_detail() -> None:
 
 def test_init_writes_loadable_config() -> None:
     invoke(["init"])
-    from ctxcli.config import load_config
+    from ctxcli.pipeline.config import load_config
 
     config = load_config(Path("ctx.toml"))
     assert [s.use for s in config.stages] == ["truncate_tool_output", "clear_tool_results"]
@@ -193,7 +193,7 @@ def test_init_writes_loadable_config() -> None:
 
 
 def test_version() -> None:
-    from ctxcli import __version__
+    from ctxcli._version import __version__
 
     assert invoke(["--version"]).stdout.strip() == f"ctx {__version__}"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, invoke
-from ctxcli.config import INIT_TEMPLATE, Config, build_config, load_config
-from ctxcli.config_tools import config_to_toml
+from ctxcli.pipeline.config import INIT_TEMPLATE, Config, build_config, load_config
+from ctxcli.pipeline.schema import config_to_toml
 
 CASE_CONFIGS = sorted((REPO / "tests" / "cases").glob("**/config.toml"))
 

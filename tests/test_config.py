@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ctxcli.config import default_config, load_config
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.config import default_config, load_config
 
 
 def _err(text: str, name: str = "ctx.toml") -> str:

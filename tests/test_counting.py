@@ -8,12 +8,12 @@ import orjson
 import pytest
 
 from conftest import REPO, shared_transcripts
-from ctxcli import tokens
 from ctxcli.api import reduce_bytes
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
+from ctxcli.services import tokens
+from ctxcli.services.tokens import CountOptions, count_texts, get_counter, load_engine
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.tokens import CountOptions, count_texts, get_counter, load_engine
 
 EDGE_TEXTS = [
     "",
@@ -160,7 +160,7 @@ def test_each_distinct_text_is_counted_once() -> None:
 
 
 def test_clear_tool_results_counts_the_transcript_once() -> None:
-    from ctxcli.offload import DryRunOffload
+    from ctxcli.pipeline.offload import DryRunOffload
     from ctxcli.stages import get_stage
     from ctxcli.stages.clear_tool_results import ClearToolResultsOptions
 
@@ -207,7 +207,7 @@ def test_exceeds_agrees_with_total_at_every_limit(workers: int) -> None:
 
 
 def test_background_counts_reach_the_disk_cache(tmp_path: Path) -> None:
-    from ctxcli.token_cache import TokenCache
+    from ctxcli.services.token_cache import TokenCache
 
     texts = [f"text {i} " * 200 for i in range(100)]
     cache = TokenCache(tmp_path / "c.sqlite3")

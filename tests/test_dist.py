@@ -70,7 +70,7 @@ def test_wheel_works_in_a_fresh_virtualenv(dist: Path, tmp_path: Path) -> None:
     work.mkdir()
     (work / "session.jsonl").write_bytes(SAMPLE.read_bytes())
 
-    from ctxcli import __version__
+    from ctxcli._version import __version__
 
     assert _run([ctx, "--version"], work, env) == f"ctx {__version__}\n"
     report = json.loads(

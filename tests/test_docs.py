@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from typer.testing import CliRunner
 
 from conftest import REPO
-from ctxcli.errors import ExitCode
+from ctxcli.core.errors import ExitCode
 from ctxcli.stages import StageSpec, registry
 
 README = REPO / "README.md"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
-from ctxcli.model import Block, Kind, Message
 from format_golden import (
     FIXTURES,
     assert_identity,

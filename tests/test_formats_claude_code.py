@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from ctxcli.errors import TranscriptError
-from ctxcli.formats import Blobs, Document, get_format, load
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats import Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
-from ctxcli.model import Block, Kind, Message
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.offload import DryRunOffload
 from format_golden import (
     FIXTURES,
     assert_identity,
@@ -109,7 +110,7 @@ def test_thinking_is_never_rewritten() -> None:
     conv = doc.conversation.with_messages(
         [edited if m is thinking else m for m in doc.conversation]
     )
-    out, script = doc.format.dump(doc, conv, Blobs())
+    out, script = doc.format.dump(doc, conv, DryRunOffload("offload"))
     assert out == RAW and script.ops == [["c", len(RAW.splitlines())]]
 
 
@@ -166,7 +167,7 @@ def test_inserted_summary_becomes_part_of_the_chain(tmp_path: Path) -> None:
     assert new["timestamp"] == by_uuid(RAW)["u-1"]["timestamp"]
     assert by_uuid(out)["u-2"]["parentUuid"] == new["uuid"]
     # No randomness and no clock: the same edit gives the same bytes.
-    again, _ = doc.format.dump(doc, conv, Blobs())
+    again, _ = doc.format.dump(doc, conv, DryRunOffload("offload"))
     assert again == out
 
 

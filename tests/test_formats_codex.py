@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ctxcli.errors import TranscriptError
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.codex import Codex
-from ctxcli.model import Block, Kind, Message
 from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip, lines
 
 SRC = FIXTURES / "codex" / "rollout.jsonl"

@@ -8,9 +8,10 @@ from typing import Any
 
 import pytest
 
-from ctxcli.errors import TranscriptError
-from ctxcli.formats import Blobs, get_format, load
-from ctxcli.model import Block, Kind, Message
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats import get_format, load
+from ctxcli.pipeline.offload import DryRunOffload
 from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip
 
 ARRAY = FIXTURES / "json_doc" / "array.json"
@@ -57,7 +58,7 @@ def test_jsonl_and_other_json_are_not_documents() -> None:
 @pytest.mark.parametrize("src", ALL, ids=lambda p: p.name)
 def test_load_dump_without_stage_is_identity(src: Path) -> None:
     doc = assert_identity(src.read_bytes())
-    _, script = doc.format.dump(doc, doc.conversation, Blobs())
+    _, script = doc.format.dump(doc, doc.conversation, DryRunOffload("offload"))
     assert script.ops == [["c", 1]]
 
 

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ctxcli.errors import TranscriptError
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.langchain import LangChain
-from ctxcli.model import Block, Kind, Message
 from format_golden import (
     FIXTURES,
     assert_identity,

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import invoke
 from ctxcli.formats import FORMATS
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
 from hostile.corpus import LINE_FORMATS, Case, cases
 
 CONFIG = """[[stages]]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from ctxcli.model import Conversation
+from ctxcli.core.model import Conversation
 from ctxcli.stages import StageContext, StageOptions, StageResult, register, registry
 
 

@@ -11,7 +11,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai
 CODE = f"""
 import sys
 from ctxcli import reduce_bytes, load_config
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
 data = open({str(SAMPLE)!r}, "rb").read()
 out = reduce_bytes(data).output
 assert validate_bytes(out) == []

@@ -8,9 +8,8 @@ from typing import Any
 import pytest
 
 from conftest import SHARED, invoke
-from ctxcli.formats import load
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.monitors import (
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.core.monitors import (
     MONITORS,
     Step,
     call_count,
@@ -26,9 +25,10 @@ from ctxcli.monitors import (
     streak,
     tool_key,
 )
-from ctxcli.monitors import (
+from ctxcli.core.monitors import (
     test_repeat as repeat_score,  # aliased: pytest would collect test_*
 )
+from ctxcli.formats import load
 
 
 def step(action: str = "bash", args: Any = None, **kw: Any) -> Step:

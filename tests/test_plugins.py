@@ -15,8 +15,8 @@ import pytest
 
 import ctxcli.stages as stages_pkg
 from conftest import REPO, invoke
-from ctxcli.config import load_config
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.config import load_config
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
 EMAILS = [

@@ -10,9 +10,9 @@ import pytest
 
 from conftest import FIXTURES, invoke
 from ctxcli.api import reduce_file, stats_file
-from ctxcli.config import build_config, load_config
-from ctxcli.errors import ConfigError
-from ctxcli.presets import get_preset, preset_names
+from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.config import build_config, load_config
+from ctxcli.pipeline.presets import get_preset, preset_names
 
 SESSION = FIXTURES / "claude_code_resume" / "session.jsonl"
 RESUME = [
@@ -60,7 +60,7 @@ def test_every_preset_is_documented_and_a_valid_ctx_toml(name: str, tmp_path: Pa
 
 
 def test_eino_preset_is_the_default_chain() -> None:
-    from ctxcli.config import default_config
+    from ctxcli.pipeline.config import default_config
 
     eino = build_config({"preset": "eino"}, "t")
     assert [(s.use, s.options) for s in eino.stages] == [

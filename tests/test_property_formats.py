@@ -19,10 +19,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.errors import CtxError
+from ctxcli.core.errors import CtxError
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
 from ctxcli.stages import registry
-from ctxcli.validate import validate_bytes
 from transcript_builders import FORMATS, build, to_jsonl
 
 # Options that make each stage act on small generated transcripts.

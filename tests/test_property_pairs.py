@@ -21,9 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
-from ctxcli.config import build_config
 from ctxcli.formats import FORMATS, load
-from ctxcli.validate import check_document
+from ctxcli.formats.validate import check_document
+from ctxcli.pipeline.config import build_config
 
 WORDS = ["alpha", "beta", "gamma", "delta", "error:", "src/app.py", "exit", "ok", "的"]
 IDS = ["call_1", "call_2", "call_3", "toolu_a", "x"]

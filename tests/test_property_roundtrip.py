@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
 
 texts = st.one_of(
     st.text(max_size=40),

@@ -15,10 +15,10 @@ import pytest
 
 from conftest import shared_transcripts
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.errors import TranscriptError
+from ctxcli.core.errors import TranscriptError
 from ctxcli.formats import Document, load
-from ctxcli.validate import check_document
+from ctxcli.formats.validate import check_document
+from ctxcli.pipeline.config import build_config
 
 SIZES = (1, 2, 5, 20)
 STAGES: dict[str, Any] = {

@@ -12,11 +12,11 @@ import pytest
 
 from conftest import SHARED, shared_transcripts
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import Config, build_config, default_config
-from ctxcli.errors import TranscriptError
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Kind
 from ctxcli.formats import load
-from ctxcli.model import Kind
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import Config, build_config, default_config
 
 pytestmark = [
     pytest.mark.slow,

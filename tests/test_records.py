@@ -14,9 +14,9 @@ import pytest
 
 from conftest import REPO
 from ctxcli.api import reduce_file
-from ctxcli.config import load_config
-from ctxcli.errors import ConfigError, TranscriptError
-from ctxcli.offload import read_manifest
+from ctxcli.core.errors import ConfigError, TranscriptError
+from ctxcli.pipeline.config import load_config
+from ctxcli.pipeline.offload import read_manifest
 from ctxcli.records import ReducedRecords, reduce_records
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"

@@ -15,8 +15,8 @@ import pytest
 
 from conftest import invoke
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.errors import OffloadError, RestoreError
-from ctxcli.offload import MANIFEST, read_manifest
+from ctxcli.core.errors import OffloadError, RestoreError
+from ctxcli.pipeline.offload import MANIFEST, read_manifest
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 

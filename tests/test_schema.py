@@ -15,9 +15,9 @@ from pydantic import Field
 
 import ctxcli.stages as stages_pkg
 from conftest import REPO, invoke
-from ctxcli.config import INIT_TEMPLATE, build_config, default_config
-from ctxcli.config_tools import config_schema, config_to_dict, schema_text, shipped_schema_text
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.config import INIT_TEMPLATE, build_config, default_config
+from ctxcli.pipeline.schema import config_schema, config_to_dict, schema_text, shipped_schema_text
 from ctxcli.stages import StageOptions, StageResult, register
 
 SHIPPED = REPO / "src" / "ctxcli" / "ctx.schema.json"

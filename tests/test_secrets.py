@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from anthropic_server import AnthropicServer, Reply, Request
 from ctxcli.cli import app
-from ctxcli.console import redact
+from ctxcli.cli.console import redact
 
 SECRET = "sk-ant-api03-TESTSECRET-do-not-leak-0123456789"
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"

@@ -13,12 +13,13 @@ import pytest
 
 from conftest import SHARED
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
-from ctxcli.classifier import HeuristicClassifier, WordStats, is_informative
-from ctxcli.config import build_config
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import DryRunOffload
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.classifier import HeuristicClassifier, WordStats, is_informative
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.compress_words import (
     CompressWordsOptions,
@@ -28,7 +29,6 @@ from ctxcli.stages.compress_words import (
     model_call_ages,
     split_lines,
 )
-from ctxcli.tokens import get_counter
 
 FILLER = "the a of and to in is that it for on with as was this by be are".split()
 

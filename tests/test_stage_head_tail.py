@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.errors import ConfigError
-from ctxcli.hints import truncation_hint
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import DryRunOffload
+from ctxcli.core.errors import ConfigError
+from ctxcli.core.hints import truncation_hint
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.head_tail import HeadTailOptions, head_tail, is_head_tailed
-from ctxcli.tokens import get_counter
 
 
 def _conv(*outputs: str, read_args: str = '{"path": "x"}') -> Conversation:

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.cuts import is_user_turn, latest_safe_cut, safe_cuts
-from ctxcli.model import Block, Conversation, Kind, Message
+from ctxcli.core.cuts import is_user_turn, latest_safe_cut, safe_cuts
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
 from ctxcli.stages.base import StageResult
-from ctxcli.validate import validate_bytes
 from stage_helpers import SYNAPTIC as FIXTURES
 from stage_helpers import fixture, run
 
@@ -201,7 +201,7 @@ def test_end_to_end_offloads_restores_and_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_n_must_be_positive() -> None:
-    from ctxcli.errors import ConfigError
+    from ctxcli.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match=r"n = 0 is invalid"):
         build_config({"stages": [{"use": "keep_last", "n": 0}]}, "ctx.toml")

@@ -9,18 +9,18 @@ import pytest
 
 from conftest import SHARED
 from ctxcli.api import reduce_bytes
-from ctxcli.config import build_config
+from ctxcli.core.model import Kind
+from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
-from ctxcli.model import Kind
-from ctxcli.monitors import conversation_monitors
-from ctxcli.offload import DryRunOffload
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.nudge_early_exit import (
     DEFAULT_NUDGE,
     NudgeEarlyExitOptions,
     nudge_early_exit,
 )
-from ctxcli.tokens import get_counter
 
 
 def _call(i: int, name: str, args: dict[str, Any], thought: str | None = None) -> dict[str, Any]:
@@ -134,7 +134,7 @@ def test_custom_text() -> None:
 
 
 def test_empty_text_is_rejected() -> None:
-    from ctxcli.errors import ConfigError
+    from ctxcli.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="text"):
         build_config({"stages": [{"use": "nudge_early_exit", "text": ""}]}, "ctx.toml")

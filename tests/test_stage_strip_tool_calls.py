@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import FORMATS
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.validate import validate_bytes
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
 from stage_helpers import SYNAPTIC as FIXTURES
 from stage_helpers import fixture, run
 

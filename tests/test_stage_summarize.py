@@ -24,17 +24,17 @@ from anthropic_server import (
     timeout,
 )
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.errors import ConfigError
+from ctxcli.core.errors import ConfigError
+from ctxcli.core.hints import is_summary
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
-from ctxcli.hints import is_summary
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import DryRunOffload
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
+from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.summarizer import ExtractiveSummarizer, SummarizerError
-from ctxcli.tokens import get_counter
-from ctxcli.validate import validate_bytes
 
 FIXTURES = Path(__file__).parent / "fixtures" / "synaptic"
 
@@ -524,7 +524,7 @@ def test_anthropic_long_history_is_summarized_in_chunks(server: AnthropicServer)
 
 
 def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -> None:
-    from ctxcli.classifier import AnthropicAccess, DiskCache
+    from ctxcli.services.classifier import AnthropicAccess, DiskCache
 
     services = {
         "anthropic": AnthropicAccess("test-key", server.base_url),

@@ -15,9 +15,9 @@ import pytest
 
 from conftest import FIXTURES
 from ctxcli.api import Report, reduce_bytes, reduce_file, restore_file
-from ctxcli.config import build_config
-from ctxcli.errors import ConfigError
-from ctxcli.validate import validate_bytes
+from ctxcli.core.errors import ConfigError
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
 
 FIX = FIXTURES / "claude_code_resume"
 SESSION = FIX / "session.jsonl"

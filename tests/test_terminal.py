@@ -94,7 +94,7 @@ def test_pipes_get_no_escape_sequences(session: Path, args: list[str]) -> None:
 
 
 def test_version_and_short_help() -> None:
-    from ctxcli import __version__
+    from ctxcli._version import __version__
 
     done = subprocess.run(
         [sys.executable, "-m", "ctxcli", "--version"], capture_output=True, text=True, timeout=60

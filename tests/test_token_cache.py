@@ -11,11 +11,12 @@ import orjson
 import pytest
 
 from conftest import invoke
-from ctxcli import stats_cache, tokens
 from ctxcli.api import stats_file
-from ctxcli.config import load_config
-from ctxcli.token_cache import DB_NAME, TokenCache, cache_dir
-from ctxcli.tokens import CACHE_MIN_CHARS, CountOptions
+from ctxcli.pipeline import stats_cache
+from ctxcli.pipeline.config import load_config
+from ctxcli.services import tokens
+from ctxcli.services.token_cache import DB_NAME, TokenCache, cache_dir
+from ctxcli.services.tokens import CACHE_MIN_CHARS, CountOptions
 
 
 def _session(n: int, start: int = 0) -> bytes:
@@ -189,7 +190,7 @@ def test_unchanged_file_gets_its_remembered_report(
 
 
 def test_reports_of_online_or_unknown_stages_are_not_remembered() -> None:
-    from ctxcli.config import Config, StageConfig
+    from ctxcli.pipeline.config import Config, StageConfig
     from ctxcli.stages.truncate_tool_output import TruncateToolOutputOptions
 
     default = load_config()

@@ -12,29 +12,31 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from ctxcli._version import __version__
 
 # The public API is imported on first use (PEP 562), so `import ctxcli` is cheap:
 # `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.
 _LAZY = {
-    "Report": "api",
-    "reduce_bytes": "api",
+    "Report": "pipeline.report",
+    "reduce_bytes": "pipeline.reducer",
     "reduce_file": "api",
     "restore_file": "api",
     "stats_file": "api",
     "ReducedRecords": "records",
     "reduce_records": "records",
-    "Config": "config",
-    "load_config": "config",
-    "CtxError": "errors",
-    "ExitCode": "errors",
+    "Config": "pipeline.config",
+    "load_config": "pipeline.config",
+    "CtxError": "core.errors",
+    "ExitCode": "core.errors",
 }
 
 if TYPE_CHECKING:
-    from .api import Report, reduce_bytes, reduce_file, restore_file, stats_file
-    from .config import Config, load_config
-    from .errors import CtxError, ExitCode
-    from .records import ReducedRecords, reduce_records
+    from ctxcli.api import reduce_file, restore_file, stats_file
+    from ctxcli.core.errors import CtxError, ExitCode
+    from ctxcli.pipeline.config import Config, load_config
+    from ctxcli.pipeline.reducer import reduce_bytes
+    from ctxcli.pipeline.report import Report
+    from ctxcli.records import ReducedRecords, reduce_records
 
 
 def __getattr__(name: str) -> Any:

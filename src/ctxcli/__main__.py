@@ -1,5 +1,5 @@
 """``python -m ctxcli`` runs the ``ctx`` command."""
 
-from ._entry import main
+from ctxcli._entry import main
 
 main()

@@ -8,7 +8,7 @@ import sys
 def main() -> None:
     """Run the ``ctx`` command; exit 130 on Ctrl-C at any moment, without a traceback."""
     try:
-        from .cli import main as cli_main
+        from ctxcli.cli import main as cli_main
 
         cli_main()
     except KeyboardInterrupt:

@@ -6,90 +6,36 @@ import os
 import secrets
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from . import __version__
-from .classifier import default_services
-from .config import Config, load_config
-from .errors import CtxError, OffloadError, TranscriptError
-from .formats import Blobs, load
-from .model import Conversation
-from .monitors import conversation_monitors
-from .offload import (
+from ctxcli._version import __version__
+from ctxcli.core.errors import CtxError, OffloadError, TranscriptError
+from ctxcli.core.restore import sha256
+from ctxcli.pipeline.config import Config, load_config
+from ctxcli.pipeline.offload import (
     MANIFEST_VERSION,
     DryRunOffload,
     OffloadStore,
     read_manifest,
     restore_bytes,
-    sha256,
 )
-from .pipeline import StageReport, run_pipeline
-from .stages import StageContext, TokenLedger
-from .tokens import CountOptions, open_counter
+from ctxcli.pipeline.reducer import reduce_bytes
+from ctxcli.pipeline.report import Reduced, Report
+from ctxcli.services.tokens import CountOptions
+
+__all__ = [
+    "STDIO",
+    "Reduced",
+    "Report",
+    "read_input",
+    "reduce_bytes",
+    "reduce_file",
+    "restore_file",
+    "stats_file",
+    "write_atomic",
+]
 
 STDIO = "-"
-
-
-@dataclass
-class Report:
-    """Everything ``ctx stats`` shows and ``ctx reduce --json`` prints."""
-
-    input: str
-    format: str
-    tokenizer: str
-    messages: int
-    tokens_before: int
-    tokens_after: int
-    bytes_before: int
-    bytes_after: int
-    stages: list[StageReport]
-    offload_dir: str | None = None
-    output: str | None = None
-    warnings: list[str] = field(default_factory=list)
-    monitors: dict[str, float] = field(default_factory=dict)
-    """The six stuck-agent scores of the input (see :mod:`ctxcli.monitors`); ``ctx stats``
-    fills them, ``ctx reduce`` leaves them empty."""
-    resume_tokens_before: int | None = None
-    """Tokens a resumed session sends again (after the last compaction boundary);
-    None for formats that are not resumed from their file."""
-    resume_tokens_after: int | None = None
-
-    @property
-    def changed(self) -> bool:
-        """True if any stage changed the transcript."""
-        return any(s.changed for s in self.stages)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The stable JSON shape (keys named in the README)."""
-        return {
-            "input": self.input,
-            "format": self.format,
-            "tokenizer": self.tokenizer,
-            "messages": self.messages,
-            "tokens_before": self.tokens_before,
-            "tokens_after": self.tokens_after,
-            "bytes_before": self.bytes_before,
-            "bytes_after": self.bytes_after,
-            "stages": [s.to_dict() for s in self.stages],
-            "offload_dir": self.offload_dir,
-            "output": self.output,
-            "warnings": list(self.warnings),
-            "monitors": dict(self.monitors),
-            "resume_tokens_before": self.resume_tokens_before,
-            "resume_tokens_after": self.resume_tokens_after,
-        }
-
-
-@dataclass
-class Reduced:
-    """The outcome of reducing bytes in memory."""
-
-    output: bytes
-    report: Report
-    script: list[Any]
-    units: str
 
 
 def default_offload_dir(output: str | None, config: Config) -> str:
@@ -99,83 +45,6 @@ def default_offload_dir(output: str | None, config: Config) -> str:
     if output and output != STDIO:
         return f"{output}.offload"
     return "ctx-offload"
-
-
-def reduce_bytes(
-    raw: bytes,
-    *,
-    config: Config | None = None,
-    offload: DryRunOffload | None = None,
-    path: str = "<stdin>",
-    on_invalid: str = "error",
-    log: Callable[[str], None] | None = None,
-    counting: CountOptions | None = None,
-    monitors: bool = True,
-) -> Reduced:
-    """Reduce a transcript held in memory.
-
-    With the default ``offload`` (a dry run) nothing is written: this is what
-    ``ctx stats`` runs. Pass an :class:`~ctxcli.offload.OffloadStore` to keep the
-    removed texts. ``counting`` says whether to use the count cache and how many
-    processes may count (default: the cache and every core, for large inputs).
-    ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``
-    shows them; ``ctx reduce`` skips them: on large logs they are a quarter of a run).
-
-    Example::
-
-        >>> from ctxcli.api import reduce_bytes
-        >>> line = b'{"role": "user", "content": "hi"}\\n'
-        >>> reduce_bytes(line).output == line
-        True
-    """
-    config = config or load_config()
-    offload = offload if offload is not None else DryRunOffload("ctx-offload")
-    doc = load(raw, path, format=config.settings.format, on_invalid=on_invalid)
-    counting = counting or CountOptions()
-    cache_notes: list[str] = []
-    counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
-    try:
-        ledger = TokenLedger(counter)
-        # Count every text up front, in bulk: the stats need them all, and in bulk
-        # they come from the disk cache or from every core.
-        ledger.prime(doc.conversation, counting.progress)
-        # Stage notes meant for the user (a classifier falling back) become warnings.
-        ctx = StageContext(
-            ledger,
-            offload,
-            config.settings.language,
-            log or cache_notes.append,
-            services=default_services(cache=counting.cache),
-        )
-        conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
-        counter.finish()
-    finally:
-        counter.close()
-    blobs: Blobs = offload if isinstance(offload, OffloadStore) else Blobs()  # type: ignore[assignment]
-    output, script = doc.format.dump(doc, conv, blobs)
-    report = Report(
-        input=path,
-        format=doc.format.name,
-        tokenizer=config.settings.tokenizer,
-        messages=len(doc.conversation),
-        tokens_before=ledger.total(doc.conversation),
-        tokens_after=ledger.total(conv),
-        bytes_before=len(raw),
-        bytes_after=len(output),
-        stages=reports,
-        offload_dir=offload.root,
-        warnings=list(doc.warnings) + cache_notes,
-        monitors=conversation_monitors(doc.conversation) if monitors else {},
-    )
-    if doc.conversation.resume_start is not None:
-        report.resume_tokens_before = _resume_tokens(ledger, doc.conversation)
-        report.resume_tokens_after = _resume_tokens(ledger, conv)
-    return Reduced(output, report, script.ops, doc.format.units)
-
-
-def _resume_tokens(ledger: TokenLedger, conv: Conversation) -> int:
-    """Model-visible tokens a resume sends again: those after the last compaction."""
-    return sum(ledger.message(m) for m in conv.resumed_messages())
 
 
 def read_input(path: str) -> bytes:
@@ -314,9 +183,9 @@ def stats_file(
     """Run the reduction without writing anything and report what it would save.
 
     With the cache on (the default), the report of an unchanged file under the same
-    configuration and ctx is remembered (:mod:`ctxcli.stats_cache`).
+    configuration and ctx is remembered (:mod:`ctxcli.pipeline.stats_cache`).
     """
-    from .stats_cache import cached_stats, store_report
+    from ctxcli.pipeline.stats_cache import cached_stats, store_report
 
     config = config or load_config()
     data = raw if raw is not None else read_input(str(input))

@@ -14,10 +14,10 @@ from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import api
-from .config import Config
-from .errors import CtxError, ExitCode, TranscriptError
-from .tokens import CountOptions, ignore_sigint
+from ctxcli import api
+from ctxcli.core.errors import CtxError, ExitCode, TranscriptError
+from ctxcli.pipeline.config import Config
+from ctxcli.services.tokens import CountOptions, ignore_sigint
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""

@@ -12,12 +12,13 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .api import Report, reduce_bytes
-from .config import Config, build_config, default_config
-from .errors import TranscriptError
-from .formats.base import dumps_like, loads_record
-from .offload import DryRunOffload, encode_text, split_units
-from .tokens import CountOptions
+from ctxcli.api import Report, reduce_bytes
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.restore import encode_text, split_units
+from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.pipeline.config import Config, build_config, default_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.tokens import CountOptions
 
 __all__ = ["MemoryOffload", "ReducedRecords", "reduce_records"]
 

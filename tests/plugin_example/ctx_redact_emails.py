@@ -7,8 +7,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from ctxcli.model import Conversation, Kind
-from ctxcli.stages import StageContext, StageOptions, StageResult, register
+from ctxcli.stages import Conversation, Kind, StageContext, StageOptions, StageResult, register
 
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 

@@ -4,18 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxcli.errors import TranscriptError
-
-from .anthropic import Anthropic
-from .base import Blobs, Document, Format, OutRecord, Record, State, parse_lines
-from .claude_code import ClaudeCode
-from .codex import Codex
-from .json_doc import JsonDocument
-from .langchain import LangChain
-from .openai_chat import OpenAIChat
+from ctxcli.core.errors import TranscriptError
+from ctxcli.formats.anthropic import Anthropic
+from ctxcli.formats.base import Document, Format, OutRecord, Record, State, parse_lines
+from ctxcli.formats.claude_code import ClaudeCode
+from ctxcli.formats.codex import Codex
+from ctxcli.formats.json_doc import JsonDocument
+from ctxcli.formats.langchain import LangChain
+from ctxcli.formats.openai_chat import OpenAIChat
 
 __all__ = [
-    "Blobs",
     "Document",
     "Format",
     "OutRecord",

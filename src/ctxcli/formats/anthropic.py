@@ -26,10 +26,9 @@ from typing import Any
 
 import orjson
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Kind, Message
-
-from .base import Format, OutRecord, Path_, Record, State, encode_slot, get_in, set_in
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats.base import Format, OutRecord, Path_, Record, State, encode_slot, get_in, set_in
 
 ROLES = {"user", "assistant"}
 

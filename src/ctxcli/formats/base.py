@@ -1,6 +1,6 @@
 """The format interface and the machinery every JSONL format shares.
 
-A format turns parsed records into :class:`~ctxcli.model.Message`s (``to_message``)
+A format turns parsed records into :class:`~ctxcli.core.model.Message`s (``to_message``)
 and writes an edited message back into a copy of its record (``apply``). Loading,
 line numbers, raw-byte pass-through, re-serialisation in the file's own JSON style
 and the restore script are done here once, for all formats.
@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Conversation, Kind, Message, SourceRecord
-from ctxcli.offload import RestoreScript
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
+from ctxcli.core.restore import OriginalsSink, RestoreScript
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -99,14 +99,6 @@ class OutRecord:
         if self.state is State.COPY:
             self.state = State.CHANGED
         return self.data
-
-
-class Blobs:
-    """Receives the original bytes of changed and dropped records."""
-
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
-        """Store ``raw`` and return its restore op."""
-        return ["b", 0, len(raw), ""]
 
 
 # --- copy-on-write access to nested JSON -----------------------------------------
@@ -231,7 +223,7 @@ class Format:
         """Key of the record after which a resumed session's context starts.
 
         ``-1``: the whole file; ``None`` (the default): the format is never resumed
-        from its file. See :attr:`ctxcli.model.Conversation.resume_start`.
+        from its file. See :attr:`ctxcli.core.model.Conversation.resume_start`.
         """
         return None
 
@@ -335,7 +327,9 @@ class Format:
         self.fixup(plan)
         return plan
 
-    def dump(self, doc: Document, conv: Conversation, blobs: Blobs) -> tuple[bytes, RestoreScript]:
+    def dump(
+        self, doc: Document, conv: Conversation, blobs: OriginalsSink
+    ) -> tuple[bytes, RestoreScript]:
         """Serialise the output and the script that turns it back into the input."""
         plan = self.plan(doc, conv)
         script = RestoreScript()

@@ -32,10 +32,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Message
-
-from .anthropic import (
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Message
+from ctxcli.formats.anthropic import (
     blocks_from_content,
     changed_result_ids,
     content_from_blocks,
@@ -43,7 +42,7 @@ from .anthropic import (
     require_recognised,
     write_content,
 )
-from .base import Document, Format, OutRecord, Record, State
+from ctxcli.formats.base import Document, Format, OutRecord, Record, State
 
 KNOWN_TYPES = {
     "user",
@@ -253,7 +252,7 @@ class ClaudeCode(Format):
 
     def check(self, doc: Document) -> list[Any]:
         """Tree problems: a ``parentUuid`` naming a record that is not in the file."""
-        from ctxcli.validate import Problem
+        from ctxcli.formats.validate import Problem
 
         known: set[str] = set()
         for rec in doc.records:

@@ -32,11 +32,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Kind, Message
-
-from .anthropic import drop_emptied, json_text, require_recognised
-from .base import (
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats.anthropic import drop_emptied, json_text, require_recognised
+from ctxcli.formats.base import (
     Document,
     Format,
     OutRecord,

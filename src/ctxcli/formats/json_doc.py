@@ -28,13 +28,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import RestoreScript
-
-from .anthropic import changed_result_ids, drop_emptied
-from .base import BOM, Blobs, Document, Format, OutRecord, Record, State, dumps_like, loads_record
-from .openai_chat import OpenAIChat
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.core.restore import OriginalsSink, RestoreScript
+from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
+from ctxcli.formats.base import (
+    BOM,
+    Document,
+    Format,
+    OutRecord,
+    Record,
+    State,
+    dumps_like,
+    loads_record,
+)
+from ctxcli.formats.openai_chat import OpenAIChat
 
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
@@ -349,7 +357,9 @@ class JsonDocument(Format):
             return True  # the submission stays with the trajectory
         return anchor_kept
 
-    def dump(self, doc: Document, conv: Conversation, blobs: Blobs) -> tuple[bytes, RestoreScript]:
+    def dump(
+        self, doc: Document, conv: Conversation, blobs: OriginalsSink
+    ) -> tuple[bytes, RestoreScript]:
         """The document with its new message list; one restore unit for the whole file."""
         plan = self.plan(doc, conv)
         script = RestoreScript()

@@ -10,10 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ctxcli.errors import TranscriptError
-from ctxcli.model import Block, Kind, Message
-
-from .base import Format, delete_many, set_in, text_block
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats.base import Format, delete_many, set_in, text_block
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 

@@ -7,9 +7,17 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ctxcli.errors import ConfigError
-
-from .base import (
+from ctxcli.core.errors import ConfigError, StageError
+from ctxcli.core.model import (
+    Block,
+    Conversation,
+    Kind,
+    Message,
+    RecordEdits,
+    Round,
+    SourceRecord,
+)
+from ctxcli.stages.base import (
     StageContext,
     StageOptions,
     StageResult,
@@ -23,6 +31,14 @@ if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
 __all__ = [
+    "Block",
+    "Conversation",
+    "Kind",
+    "Message",
+    "RecordEdits",
+    "Round",
+    "SourceRecord",
+    "StageError",
     "StageContext",
     "StageOptions",
     "StageResult",

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from ctxcli.model import Conversation, Kind, SourceRecord
+from ctxcli.core.model import Conversation, Kind, SourceRecord
 
 
 def record_labels(data: Any) -> tuple[str, ...]:

@@ -10,9 +10,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from ctxcli.model import Conversation, Message
-from ctxcli.offload import Offload
-from ctxcli.tokens import (
+from ctxcli.core.model import Conversation, Message
+from ctxcli.core.restore import Offload
+from ctxcli.services.tokens import (
     Progress,
     TokenCounter,
     conversation_exceeds,

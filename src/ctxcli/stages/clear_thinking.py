@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ctxcli.model import Conversation, Kind, Message, RecordEdits
-
-from ._records import trailing_records, validity_problems
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
+from ctxcli.stages._records import trailing_records, validity_problems
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Formats whose writers remove a block a stage left out (and sign their thinking).
 FORMATS = ("claude_code", "anthropic")

@@ -6,11 +6,9 @@ import json
 
 from pydantic import Field
 
-from ctxcli.hints import clear_args_hint, clear_hint, is_cleared, is_cleared_args
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.offload import safe_name
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.hints import clear_args_hint, clear_hint, is_cleared, is_cleared_args
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class ClearToolOverride(StageOptions):
@@ -80,7 +78,7 @@ def clear_tool_results(
         if is_cleared(text):
             continue
         key = block.call_id or f"result-{mi}-{bi}"
-        path = f"{ctx.offload.root}/clear/{safe_name(key)}"
+        path = ctx.offload.path_for("clear", key)
         if len(text) <= len(clear_hint(ctx.language, path=path)):
             continue
         path = ctx.offload.put("clear", key, text)

@@ -11,7 +11,8 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from ctxcli.classifier import (
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
+from ctxcli.services.classifier import (
     DEFAULT_MODEL,
     AnthropicAccess,
     AnthropicClassifier,
@@ -21,11 +22,8 @@ from ctxcli.classifier import (
     WordStats,
     classify_windows,
 )
-from ctxcli.model import Block, BlockRef, Conversation, Kind, visible_texts
-from ctxcli.offload import safe_name
-
-from .base import StageContext, StageOptions, StageResult, register
-from .head_tail import replace_blocks
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
+from ctxcli.stages.head_tail import replace_blocks
 
 AREA = "compress_words"
 
@@ -303,7 +301,7 @@ def compress_words(
         pct = round(100 * kept / len(job.words))
         # Price the result with the path it will get before writing anything, so a
         # text that would not get shorter is never offloaded.
-        planned = f"{ctx.offload.root}/{AREA}/{safe_name(job.key)}"
+        planned = ctx.offload.path_for(AREA, job.key)
         old_text = job.block.text
         if count(f"{body}\n{mark.format(pct=pct, path=planned)}") >= count(old_text):
             continue

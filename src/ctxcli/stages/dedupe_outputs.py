@@ -8,10 +8,9 @@ from typing import Any
 import orjson
 from pydantic import Field
 
-from ctxcli.hints import is_ctx_marked, same_as_hint, stale_read_hint
-from ctxcli.model import BlockRef, Conversation, Kind
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.hints import is_ctx_marked, same_as_hint, stale_read_hint
+from ctxcli.core.model import BlockRef, Conversation, Kind
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class DedupeOutputsOptions(StageOptions):

@@ -6,12 +6,11 @@ from typing import Any
 
 from pydantic import Field
 
-from ctxcli.cuts import range_key, render_messages
-from ctxcli.hints import before_compaction_hint, cites_before_compaction
-from ctxcli.model import Conversation, Kind, Message, RecordEdits
-
-from ._records import matches, validity_problems
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.cuts import range_key, render_messages
+from ctxcli.core.hints import before_compaction_hint, cites_before_compaction
+from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
+from ctxcli.stages._records import matches, validity_problems
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class DropBeforeCompactionOptions(StageOptions):

@@ -6,10 +6,9 @@ import re
 
 from pydantic import Field, model_validator
 
-from ctxcli.hints import is_truncated
-from ctxcli.model import Block, BlockRef, Conversation, Kind
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.hints import is_truncated
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 AREA = "head_tail"
 

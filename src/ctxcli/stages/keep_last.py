@@ -4,10 +4,15 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ctxcli.cuts import is_user_turn, latest_safe_cut, leading_system, range_key, render_messages
-from ctxcli.model import Conversation
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.cuts import (
+    is_user_turn,
+    latest_safe_cut,
+    leading_system,
+    range_key,
+    render_messages,
+)
+from ctxcli.core.model import Conversation
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class KeepLastOptions(StageOptions):

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.monitors import monitor_scores, steps_of
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.core.monitors import monitor_scores, steps_of
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 DEFAULT_NUDGE = (
     "You appear to be stuck in a loop. Stop investigating and submit your current best "

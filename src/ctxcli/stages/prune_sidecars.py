@@ -6,10 +6,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ctxcli.model import Conversation, RecordEdits, SourceRecord
-
-from ._records import matches, validity_problems
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.model import Conversation, RecordEdits, SourceRecord
+from ctxcli.stages._records import matches, validity_problems
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Record types that hold model-visible messages: never dropped as a sidecar.
 MESSAGE_TYPES = ("user", "assistant")

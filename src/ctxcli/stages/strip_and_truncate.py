@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from ctxcli.model import Conversation
-
-from .base import StageContext, StageResult, register
-from .keep_last import KeepLastOptions, keep_last
-from .strip_tool_calls import StripToolCallsOptions, strip_tool_calls
+from ctxcli.core.model import Conversation
+from ctxcli.stages.base import StageContext, StageResult, register
+from ctxcli.stages.keep_last import KeepLastOptions, keep_last
+from ctxcli.stages.strip_tool_calls import StripToolCallsOptions, strip_tool_calls
 
 
 class StripAndTruncateOptions(KeepLastOptions, StripToolCallsOptions):

@@ -6,10 +6,9 @@ import re
 
 from pydantic import Field
 
-from ctxcli.hints import reminder_removed_hint
-from ctxcli.model import Conversation, Kind
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.hints import reminder_removed_hint
+from ctxcli.core.model import Conversation, Kind
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # A reminder with the blank line Claude Code puts before it and the line break after
 # it: removing all of it leaves the output as the tool printed it.

@@ -6,10 +6,9 @@ from collections.abc import Container
 
 from pydantic import Field
 
-from ctxcli.cuts import range_key, render_messages
-from ctxcli.model import Block, BlockRef, Conversation, Kind, Message
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.cuts import range_key, render_messages
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class StripToolCallsOptions(StageOptions):

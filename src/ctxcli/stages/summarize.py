@@ -6,12 +6,11 @@ from typing import Literal
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from ctxcli.cuts import latest_safe_cut, leading_system, range_key, render_messages
-from ctxcli.hints import is_summary, summary_hint
-from ctxcli.model import Block, Conversation, Kind, Message
-from ctxcli.summarizer import DEFAULT_MODEL, SummarizerError, build_summarizer
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.cuts import latest_safe_cut, leading_system, range_key, render_messages
+from ctxcli.core.hints import is_summary, summary_hint
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.services.summarizer import DEFAULT_MODEL, SummarizerError, build_summarizer
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 MIN_SAVING_TOKENS = 64
 """A summary must save at least this much (and half of what it replaces) to be used."""

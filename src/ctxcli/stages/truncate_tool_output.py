@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ctxcli.hints import is_ctx_marked, truncation_hint
-from ctxcli.model import Block, BlockRef, Conversation, Kind
-
-from .base import StageContext, StageOptions, StageResult, register
+from ctxcli.core.hints import is_ctx_marked, truncation_hint
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
 class TruncateToolOverride(StageOptions):

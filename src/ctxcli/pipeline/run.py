@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from .config import StageConfig
-from .model import Conversation, RecordEdits
-from .offload import DryRunOffload
-from .stages import StageContext, StageResult, get_stage
+from ctxcli.core.model import Conversation, RecordEdits
+from ctxcli.pipeline.config import StageConfig
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.stages import StageContext, StageResult, get_stage
 
 
 @dataclass

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .model import Conversation, Kind
+from ctxcli.core.model import Conversation, Kind
 
 MONITORS = ("streak", "call_count", "edit_revert", "test_repeat", "diversity", "hedge")
 MONITOR_HELP = {

@@ -24,15 +24,15 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from .cuts import is_user_turn, render_message
-from .errors import ClassifierError
-from .hints import is_ctx_marked, is_summary
-from .model import Block, BlockRef, Conversation, Kind
+from ctxcli.core.cuts import is_user_turn, render_message
+from ctxcli.core.errors import ClassifierError
+from ctxcli.core.hints import is_ctx_marked, is_summary
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind
 
 if TYPE_CHECKING:
     import anthropic
 
-    from .classifier import AnthropicAccess, DiskCache
+    from ctxcli.services.classifier import AnthropicAccess, DiskCache
 
 CountTokens = Callable[[str], int]
 DEFAULT_MODEL = "claude-haiku-4-5"
@@ -368,7 +368,7 @@ class AnthropicSummarizer:
         timeout_seconds: float = 60.0,
         max_retries: int = 2,
     ) -> None:
-        from .classifier import AnthropicAccess
+        from ctxcli.services.classifier import AnthropicAccess
 
         self.access = access or AnthropicAccess.from_env()
         self.cache = cache
@@ -415,7 +415,7 @@ class AnthropicSummarizer:
             self._client = None
 
     def _ask(self, text: str) -> str:
-        from .classifier import digest
+        from ctxcli.services.classifier import digest
 
         key = digest(PROMPT_VERSION, self.model, str(self.summary_max_tokens), self.prompt, text)
         if self.cache is not None:
@@ -428,7 +428,7 @@ class AnthropicSummarizer:
         return summary
 
     def _request(self, text: str) -> str:
-        from .classifier import describe_api_error, make_client
+        from ctxcli.services.classifier import describe_api_error, make_client
 
         try:
             if self._client is None:

@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import ConfigError
-from .presets import resolve_preset
-from .stages import StageOptions, get_stage, registry
+from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.presets import resolve_preset
+from ctxcli.stages import StageOptions, get_stage, registry
 
 CONFIG_NAME = "ctx.toml"
 

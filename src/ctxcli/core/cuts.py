@@ -6,7 +6,7 @@ no tool call is separated from its result: LangChain's ``trim_messages`` keeps t
 last N messages and leaves an orphaned result at the start (langchain #33245), and
 its summarizer cuts between a call and its result so the provider answers 400
 (langchain #38352, #34282, deepagents #270). Here a cut is chosen from the links
-the :class:`~ctxcli.model.Conversation` computes, so parallel calls, results spread
+the :class:`~ctxcli.core.model.Conversation` computes, so parallel calls, results spread
 over several messages, interleaved Claude Code records and reused ids all count.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Iterable, Mapping
 
-from .model import Conversation, Kind, Message
+from ctxcli.core.model import Conversation, Kind, Message
 
 SYSTEM_ROLES = frozenset({"system"})
 

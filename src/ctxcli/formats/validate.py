@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .formats import Document, load
-from .model import Kind
+from ctxcli.core.model import Kind
+from ctxcli.formats import Document, load
 
 
 @dataclass(frozen=True, order=True)

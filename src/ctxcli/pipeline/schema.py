@@ -19,8 +19,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
 
-from .config import DEFAULT_STAGES, Config, Settings
-from .stages import StageSpec, registry
+from ctxcli.pipeline.config import DEFAULT_STAGES, Config, Settings
+from ctxcli.stages import StageSpec, registry
 
 SCHEMA_FILE = "ctx.schema.json"
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"

@@ -8,7 +8,7 @@ per run as the count of ``"x"`` minus one (a single character is a single token)
 Counts are memoised per run and kept in the token-count disk cache (namespace
 ``anthropic:<model>``), so a rerun asks only about new texts. Many texts are counted
 on a few threads at once; the SDK retries 429/5xx/timeouts itself, and a count that
-still fails stops the run with :class:`~ctxcli.errors.ClassifierError` (exit 3).
+still fails stops the run with :class:`~ctxcli.core.errors.ClassifierError` (exit 3).
 
 Environment: ``ANTHROPIC_API_KEY`` (required), ``ANTHROPIC_BASE_URL``, and
 ``CTX_ANTHROPIC_TOKEN_MODEL`` (default ``claude-haiku-4-5``).
@@ -22,14 +22,19 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
-from .classifier import DEFAULT_MODEL, AnthropicAccess, describe_api_error, make_client
-from .errors import ClassifierError, ConfigError
-from .tokens import CachedCounter, Progress, text_key
+from ctxcli.core.errors import ClassifierError, ConfigError
+from ctxcli.services.classifier import (
+    DEFAULT_MODEL,
+    AnthropicAccess,
+    describe_api_error,
+    make_client,
+)
+from ctxcli.services.tokens import CachedCounter, Progress, text_key
 
 if TYPE_CHECKING:
     import anthropic
 
-    from .token_cache import TokenCache
+    from ctxcli.services.token_cache import TokenCache
 
 _BASELINE_TEXT = "x"
 _BASELINE_KEY = text_key("\x00ctx: count_tokens overhead of a one-message request")

@@ -8,9 +8,10 @@ from typing import Annotated, Any
 
 import typer
 
-from . import api
-from .config import INIT_TEMPLATE
-from .errors import CtxError
+from ctxcli import api
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.core.errors import CtxError
+from ctxcli.pipeline.config import INIT_TEMPLATE
 
 
 def stages(
@@ -23,8 +24,7 @@ def stages(
     \b
         ctx stages truncate_tool_output
     """
-    from .cli import _errors
-    from .stages import get_stage, registry
+    from ctxcli.stages import get_stage, registry
 
     with _errors():
         if name is None:
@@ -50,8 +50,7 @@ def presets(
     \b
         ctx presets claude-code-resume > ctx.toml
     """
-    from .cli import _errors
-    from .presets import get_preset, preset_names
+    from ctxcli.pipeline.presets import get_preset, preset_names
 
     with _errors():
         if name is None:
@@ -72,7 +71,6 @@ def init(
     \b
         ctx init
     """
-    from .cli import _errors
 
     with _errors():
         if path.exists() and not force:

@@ -3,7 +3,7 @@
 Counting is the expensive part of every run: the rest (parse, stages, dump) runs at
 hundreds of MB/s, a BPE tokenizer at 10-60 MB/s. So a counter counts each distinct
 text once per run, looks long texts up in the on-disk cache first
-(:mod:`ctxcli.token_cache`), and counts what is left of a large input on worker
+(:mod:`ctxcli.services.token_cache`), and counts what is left of a large input on worker
 processes in the background while the stages run (:meth:`CachedCounter.count_many`);
 a count that is needed before it is ready is waited for, with this process helping.
 
@@ -25,11 +25,11 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import ConfigError
-from .model import IMAGE_TOKENS, Conversation, Kind, Message, visible_texts
+from ctxcli.core.errors import ConfigError
+from ctxcli.core.model import IMAGE_TOKENS, Conversation, Kind, Message, visible_texts
 
 if TYPE_CHECKING:
-    from .token_cache import TokenCache
+    from ctxcli.services.token_cache import TokenCache
 
 TOKENIZERS = ("cl100k", "o200k", "approx", "anthropic")
 
@@ -556,7 +556,7 @@ def get_counter(
 
     Args:
         name: ``cl100k``, ``o200k``, ``approx`` or ``anthropic`` (the API, see
-            :mod:`ctxcli.anthropic_tokens`).
+            :mod:`ctxcli.services.anthropic_tokens`).
         cache: disk cache of counts from earlier runs (never used for ``approx``).
         workers: processes that may count a large input at once.
         engine: force ``bpe-openai`` or ``tiktoken`` (default: see :func:`load_engine`).
@@ -565,7 +565,7 @@ def get_counter(
         ConfigError: the name is unknown or its data cannot be loaded offline.
     """
     if name == "anthropic":
-        from .anthropic_tokens import anthropic_counter
+        from ctxcli.services.anthropic_tokens import anthropic_counter
 
         return anthropic_counter(cache)
     label, fn = load_engine(name, engine)
@@ -600,7 +600,7 @@ def open_counter(
     options = options or CountOptions()
     cache = None
     if options.cache and name != "approx":
-        from .token_cache import TokenCache
+        from ctxcli.services.token_cache import TokenCache
 
         cache = TokenCache.open_default(log)
     workers = options.workers if options.workers is not None else default_workers()

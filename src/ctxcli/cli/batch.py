@@ -13,9 +13,10 @@ from pathlib import Path
 
 import orjson
 
-from . import api, batch, console
-from .config import Config
-from .errors import CtxError, ExitCode
+from ctxcli import api, batch
+from ctxcli.cli import console
+from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.pipeline.config import Config
 
 
 def is_batch(inputs: Sequence[str] | None) -> bool:
@@ -52,7 +53,7 @@ def reduce_batch(
     quiet: bool,
 ) -> int:
     """Reduce every input into the directory ``output``; return the exit code."""
-    from .stats import saved_pct
+    from ctxcli.cli.render import saved_pct
 
     _check_inputs(inputs)
     if output == api.STDIO:
@@ -119,7 +120,7 @@ def stats_batch(
     if json:
         _json(results)
     else:
-        from .stats import batch_table
+        from ctxcli.cli.render import batch_table
 
         console.err_console().print(batch_table(results))
     over = [

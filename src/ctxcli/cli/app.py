@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
 import typer
 
-from . import __version__, api, cli_batch, cli_info, console
-from .cli_config import config_app
-from .config import Config, load_config
-from .errors import CtxError, ExitCode
-from .tokens import CountOptions
+from ctxcli import api
+from ctxcli._version import __version__
+from ctxcli.cli import batch as cli_batch
+from ctxcli.cli import console
+from ctxcli.cli import info as cli_info
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.cli.config import config_app
+from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.pipeline.config import Config, load_config
+from ctxcli.services.tokens import CountOptions
 
 app = typer.Typer(
     name="ctx",
@@ -71,33 +73,6 @@ JobsOpt = Annotated[
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
 ]
-
-
-@contextmanager
-def _errors() -> Iterator[None]:
-    """Turn library errors into one line on stderr and the right exit code."""
-    try:
-        yield
-    except CtxError as exc:
-        console.error(str(exc))
-        raise typer.Exit(int(exc.exit_code)) from None
-    except KeyboardInterrupt:
-        console.error("interrupted")
-        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-    except BrokenPipeError:
-        raise typer.Exit(int(ExitCode.OK)) from None
-    except (typer.Exit, typer.Abort, SystemExit):
-        raise
-    except Exception as exc:  # the one place that catches everything
-        console.error(
-            f"internal error: {type(exc).__name__}: {exc}. This is a bug in ctx: please "
-            "report it with the command you ran (CTX_DEBUG=1 prints the traceback)."
-        )
-        if os.environ.get("CTX_DEBUG"):
-            import traceback
-
-            sys.stderr.write(console.redact("".join(traceback.format_exc())))
-        raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
 
 
 def _config(
@@ -207,7 +182,7 @@ def reduce(
         if json:
             console.write_report(orjson.dumps(report.to_dict()) + b"\n")
         elif not quiet:
-            from .stats import saved_pct
+            from ctxcli.cli.render import saved_pct
 
             sys.stderr.write(
                 f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
@@ -271,7 +246,7 @@ def stats(
         if json:
             console.write_report(orjson.dumps(report.to_dict()) + b"\n")
         else:
-            from .stats import monitors_table, report_table
+            from ctxcli.cli.render import monitors_table, report_table
 
             console.err_console().print(report_table(report))
             console.err_console().print(monitors_table(report))
@@ -328,7 +303,7 @@ def validate(
     \b
         ctx validate reduced.jsonl
     """
-    from .validate import validate_bytes
+    from ctxcli.formats.validate import validate_bytes
 
     with _errors():
         _check_on_invalid(on_invalid)

@@ -177,7 +177,7 @@ class TokenCache:
         )
 
     def get_blob(self, key: bytes) -> bytes | None:
-        """A whole stored result (see :mod:`ctxcli.stats_cache`), or None."""
+        """A whole stored result (see :mod:`ctxcli.pipeline.stats_cache`), or None."""
         db = self._db
         if db is None:
             return None

@@ -314,7 +314,7 @@ def default_services(*, cache: bool = True) -> dict[str, Any]:
     ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
     ``CTX_NO_CACHE`` is set.
     """
-    from .token_cache import cache_dir, cache_disabled
+    from ctxcli.services.token_cache import cache_dir, cache_disabled
 
     answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
     return {"anthropic": AnthropicAccess.from_env(), "cache": answers}

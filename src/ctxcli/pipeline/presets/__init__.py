@@ -1,6 +1,6 @@
 """Named stage chains shipped with ctx: ``--preset NAME`` or ``preset = "NAME"``.
 
-A preset is an ordinary ``ctx.toml`` in ``src/ctxcli/presets/<name>.toml``; its
+A preset is an ordinary ``ctx.toml`` in ``src/ctxcli/pipeline/presets/<name>.toml``; its
 leading comment lines document it (the first one is the summary ``ctx presets``
 shows). A config file that sets ``preset`` starts from the preset's table: its own
 top-level settings override the preset's, and each of its ``[[stages]]`` either
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from .errors import ConfigError
+from ctxcli.core.errors import ConfigError
 
 __all__ = ["Preset", "get_preset", "preset_names", "resolve_preset"]
 
@@ -51,7 +51,7 @@ class Preset:
 
 
 def _files() -> dict[str, Any]:
-    folder = resources.files("ctxcli") / "presets"
+    folder = resources.files(__name__)
     return {
         entry.name.removesuffix(".toml"): entry
         for entry in folder.iterdir()

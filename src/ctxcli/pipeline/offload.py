@@ -16,8 +16,6 @@ only when complete, so a crash never leaves a half-written offload directory.
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import re
 import secrets
@@ -25,57 +23,21 @@ import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 
-from .errors import OffloadError, RestoreError
+from ctxcli.core.errors import OffloadError, RestoreError
+from ctxcli.core.restore import (
+    encode_text,
+    safe_name,
+    sha256,
+    split_units,
+)
 
 MANIFEST = "manifest.json"
 PACK = "originals.bin"
 MANIFEST_VERSION = 1
-_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
-_MAX_NAME = 80
-
-
-def sha256(data: bytes | memoryview) -> str:
-    """Hex SHA-256 of ``data``."""
-    return hashlib.sha256(data).hexdigest()
-
-
-def encode_text(text: str) -> bytes:
-    """UTF-8 bytes of ``text``; lone surrogates from JSON escapes survive the trip."""
-    return text.encode("utf-8", "surrogatepass")
-
-
-def safe_name(key: str) -> str:
-    """A short file name for ``key`` that cannot escape its directory.
-
-    Ids made only of ``[A-Za-z0-9_.-]`` keep their name; anything else (``../x``,
-    ``/etc``, NUL, very long ids) is replaced and suffixed with a hash of the
-    original id, so two different ids never share a name.
-    """
-    name = _UNSAFE.sub("_", key)[:_MAX_NAME].lstrip(".") or "item"
-    if name != key:
-        name = f"{name}-{hashlib.sha256(key.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}"
-    return name
-
-
-def split_units(data: bytes) -> list[bytes]:
-    """Split JSONL bytes into lines that keep their terminators (``\\n`` or ``\\r\\n``)."""
-    # BytesIO shares ``data`` and splits on b"\n" only, copying each line once; split()
-    # followed by appending the newline held two copies of the file at the peak.
-    return io.BytesIO(data).readlines()
-
-
-class Offload(Protocol):
-    """What a stage may do with removed text: store it and get a path to cite."""
-
-    root: str
-
-    def put(self, area: str, key: str, text: str) -> str:
-        """Store ``text`` under ``area`` and return the path to show the agent."""
-        ...
 
 
 @dataclass
@@ -121,6 +83,13 @@ class DryRunOffload:
         rel, _new = self._names.assign(area, key, digest)
         self.files[rel] = digest
         return self._names.display(rel)
+
+    def path_for(self, area: str, key: str) -> str:
+        return self._names.display(f"{area}/{safe_name(key)}")
+
+    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+        """A dry run keeps nothing; the op has the real shape with an empty hash."""
+        return ["b", 0, len(raw), ""]
 
     @property
     def count(self) -> int:
@@ -293,36 +262,6 @@ def check_offload_target(path: Path, *, force: bool, input_sha: str | None = Non
             f"({manifest.get('input', {}).get('name', '?')}); "
             "choose another --offload-dir or pass --force to replace it."
         )
-
-
-class RestoreScript:
-    """How to rebuild the original from the reduced output, unit by unit.
-
-    Ops: ``["c", n]`` copy the next n output units, ``["s", n]`` skip n output units
-    that are not in the original, ``["b", offset, length, sha256]`` insert original
-    bytes from the pack.
-    """
-
-    def __init__(self) -> None:
-        self.ops: list[list[Any]] = []
-
-    def _run(self, op: str) -> None:
-        if self.ops and self.ops[-1][0] == op:
-            self.ops[-1][1] += 1
-        else:
-            self.ops.append([op, 1])
-
-    def copy(self) -> None:
-        """The next output unit is an unchanged original unit."""
-        self._run("c")
-
-    def skip(self) -> None:
-        """The next output unit was made by ctx."""
-        self._run("s")
-
-    def original(self, op: list[Any]) -> None:
-        """An original unit that is not in the output (changed or dropped)."""
-        self.ops.append(op)
 
 
 def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "input") -> bytes:

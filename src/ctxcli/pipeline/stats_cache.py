@@ -1,6 +1,6 @@
 """Remember ``ctx stats`` reports, so asking again about an unchanged file is instant.
 
-The token cache (:mod:`ctxcli.token_cache`) saves the counting, but parsing, running
+The token cache (:mod:`ctxcli.services.token_cache`) saves the counting, but parsing, running
 the stages and re-serialising still cost about as much as counting with a fast
 tokenizer. A stats report is a pure function of the input bytes, its name, the
 configuration and ctx's code, so the whole report is kept too, keyed by a hash of
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from . import __version__
+from ctxcli._version import __version__
 
 if TYPE_CHECKING:
-    from .api import Report
-    from .config import Config
-    from .token_cache import TokenCache
+    from ctxcli.pipeline.config import Config
+    from ctxcli.pipeline.report import Report
+    from ctxcli.services.token_cache import TokenCache
 
 OFFLINE_STAGES = frozenset(
     {
@@ -60,7 +60,7 @@ def code_fingerprint() -> bytes:
     """
     global _FINGERPRINT
     if _FINGERPRINT is None:
-        root = Path(__file__).resolve().parent
+        root = Path(__file__).resolve().parent.parent
         h = hashlib.sha256(__version__.encode())
         for dirpath, dirnames, filenames in os.walk(root):
             dirnames.sort()
@@ -80,7 +80,7 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
         return None
     if any(type(sc.options).__module__ != f"ctxcli.stages.{sc.use}" for sc in config.stages):
         return None  # a plugin registered under a built-in's name
-    from .formats import FORMATS
+    from ctxcli.formats import FORMATS
 
     described = orjson.dumps(
         {
@@ -102,8 +102,8 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
 
 def load_report(cache: TokenCache, key: bytes) -> Report | None:
     """The remembered report for ``key``, or None."""
-    from .api import Report
-    from .pipeline import StageReport
+    from ctxcli.pipeline.report import Report
+    from ctxcli.pipeline.run import StageReport
 
     blob = cache.get_blob(key)
     if blob is None:
@@ -149,7 +149,7 @@ def cached_stats(
 
     Close the returned cache when done; it is None when caching is off or unusable.
     """
-    from .token_cache import TokenCache
+    from ctxcli.services.token_cache import TokenCache
 
     key = report_key(data, path, config, on_invalid)
     if key is None:

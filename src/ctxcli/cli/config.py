@@ -9,7 +9,8 @@ from typing import Annotated
 import orjson
 import typer
 
-from . import console
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
 
 config_app = typer.Typer(
     name="config",
@@ -43,9 +44,8 @@ def check(
     \b
         ctx config check ctx.toml
     """
-    from .cli import _errors
-    from .config import load_config
-    from .config_tools import config_to_dict, config_to_toml
+    from ctxcli.pipeline.config import load_config
+    from ctxcli.pipeline.schema import config_to_dict, config_to_toml
 
     with _errors():
         config = load_config(file)
@@ -74,8 +74,7 @@ def schema() -> None:
     \b
         ctx config schema > ctx.schema.json
     """
-    from .cli import _errors
-    from .config_tools import schema_text
+    from ctxcli.pipeline.schema import schema_text
 
     with _errors():
         console.write_stdout(schema_text().encode())

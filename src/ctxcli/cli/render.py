@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from .api import Report
-    from .batch import FileResult
+    from ctxcli.batch import FileResult
+    from ctxcli.pipeline.report import Report
 
 
 def saved_pct(before: int, after: int) -> str:
@@ -81,7 +81,7 @@ def monitors_table(report: Report) -> Table:
     """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
     from rich.table import Table
 
-    from .monitors import MONITOR_HELP
+    from ctxcli.core.monitors import MONITOR_HELP
 
     table = Table(title="agent monitors (0 = fine, 1 = looks stuck)", title_justify="left")
     table.add_column("monitor", no_wrap=True, min_width=12)

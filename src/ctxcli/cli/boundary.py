@@ -1,0 +1,40 @@
+"""The one error boundary: library errors become one line on stderr and an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import typer
+
+from ctxcli.cli import console
+from ctxcli.core.errors import CtxError, ExitCode
+
+
+@contextmanager
+def errors() -> Iterator[None]:
+    """Turn library errors into one line on stderr and the right exit code."""
+    try:
+        yield
+    except CtxError as exc:
+        console.error(str(exc))
+        raise typer.Exit(int(exc.exit_code)) from None
+    except KeyboardInterrupt:
+        console.error("interrupted")
+        raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
+    except BrokenPipeError:
+        raise typer.Exit(int(ExitCode.OK)) from None
+    except (typer.Exit, typer.Abort, SystemExit):
+        raise
+    except Exception as exc:  # the one place that catches everything
+        console.error(
+            f"internal error: {type(exc).__name__}: {exc}. This is a bug in ctx: please "
+            "report it with the command you ran (CTX_DEBUG=1 prints the traceback)."
+        )
+        if os.environ.get("CTX_DEBUG"):
+            import traceback
+
+            sys.stderr.write(console.redact("".join(traceback.format_exc())))
+        raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None

@@ -1,0 +1,1 @@
+"""Plain data and rules shared by every layer: the model, errors, hints, cuts, monitors."""

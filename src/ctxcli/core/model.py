@@ -1,0 +1,347 @@
+"""The format-independent view of a transcript that every stage works on.
+
+A format loads a file into :class:`Record`s (the original bytes of each line, kept
+verbatim) and exposes the model-visible ones as :class:`Message`s made of
+:class:`Block`s. Stages only ever see a :class:`Conversation`: an immutable tuple of
+messages plus the links between tool calls and their results. The format then writes
+back only the records whose message a stage replaced; every other record is copied
+byte-for-byte.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from functools import cached_property
+from typing import Any
+
+__all__ = [
+    "Block",
+    "Conversation",
+    "IMAGE_TOKENS",
+    "Kind",
+    "Message",
+    "RecordEdits",
+    "Round",
+    "SourceRecord",
+    "visible_texts",
+]
+
+
+class Kind(StrEnum):
+    """What a block is, as far as the model is concerned."""
+
+    TEXT = "text"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    THINKING = "thinking"
+    IMAGE = "image"
+    OTHER = "other"
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One piece of a message.
+
+    ``text`` is what the model reads: the text of a text block, the output of a tool
+    result, the arguments of a tool call (as JSON text), the reasoning of a thinking
+    block. ``slot`` is private to the format that made the block and tells it where
+    to write a new text back; stages must carry it along unchanged.
+    """
+
+    kind: Kind
+    text: str = ""
+    call_id: str | None = None
+    name: str | None = None
+    is_error: bool = False
+    slot: Any = None
+
+    def with_text(self, text: str) -> Block:
+        """Return a copy of this block holding ``text``."""
+        return replace(self, text=text)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A model-visible message: a role and its blocks.
+
+    ``key`` identifies the record the message was loaded from (``None`` for a
+    message a stage created). ``group`` ties together records that hold parts of one
+    API response (Claude Code writes one record per content block).
+    """
+
+    role: str
+    blocks: tuple[Block, ...]
+    key: int | None = None
+    group: str | None = None
+
+    @property
+    def text(self) -> str:
+        """All text blocks joined by newlines."""
+        return "\n".join(b.text for b in self.blocks if b.kind is Kind.TEXT)
+
+    @property
+    def tool_calls(self) -> tuple[Block, ...]:
+        """The tool-call blocks of this message."""
+        return tuple(b for b in self.blocks if b.kind is Kind.TOOL_CALL)
+
+    @property
+    def tool_results(self) -> tuple[Block, ...]:
+        """The tool-result blocks of this message."""
+        return tuple(b for b in self.blocks if b.kind is Kind.TOOL_RESULT)
+
+    def with_blocks(self, blocks: Sequence[Block]) -> Message:
+        """Return a copy of this message with other blocks."""
+        return replace(self, blocks=tuple(blocks))
+
+
+BlockRef = tuple[int, int]
+"""(message index, block index) inside one :class:`Conversation`."""
+
+
+@dataclass(frozen=True)
+class Round:
+    """One assistant turn: its assistant messages and the messages answering its calls."""
+
+    assistant: tuple[int, ...]
+    results: tuple[int, ...]
+
+    @property
+    def first(self) -> int:
+        """Index of the first message of the round."""
+        return min(self.assistant + self.results)
+
+
+@dataclass(frozen=True, slots=True)
+class SourceRecord:
+    """One record of the loaded file, for stages that act on what the model never sees.
+
+    ``data`` is the parsed JSON (read it, never change it), ``size`` its bytes in the
+    file. ``message`` is True when a :class:`Message` was loaded from the record
+    (that message's ``key`` is this ``key``).
+    """
+
+    key: int
+    data: Any
+    size: int
+    message: bool = False
+
+
+@dataclass(frozen=True)
+class RecordEdits:
+    """Edits to records, applied by the format when it writes the output.
+
+    Stages change messages by returning new ones; what the model never sees (a
+    record of UI progress, a field holding a second copy of a tool's output) they
+    change by returning a conversation carrying these edits. The format's ``plan``
+    honours them, relinks whatever pointed at a dropped record, and the restore pack
+    keeps the originals.
+
+    Attributes:
+        drop: keys of records without a message to leave out.
+        keep: keys of records without a message not to drop with the message
+            before them (a format otherwise does). ``drop`` wins over ``keep``.
+        strip: key -> top-level fields to remove from that record.
+    """
+
+    drop: frozenset[int] = frozenset()
+    keep: frozenset[int] = frozenset()
+    strip: Mapping[int, frozenset[str]] = field(default_factory=dict)
+
+    def __bool__(self) -> bool:
+        return bool(self.drop or self.keep or self.strip)
+
+    def merged(self, other: RecordEdits) -> RecordEdits:
+        """These edits together with ``other``."""
+        strip = {k: frozenset(v) for k, v in self.strip.items()}
+        for key, fields in other.strip.items():
+            strip[key] = strip.get(key, frozenset()) | fields
+        return RecordEdits(self.drop | other.drop, self.keep | other.keep, strip)
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """An immutable list of messages with tool-call links, the input and output of stages."""
+
+    messages: tuple[Message, ...]
+    format: str = "openai_chat"
+    meta: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def with_messages(self, messages: Sequence[Message]) -> Conversation:
+        """Return a new conversation holding ``messages`` (links are recomputed lazily)."""
+        return Conversation(tuple(messages), self.format, self.meta)
+
+    @property
+    def records(self) -> tuple[SourceRecord, ...]:
+        """Every record of the loaded file (empty when the format exposes none)."""
+        records: tuple[SourceRecord, ...] = self.meta.get("records", ())
+        return records
+
+    @property
+    def resume_start(self) -> int | None:
+        """Key of the record after which a resumed session's context starts.
+
+        For Claude Code that is the last ``compact_boundary``: everything before it was
+        replaced by the compaction summary. ``-1`` when the whole file is resumed,
+        ``None`` for formats that are never resumed from their file.
+        """
+        start: int | None = self.meta.get("resume_start")
+        return start
+
+    @property
+    def record_edits(self) -> RecordEdits:
+        """The record edits stages asked for so far."""
+        edits: RecordEdits | None = self.meta.get("record_edits")
+        return edits if edits is not None else RecordEdits()
+
+    def with_record_edits(self, edits: RecordEdits) -> Conversation:
+        """Return a copy that also carries ``edits`` (the meta dict is copied, not changed)."""
+        meta = {**self.meta, "record_edits": self.record_edits.merged(edits)}
+        return Conversation(self.messages, self.format, meta)
+
+    def resumed_messages(self) -> tuple[Message, ...]:
+        """The messages a resumed session sends again: those after :attr:`resume_start`.
+
+        A message a stage created counts when the message before it does.
+        """
+        start = self.resume_start
+        if start is None or start < 0:
+            return self.messages
+        anchor = -1
+        out: list[Message] = []
+        for msg in self.messages:
+            if msg.key is not None:
+                anchor = msg.key
+            if anchor > start:
+                out.append(msg)
+        return tuple(out)
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+    def __iter__(self) -> Iterator[Message]:
+        return iter(self.messages)
+
+    @cached_property
+    def _links(self) -> tuple[dict[BlockRef, BlockRef], dict[BlockRef, list[BlockRef]]]:
+        # Ids are not unique in real files (tau-bench reuses call ids within one
+        # trajectory), so a result is linked to the oldest still-unanswered call with
+        # its id that precedes it: linking by position, not by id alone.
+        pending: dict[str, deque[BlockRef]] = {}
+        last_call: dict[str, BlockRef] = {}
+        result_to_call: dict[BlockRef, BlockRef] = {}
+        call_to_results: dict[BlockRef, list[BlockRef]] = {}
+        for mi, msg in enumerate(self.messages):
+            for bi, block in enumerate(msg.blocks):
+                if block.call_id is None:
+                    continue
+                if block.kind is Kind.TOOL_CALL:
+                    pending.setdefault(block.call_id, deque()).append((mi, bi))
+                    last_call[block.call_id] = (mi, bi)
+                elif block.kind is Kind.TOOL_RESULT:
+                    queue = pending.get(block.call_id)
+                    if queue:
+                        call = queue.popleft()
+                    elif block.call_id in last_call:
+                        # A second result for an already answered call: keep it with
+                        # the latest call of that id so neither is ever orphaned.
+                        call = last_call[block.call_id]
+                    else:
+                        continue
+                    result_to_call[(mi, bi)] = call
+                    call_to_results.setdefault(call, []).append((mi, bi))
+        return result_to_call, call_to_results
+
+    def call_of(self, ref: BlockRef) -> BlockRef | None:
+        """The tool call a result answers, if it is in this conversation."""
+        return self._links[0].get(ref)
+
+    def results_of(self, ref: BlockRef) -> list[BlockRef]:
+        """The results answering a tool call (usually one, none if unanswered)."""
+        return self._links[1].get(ref, [])
+
+    def block(self, ref: BlockRef) -> Block:
+        """The block at ``ref``."""
+        return self.messages[ref[0]].blocks[ref[1]]
+
+    def tool_name(self, ref: BlockRef) -> str | None:
+        """The tool name of a call or result (a result takes it from its call)."""
+        block = self.block(ref)
+        if block.name or block.kind is Kind.TOOL_CALL:
+            return block.name
+        call = self.call_of(ref)
+        return self.block(call).name if call else None
+
+    def iter_blocks(self, kind: Kind) -> Iterator[tuple[BlockRef, Block]]:
+        """Yield every block of ``kind`` with its reference, oldest first."""
+        for mi, msg in enumerate(self.messages):
+            for bi, block in enumerate(msg.blocks):
+                if block.kind is kind:
+                    yield (mi, bi), block
+
+    def rounds(self) -> list[Round]:
+        """Split the conversation into rounds.
+
+        A round is one assistant response (consecutive assistant messages sharing a
+        ``group`` count as one response) together with the messages that hold the
+        results of its tool calls.
+        """
+        rounds: list[Round] = []
+        i = 0
+        msgs = self.messages
+        while i < len(msgs):
+            msg = msgs[i]
+            if msg.role != "assistant":
+                i += 1
+                continue
+            members = [i]
+            j = i + 1
+            while (
+                msg.group is not None
+                and j < len(msgs)
+                and (msgs[j].group == msg.group or msgs[j].role != "assistant")
+            ):
+                if msgs[j].group == msg.group:
+                    members.append(j)
+                elif msgs[j].role != "assistant" and not self._answers(j, members):
+                    break
+                j += 1
+            results = sorted(
+                {
+                    r[0]
+                    for mi in members
+                    for bi, b in enumerate(msgs[mi].blocks)
+                    if b.kind is Kind.TOOL_CALL
+                    for r in self.results_of((mi, bi))
+                }
+                - set(members)
+            )
+            rounds.append(Round(tuple(members), tuple(results)))
+            i = members[-1] + 1
+        return rounds
+
+    def _answers(self, mi: int, members: list[int]) -> bool:
+        msg = self.messages[mi]
+        for bi, b in enumerate(msg.blocks):
+            if b.kind is Kind.TOOL_RESULT:
+                call = self.call_of((mi, bi))
+                if call is not None and call[0] in members:
+                    return True
+        return False
+
+
+IMAGE_TOKENS = 1600
+"""Fixed token cost of an image block (Anthropic's estimate for a ~1.2 MP image)."""
+
+
+def visible_texts(message: Message) -> Iterator[str]:
+    """Yield the texts of a message that the model reads, for token counting."""
+    for block in message.blocks:
+        if block.kind is Kind.TOOL_CALL:
+            if block.name:
+                yield block.name
+            yield block.text
+        elif block.kind in (Kind.TEXT, Kind.TOOL_RESULT, Kind.THINKING):
+            yield block.text

@@ -1,0 +1,1 @@
+"""The composition root: config, presets, the stage runner, the offload store, reduce_bytes and its report."""

@@ -1,0 +1,70 @@
+"""The report of one reduction: a library object the CLI only renders."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ctxcli.pipeline.run import StageReport
+
+__all__ = ["Reduced", "Report"]
+
+
+@dataclass
+class Report:
+    """Everything ``ctx stats`` shows and ``ctx reduce --json`` prints."""
+
+    input: str
+    format: str
+    tokenizer: str
+    messages: int
+    tokens_before: int
+    tokens_after: int
+    bytes_before: int
+    bytes_after: int
+    stages: list[StageReport]
+    offload_dir: str | None = None
+    output: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    monitors: dict[str, float] = field(default_factory=dict)
+    """The six stuck-agent scores of the input (see :mod:`ctxcli.core.monitors`); ``ctx stats``
+    fills them, ``ctx reduce`` leaves them empty."""
+    resume_tokens_before: int | None = None
+    """Tokens a resumed session sends again (after the last compaction boundary);
+    None for formats that are not resumed from their file."""
+    resume_tokens_after: int | None = None
+
+    @property
+    def changed(self) -> bool:
+        """True if any stage changed the transcript."""
+        return any(s.changed for s in self.stages)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape (keys named in the README)."""
+        return {
+            "input": self.input,
+            "format": self.format,
+            "tokenizer": self.tokenizer,
+            "messages": self.messages,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "bytes_before": self.bytes_before,
+            "bytes_after": self.bytes_after,
+            "stages": [s.to_dict() for s in self.stages],
+            "offload_dir": self.offload_dir,
+            "output": self.output,
+            "warnings": list(self.warnings),
+            "monitors": dict(self.monitors),
+            "resume_tokens_before": self.resume_tokens_before,
+            "resume_tokens_after": self.resume_tokens_after,
+        }
+
+
+@dataclass
+class Reduced:
+    """The outcome of reducing bytes in memory."""
+
+    output: bytes
+    report: Report
+    script: list[Any]
+    units: str

@@ -1,0 +1,1 @@
+"""Services a stage may be handed: token counters and caches, the Anthropic client, classifier, summarizer."""
