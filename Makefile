@@ -26,6 +26,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fix: $(STAMP)
 	$(BIN)/ruff check --fix src tests scripts

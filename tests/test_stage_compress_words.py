@@ -19,7 +19,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.classifier import HeuristicClassifier, WordStats, is_informative
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.compress_words import (
     CompressWordsOptions,

@@ -31,8 +31,8 @@ from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.counters import get_counter
 from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
-from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 

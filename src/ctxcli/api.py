@@ -21,6 +21,7 @@ from ctxcli.pipeline.offload import (
 )
 from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.pipeline.report import Reduced, Report
+from ctxcli.pipeline.stats_cache import cached_stats, store_report
 from ctxcli.services.tokens import CountOptions
 
 __all__ = [
@@ -185,7 +186,6 @@ def stats_file(
     With the cache on (the default), the report of an unchanged file under the same
     configuration and ctx is remembered (:mod:`ctxcli.pipeline.stats_cache`).
     """
-    from ctxcli.pipeline.stats_cache import cached_stats, store_report
 
     config = config or load_config()
     data = raw if raw is not None else read_input(str(input))

@@ -17,6 +17,7 @@ from ctxcli.cli import info as cli_info
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
 from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.services.tokens import CountOptions
 
@@ -303,7 +304,6 @@ def validate(
     \b
         ctx validate reduced.jsonl
     """
-    from ctxcli.formats.validate import validate_bytes
 
     with _errors():
         _check_on_invalid(on_invalid)

@@ -12,6 +12,8 @@ from ctxcli import api
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import INIT_TEMPLATE
+from ctxcli.pipeline.presets import get_preset, preset_names
+from ctxcli.stages import get_stage, registry
 
 
 def stages(
@@ -24,7 +26,6 @@ def stages(
     \b
         ctx stages truncate_tool_output
     """
-    from ctxcli.stages import get_stage, registry
 
     with _errors():
         if name is None:
@@ -50,7 +51,6 @@ def presets(
     \b
         ctx presets claude-code-resume > ctx.toml
     """
-    from ctxcli.pipeline.presets import get_preset, preset_names
 
     with _errors():
         if name is None:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.core.monitors import MONITOR_HELP
+
 if TYPE_CHECKING:
     from rich.table import Table
 
@@ -80,8 +82,6 @@ def report_table(report: Report) -> Table:
 def monitors_table(report: Report) -> Table:
     """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
     from rich.table import Table
-
-    from ctxcli.core.monitors import MONITOR_HELP
 
     table = Table(title="agent monitors (0 = fine, 1 = looks stuck)", title_justify="left")
     table.add_column("monitor", no_wrap=True, min_width=12)

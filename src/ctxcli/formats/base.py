@@ -101,6 +101,21 @@ class OutRecord:
         return self.data
 
 
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One pairing problem, with the line it is on."""
+
+    line: int | None
+    kind: str
+    call_id: str | None
+    message: str
+
+    def render(self, path: str) -> str:
+        """``path:line: message``."""
+        where = f"{path}:{self.line}" if self.line is not None else path
+        return f"{where}: {self.message}"
+
+
 # --- copy-on-write access to nested JSON -----------------------------------------
 
 
@@ -226,6 +241,10 @@ class Format:
         from its file. See :attr:`ctxcli.core.model.Conversation.resume_start`.
         """
         return None
+
+    def check(self, doc: Document) -> list[Problem]:
+        """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
+        return []
 
     # -- shared ---------------------------------------------------------------------
 

@@ -42,7 +42,7 @@ from ctxcli.formats.anthropic import (
     require_recognised,
     write_content,
 )
-from ctxcli.formats.base import Document, Format, OutRecord, Record, State
+from ctxcli.formats.base import Document, Format, OutRecord, Problem, Record, State
 
 KNOWN_TYPES = {
     "user",
@@ -250,10 +250,8 @@ class ClaudeCode(Format):
 
     # -- validation ---------------------------------------------------------------------
 
-    def check(self, doc: Document) -> list[Any]:
+    def check(self, doc: Document) -> list[Problem]:
         """Tree problems: a ``parentUuid`` naming a record that is not in the file."""
-        from ctxcli.formats.validate import Problem
-
         known: set[str] = set()
         for rec in doc.records:
             if isinstance(rec.data, dict) and isinstance(rec.data.get("uuid"), str):

@@ -17,7 +17,8 @@ from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.classifier import default_services
-from ctxcli.services.tokens import CountOptions, open_counter
+from ctxcli.services.counters import open_counter
+from ctxcli.services.tokens import CountOptions
 from ctxcli.stages import StageContext, TokenLedger
 
 __all__ = ["reduce_bytes"]

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ctxcli.services.token_cache import cache_dir, cache_disabled
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -314,7 +316,6 @@ def default_services(*, cache: bool = True) -> dict[str, Any]:
     ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
     ``CTX_NO_CACHE`` is set.
     """
-    from ctxcli.services.token_cache import cache_dir, cache_disabled
 
     answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
     return {"anthropic": AnthropicAccess.from_env(), "cache": answers}

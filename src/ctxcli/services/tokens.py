@@ -545,36 +545,6 @@ def count_texts(
     return counts
 
 
-def get_counter(
-    name: str,
-    *,
-    cache: TokenCache | None = None,
-    workers: int = 1,
-    engine: str | None = None,
-) -> CachedCounter:
-    """Return the token counter called ``name``.
-
-    Args:
-        name: ``cl100k``, ``o200k``, ``approx`` or ``anthropic`` (the API, see
-            :mod:`ctxcli.services.anthropic_tokens`).
-        cache: disk cache of counts from earlier runs (never used for ``approx``).
-        workers: processes that may count a large input at once.
-        engine: force ``bpe-openai`` or ``tiktoken`` (default: see :func:`load_engine`).
-
-    Raises:
-        ConfigError: the name is unknown or its data cannot be loaded offline.
-    """
-    if name == "anthropic":
-        from ctxcli.services.anthropic_tokens import anthropic_counter
-
-        return anthropic_counter(cache)
-    label, fn = load_engine(name, engine)
-    if name == "approx":
-        # Counting is a division: no cache, no workers.
-        return CachedCounter(name, fn, engine=label, memoize=False)
-    return CachedCounter(name, fn, engine=label, cache=cache, workers=workers)
-
-
 @dataclass(frozen=True)
 class CountOptions:
     """How a run counts (what it counts with is the ``tokenizer`` setting).
@@ -588,28 +558,6 @@ class CountOptions:
     cache: bool = True
     workers: int | None = None
     progress: Progress | None = field(default=None, compare=False)
-
-
-def open_counter(
-    name: str, options: CountOptions | None = None, log: Callable[[str], None] | None = None
-) -> CachedCounter:
-    """A counter for one run, with the disk cache and workers ``options`` ask for.
-
-    Close its ``cache`` when the run is over.
-    """
-    options = options or CountOptions()
-    cache = None
-    if options.cache and name != "approx":
-        from ctxcli.services.token_cache import TokenCache
-
-        cache = TokenCache.open_default(log)
-    workers = options.workers if options.workers is not None else default_workers()
-    try:
-        return get_counter(name, cache=cache, workers=workers)
-    except BaseException:
-        if cache is not None:
-            cache.close()
-        raise
 
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:
