@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
 import orjson
 import typer
+import typer.core
 
-from ctxcli import api
+from ctxcli import api, batch
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
-from ctxcli.cli import console
+from ctxcli.cli import boundary, console
 from ctxcli.cli import info as cli_info
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
 from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.formats import FORMATS
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.services.tokens import CountOptions
+from ctxcli.pipeline.presets import preset_names
+from ctxcli.services.tokens import TOKENIZERS, CountOptions
+
+
+def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
+    """Help shows an argument's metavar (FILE, INPUT...) and not its Python type.
+
+    Typer prints ``INPUT... <list[str]>`` for every argument and offers no switch for it;
+    ours all have a metavar that says what to pass.
+    """
+    return None if self.metavar is not None else _typer_argument_type(self, ctx)
+
+
+_typer_argument_type = typer.core.TyperArgument.display_type_rich
+typer.core.TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
 
 app = typer.Typer(
     name="ctx",
@@ -31,34 +48,63 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-Input = Annotated[str, typer.Argument(help="Transcript file, or - for stdin.", show_default=False)]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="ctx.toml to use.", dir_okay=False)
+Input = Annotated[
+    str,
+    typer.Argument(help="Transcript file, or - for stdin.", show_default=False, metavar="FILE"),
 ]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", metavar="FILE", help="ctx.toml to use.", dir_okay=False),
+]
+
+
+def _completer(names: Callable[[], Iterable[str]]) -> Callable[[str], list[str]]:
+    """Shell completion over a list of names (formats, presets, tokenizers)."""
+    return lambda incomplete: [n for n in names() if n.startswith(incomplete)]
+
+
 TokenizerOpt = Annotated[
     str | None,
-    typer.Option("--tokenizer", help="cl100k, o200k, approx or anthropic (overrides config)."),
+    typer.Option(
+        "--tokenizer",
+        metavar="NAME",
+        help=f"Tokenizer: {', '.join(TOKENIZERS)} (overrides the config).",
+        autocompletion=_completer(lambda: TOKENIZERS),
+    ),
 ]
 FormatOpt = Annotated[
-    str | None, typer.Option("--format", help="Transcript format (default: auto-detect).")
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="NAME",
+        help=f"Transcript format (default: auto-detect): {', '.join(FORMATS)}.",
+        autocompletion=_completer(lambda: FORMATS),
+    ),
 ]
 PresetOpt = Annotated[
     str | None,
     typer.Option(
-        "--preset", help="Run a named stage chain (see 'ctx presets') instead of the config's."
+        "--preset",
+        metavar="NAME",
+        help=f"Run a named stage chain instead of the config's: {', '.join(preset_names())}.",
+        autocompletion=_completer(preset_names),
     ),
 ]
 OnInvalidOpt = Annotated[
     str,
     typer.Option(
-        "--on-invalid", help="error: stop at a line that is not JSON; keep: pass it through."
+        "--on-invalid",
+        metavar="error|keep",
+        help="error: stop at a line that is not JSON; keep: pass it through.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
 Inputs = Annotated[
     list[str] | None,
     typer.Argument(
-        help="Transcript file, - for stdin, or several files or directories.", show_default=False
+        help="Transcript file, - for stdin, or several files or directories.",
+        show_default=False,
+        metavar="INPUT...",
     ),
 ]
 JobsOpt = Annotated[
@@ -66,10 +112,15 @@ JobsOpt = Annotated[
     typer.Option(
         "--jobs",
         "-j",
+        metavar="N",
         min=1,
         help="Processes: files at once for several inputs (default 1), "
         "else counting processes for one large file (default: every core).",
     ),
+]
+AllowEmptyOpt = Annotated[
+    bool,
+    typer.Option("--allow-empty", help="A directory with no transcript file is not an error."),
 ]
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
@@ -106,11 +157,14 @@ def reduce(
     output: Annotated[
         str,
         typer.Option(
-            "--output", "-o", help="Output file, or - for stdout; a directory for several inputs."
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="Output file, or - for stdout; a directory for several inputs.",
         ),
     ] = "-",
     offload_dir: Annotated[
-        str | None, typer.Option("--offload-dir", help="Where removed text goes.")
+        str | None, typer.Option("--offload-dir", metavar="DIR", help="Where removed text goes.")
     ] = None,
     config: ConfigOpt = None,
     preset: PresetOpt = None,
@@ -128,6 +182,7 @@ def reduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    allow_empty: AllowEmptyOpt = False,
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
@@ -158,6 +213,7 @@ def reduce(
                 cache=not no_cache,
                 json=json,
                 quiet=quiet,
+                allow_empty=allow_empty,
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
@@ -181,7 +237,7 @@ def reduce(
         if output == api.STDIO:
             console.write_stdout(data)
         if json:
-            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
+            console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
         elif not quiet:
             from ctxcli.cli.render import saved_pct
 
@@ -210,12 +266,42 @@ def stats(
     json: JsonOpt = False,
     fail_over: Annotated[
         int | None,
-        typer.Option("--fail-over", help="Exit 1 if the reduced transcript has more tokens."),
+        typer.Option(
+            "--fail-over",
+            metavar="TOKENS",
+            help="Exit 1 if the reduced transcript has more tokens.",
+        ),
     ] = None,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    allow_empty: AllowEmptyOpt = False,
+    monitors: Annotated[
+        bool,
+        typer.Option(
+            "--monitors", help="Always show the stuck-agent monitors (default: when one fires)."
+        ),
+    ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="The -o reduce would get (hints cite its offload directory); nothing is written.",
+        ),
+    ] = None,
+    offload_dir: Annotated[
+        str | None,
+        typer.Option("--offload-dir", metavar="DIR", help="The --offload-dir reduce would get."),
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Preview an in-place reduce.")
+    ] = False,
 ) -> None:
     """Preview what reduce would save, without writing anything.
+
+    Give it the paths reduce would get (-o, --offload-dir, --in-place): the hints cite
+    the offload directory, so the numbers then equal those of the file reduce writes.
 
     Several files or a directory give one table row per file.
 
@@ -237,20 +323,30 @@ def stats(
                 cache=not no_cache,
                 json=json,
                 fail_over=fail_over,
+                allow_empty=allow_empty,
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
         with console.progress("counting tokens", enabled=not json) as bar:
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
-            report = api.stats_file(source, config=cfg, on_invalid=on_invalid, counting=counting)
+            report = api.stats_file(
+                source,
+                config=cfg,
+                on_invalid=on_invalid,
+                counting=counting,
+                output=output,
+                offload_dir=offload_dir,
+                in_place=in_place,
+            )
         _warn_all(report.warnings)
         if json:
-            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
+            console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
         else:
-            from ctxcli.cli.render import monitors_table, report_table
+            from ctxcli.cli.render import monitors_fired, monitors_table, report_table
 
             console.err_console().print(report_table(report))
-            console.err_console().print(monitors_table(report))
+            if monitors or monitors_fired(report):
+                console.err_console().print(monitors_table(report))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "
@@ -261,37 +357,77 @@ def stats(
 
 @app.command()
 def restore(
-    reduced: Input,
+    inputs: Inputs = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the original, or - for stdout.")
+        str,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="Where to write the original, or - for stdout."
+        ),
     ] = "-",
     offload_dir: Annotated[
         str | None,
-        typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
+        typer.Option(
+            "--offload-dir",
+            metavar="DIR",
+            help="The offload directory (default: REDUCED.offload, its later siblings, "
+            "and the reductions ctx recorded on this machine).",
+        ),
     ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Replace REDUCED by its original, atomically.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
+    allow_empty: AllowEmptyOpt = False,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
+
+    A file reduced several times is restored through every reduction; lines a client
+    appended after the reduction (a resumed session) are kept at the end. Several files
+    or a directory go into the directory -o (or back in place), like reduce.
 
     Example:
 
     \b
-        ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
+        ctx restore reduced.jsonl -o original.jsonl
+        ctx restore reduced/ -o originals/
     """
     with _errors():
-        data = api.restore_file(reduced, output, offload_dir=offload_dir)
-        if output == api.STDIO:
-            console.write_stdout(data)
+        if cli_batch.is_batch(inputs):
+            assert inputs is not None
+            raise typer.Exit(
+                cli_batch.restore_batch(
+                    inputs, output, in_place=in_place, quiet=quiet, allow_empty=allow_empty
+                )
+            )
+        reduced = _resolve_input(inputs[0] if inputs else None)
+        restored = api.restore_transcript(
+            reduced, None if in_place else output, offload_dir=offload_dir, in_place=in_place
+        )
+        if output == api.STDIO and not in_place:
+            console.write_stdout(restored.data)
+        if not quiet:
+            for step in restored.steps:
+                carried = (
+                    f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
+                )
+                sys.stderr.write(
+                    f"ctx: {reduced}: restored {step.restored_bytes:,} bytes "
+                    f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
+                )
 
 
 @app.command()
 def validate(
     inputs: Annotated[
         list[str] | None,
-        typer.Argument(help="Transcript files, or - for stdin.", show_default=False),
+        typer.Argument(
+            help="Transcript files, or - for stdin.", show_default=False, metavar="FILE..."
+        ),
     ] = None,
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     json: JsonOpt = False,
+    allow_empty: AllowEmptyOpt = False,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
 
@@ -307,7 +443,7 @@ def validate(
 
     with _errors():
         _check_on_invalid(on_invalid)
-        paths = inputs or [_resolve_input(None)]
+        paths = _validate_paths(inputs, allow_empty)
         payloads: list[dict[str, Any]] = []
         code = ExitCode.OK
         for path in paths:
@@ -317,7 +453,7 @@ def validate(
             except CtxError as exc:
                 if len(paths) == 1:
                     raise
-                console.error(str(exc))
+                console.error(boundary.message(exc))
                 code = max(code, exc.exit_code)
                 continue
             payloads.append(
@@ -339,10 +475,26 @@ def validate(
                     sys.stderr.write(f"ctx: {path}: valid\n")
         if json:
             failed = len(paths) - sum(1 for p in payloads if p["valid"])
-            payload = payloads[0] if len(paths) == 1 else {"files": payloads, "failed": failed}
+            # One shape for one file or many (as for stats and reduce): files + failed,
+            # and a single file's own entry at the top level too.
+            single = payloads[0] if len(paths) == 1 and payloads else {}
+            payload = {**single, "files": payloads, "failed": failed}
             console.write_stdout(orjson.dumps(payload) + b"\n")
         if code:
             raise typer.Exit(int(code))
+
+
+def _validate_paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
+    """Files to validate: a directory stands for its transcripts, as for reduce and stats."""
+    if not inputs:
+        return [_resolve_input(None)]
+    paths: list[str] = []
+    for item in inputs:
+        if item != api.STDIO and Path(item).is_dir():
+            paths += [f for f, _ in batch.expand_inputs([item], allow_empty=allow_empty)]
+        else:
+            paths.append(item)
+    return paths
 
 
 # Commands that describe ctx itself live in cli_info; registered here to keep the order.

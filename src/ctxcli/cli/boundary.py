@@ -10,7 +10,25 @@ from contextlib import contextmanager
 import typer
 
 from ctxcli.cli import console
-from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.core.errors import CtxError, ExitCode, Remedy
+
+# The library's remedies in terms of this command line's flags.
+REMEDIES = {
+    Remedy.OTHER_OFFLOAD_DIR: "choose another --offload-dir or pass --force to replace it",
+    Remedy.NAME_OFFLOAD_DIR: "pass the directory that ctx reduce wrote with --offload-dir",
+    Remedy.KEEP_INVALID: "fix the line or pass --on-invalid keep",
+    Remedy.NAME_FORMAT: "pass --format with one of the formats above",
+    Remedy.CHECK_FORMAT: "check --format (or leave it out to auto-detect)",
+    Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
+}
+
+
+def message(exc: CtxError) -> str:
+    """The one line the CLI prints for a library error: its remedy worded with flags."""
+    if exc.remedy is None or exc.remedy not in REMEDIES:
+        return str(exc)
+    problem = str(exc)[: -len(f"; {exc.remedy.value}.")]
+    return f"{problem}; {REMEDIES[exc.remedy]}."
 
 
 @contextmanager
@@ -19,13 +37,19 @@ def errors() -> Iterator[None]:
     try:
         yield
     except CtxError as exc:
-        console.error(str(exc))
+        console.error(message(exc))
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
         console.error("interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except BrokenPipeError:
-        raise typer.Exit(int(ExitCode.OK)) from None
+        # The reader went away (`ctx reduce ... | head -1`): end quietly, as a process
+        # killed by SIGPIPE would. Point stdout at /dev/null so that the interpreter's
+        # final flush cannot fail a second time and turn this into exit 1.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
     except Exception as exc:  # the one place that catches everything

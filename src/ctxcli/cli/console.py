@@ -61,11 +61,21 @@ def write_report(data: bytes) -> None:
     write_stdout(redact(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass"))
 
 
+STDOUT_CHUNK = 1 << 16
+
+
 def write_stdout(data: bytes) -> None:
-    """Write the payload to stdout as bytes."""
+    """Write the payload to stdout as bytes.
+
+    In pipe-sized pieces: a reader that goes away (``| head -1``) is then noticed at the
+    next piece (BrokenPipeError) instead of the rest being written into the void.
+    """
     sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    out = sys.stdout.buffer
+    view = memoryview(data)
+    for start in range(0, len(view), STDOUT_CHUNK):
+        out.write(view[start : start + STDOUT_CHUNK])
+        out.flush()
 
 
 @contextmanager

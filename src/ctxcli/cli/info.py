@@ -17,7 +17,9 @@ from ctxcli.stages import get_stage, registry
 
 
 def stages(
-    name: Annotated[str | None, typer.Argument(help="Show one stage's options.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="Show one stage's options.", metavar="STAGE")
+    ] = None,
 ) -> None:
     """List the stages, or show one stage's documentation and options.
 
@@ -42,7 +44,9 @@ def stages(
 
 
 def presets(
-    name: Annotated[str | None, typer.Argument(help="Print one preset's ctx.toml.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="Print one preset's ctx.toml.", metavar="PRESET")
+    ] = None,
 ) -> None:
     """List the presets (named stage chains), or print one as a ctx.toml to start from.
 
@@ -61,7 +65,9 @@ def presets(
 
 
 def init(
-    path: Annotated[Path, typer.Argument(help="Where to write the config.")] = Path("ctx.toml"),
+    path: Annotated[Path, typer.Argument(help="Where to write the config.", metavar="FILE")] = Path(
+        "ctx.toml"
+    ),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented ctx.toml with the default stages.

@@ -48,16 +48,27 @@ def report_rows(report: Report) -> list[tuple[str, ...]]:
 
 
 def report_table(report: Report) -> Table:
-    """The Rich table ``ctx stats`` prints."""
+    """The Rich table ``ctx stats`` prints; it fits 80 columns without cutting a number.
+
+    Lines between rows only (no vertical rules) and "tokens" said once, in the title: the
+    widest stage name and 9-digit counts still fit in 80 columns.
+    """
+    from rich import box
     from rich.table import Table
 
     title = (
         f"{report.input} · {report.format} · {report.messages:,} messages · "
-        f"tokenizer {report.tokenizer}"
+        f"tokens ({report.tokenizer})"
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("stage", no_wrap=True, min_width=20)
-    for name in ("changed", "offloaded", "tokens before", "tokens after", "saved"):
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("stage", no_wrap=True)
+    for name in ("changed", "offloaded", "before", "after", "saved"):
         table.add_column(name, justify="right", no_wrap=True)
     rows = report_rows(report)
     for row in rows[:-1]:
@@ -79,11 +90,25 @@ def report_table(report: Report) -> Table:
     return table
 
 
+FIRES_AT = 0.5
+"""A monitor whose score reaches this says the agent looks stuck: ``ctx stats`` shows them."""
+
+
+def monitors_fired(report: Report) -> bool:
+    """True if any stuck-agent monitor reached :data:`FIRES_AT`."""
+    return any(score >= FIRES_AT for score in report.monitors.values())
+
+
 def monitors_table(report: Report) -> Table:
     """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title="agent monitors (0 = fine, 1 = looks stuck)", title_justify="left")
+    table = Table(
+        title="agent monitors (0 = fine, 1 = looks stuck)",
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+    )
     table.add_column("monitor", no_wrap=True, min_width=12)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("measures")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.formats.anthropic import Anthropic
 from ctxcli.formats.base import Document, Format, OutRecord, Record, State, parse_lines
 from ctxcli.formats.claude_code import ClaudeCode
@@ -54,7 +54,7 @@ def get_format(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise TranscriptError(
-            "--format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
+            "format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
         ) from None
 
 
@@ -67,7 +67,8 @@ def detect_format(records: list[Any], path: str) -> Format:
     raise TranscriptError(
         path,
         1,
-        "unrecognised transcript format; pass --format with one of " + ", ".join(FORMATS),
+        "unrecognised transcript format (known: " + ", ".join(FORMATS) + ")",
+        remedy=Remedy.NAME_FORMAT,
     )
 
 

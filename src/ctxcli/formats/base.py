@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 
@@ -430,7 +430,8 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
                 raise TranscriptError(
                     path,
                     i + 1,
-                    f"not valid JSON ({reason}); fix the line or pass --on-invalid keep",
+                    f"not valid JSON ({reason})",
+                    remedy=Remedy.KEEP_INVALID,
                 ) from None
             rec.invalid = f"not valid JSON ({reason})"
         records.append(rec)

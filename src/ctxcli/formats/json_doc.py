@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
@@ -301,8 +301,8 @@ class JsonDocument(Format):
                 path,
                 None,
                 "not a JSON document holding messages (expected an array of {role} "
-                'messages or an object with a "messages" or "history" list); '
-                "check --format",
+                'messages or an object with a "messages" or "history" list)',
+                remedy=Remedy.CHECK_FORMAT,
             )
         return doc
 

@@ -120,7 +120,7 @@ def load_config(
         found = find_config(start)
         if found is None:
             if preset is not None:
-                return build_config({"preset": preset}, f"--preset {preset}")
+                return build_config({"preset": preset}, f"preset {preset}")
             return default_config()
         path, table = found
     path = Path(path)
@@ -145,7 +145,7 @@ def load_config(
         raise ConfigError(f"{label}: expected a table of settings.")
     if preset is not None:
         data = {k: v for k, v in data.items() if k != "stages"} | {"preset": preset}
-        label = f"{label} with --preset {preset}"
+        label = f"{label} with preset {preset}"
     return build_config(data, label)
 
 

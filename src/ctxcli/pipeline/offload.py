@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import OffloadError, RestoreError
+from ctxcli.core.errors import OffloadError, Remedy, RestoreError
 from ctxcli.core.restore import (
     encode_text,
     safe_name,
@@ -245,22 +245,19 @@ def check_offload_target(path: Path, *, force: bool, input_sha: str | None = Non
     if not (path.exists() or path.is_symlink()) or force:
         return
     if path.is_symlink() or not path.is_dir():
-        raise OffloadError(
-            f"{path} exists and is not a directory; choose another --offload-dir or pass --force."
-        )
+        raise OffloadError(f"{path} exists and is not a directory", remedy=Remedy.OTHER_OFFLOAD_DIR)
     if not any(path.iterdir()):
         return
     manifest = read_manifest(path)
     if manifest is None:
         raise OffloadError(
-            f"{path} exists and is not a ctx offload directory; "
-            "choose another --offload-dir or pass --force to replace it."
+            f"{path} exists and is not a ctx offload directory", remedy=Remedy.OTHER_OFFLOAD_DIR
         )
     if input_sha is not None and manifest.get("input", {}).get("sha256") != input_sha:
         raise OffloadError(
             f"{path} holds the offload of another transcript "
-            f"({manifest.get('input', {}).get('name', '?')}); "
-            "choose another --offload-dir or pass --force to replace it."
+            f"({manifest.get('input', {}).get('name', '?')})",
+            remedy=Remedy.OTHER_OFFLOAD_DIR,
         )
 
 
@@ -274,8 +271,8 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
     manifest = read_manifest(offload_dir)
     if manifest is None:
         raise RestoreError(
-            f"{offload_dir} is not a ctx offload directory (no valid {MANIFEST}); "
-            "pass the directory that ctx reduce wrote with --offload-dir."
+            f"{offload_dir} is not a ctx offload directory (no valid {MANIFEST})",
+            remedy=Remedy.NAME_OFFLOAD_DIR,
         )
     for rel, digest in manifest.get("files", {}).items():
         _check_file(offload_dir, rel, digest)
