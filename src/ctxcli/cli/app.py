@@ -117,7 +117,11 @@ def reduce(
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the offload directory of another transcript (never other data).",
+        ),
     ] = False,
     in_place: Annotated[
         bool,
@@ -174,11 +178,11 @@ def reduce(
                 on_invalid=on_invalid,
                 in_place=in_place,
                 counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
+                # Written before the offload is committed: a reader that fails leaves none.
+                write=console.write_stdout if output == api.STDIO else None,
             )
         if not quiet:
             _warn_all(report.warnings)
-        if output == api.STDIO:
-            console.write_stdout(data)
         if json:
             console.write_report(orjson.dumps(report.to_dict()) + b"\n")
         elif not quiet:
@@ -268,6 +272,7 @@ def restore(
         str | None,
         typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
     ] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -62,10 +63,32 @@ def write_report(data: bytes) -> None:
 
 
 def write_stdout(data: bytes) -> None:
-    """Write the payload to stdout as bytes."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    """Write the payload to stdout as bytes.
+
+    Raises:
+        OSError: stdout is closed or cannot take the data (named ``<stdout>``);
+            BrokenPipeError when the reader went away.
+    """
+    if sys.stdout is None:
+        raise OSError(errno.EBADF, "stdout is closed", "<stdout>")
+    try:
+        sys.stdout.flush()
+        out = sys.stdout.buffer
+        # A write the reader cut short returns a count, not an error: loop, so the
+        # rest is written or the broken pipe is raised, never silently dropped.
+        view = memoryview(data)
+        while view:
+            written = out.write(view)
+            if not written:
+                raise OSError(errno.EIO, "stdout takes no more data", "<stdout>")
+            view = view[written:]
+        out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = "<stdout>"
+        raise
 
 
 @contextmanager

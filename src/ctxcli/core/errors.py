@@ -14,6 +14,7 @@ class ExitCode(IntEnum):
     API_ERROR = 3
     INTERNAL_ERROR = 123
     INTERRUPTED = 130
+    BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away
 
 
 class CtxError(Exception):
