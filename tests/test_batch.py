@@ -104,7 +104,7 @@ def test_several_inputs_need_an_output_directory(sessions: Path, tmp_path: Path)
     assert "-o must name a directory" in result.stderr
     (tmp_path / "file").write_text("x")
     result = invoke(["reduce", str(sessions), "-o", str(tmp_path / "file")], code=2)
-    assert "must be a directory" in result.stderr
+    assert "is a file; with several inputs, -o must name a directory" in result.stderr
 
 
 def test_stdin_cannot_join_other_inputs(sessions: Path, tmp_path: Path) -> None:

@@ -179,14 +179,14 @@ def test_offload_permissions(tmp_path: Path) -> None:
     assert all(stat.S_IMODE(p.stat().st_mode) == 0o700 for p in dirs)
 
 
-def test_refuses_foreign_directory_unless_forced(tmp_path: Path) -> None:
+def test_refuses_foreign_directory_even_forced(tmp_path: Path) -> None:
     Path("mine").mkdir()
     Path("mine/notes.txt").write_text("precious")
-    with pytest.raises(OffloadError, match="is not a ctx offload directory"):
-        reduce_file(SAMPLE, "out.jsonl", offload_dir="mine")
-    assert Path("mine/notes.txt").read_text() == "precious"
-    reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", force=True)
-    assert (Path("mine") / MANIFEST).is_file()
+    for force in (False, True):
+        with pytest.raises(OffloadError, match="is not a ctx offload directory"):
+            reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", force=force)
+        assert Path("mine/notes.txt").read_text() == "precious"
+    assert not (Path("mine") / MANIFEST).exists()
 
 
 def test_refuses_offload_of_another_transcript(tmp_path: Path) -> None:

@@ -17,6 +17,9 @@ from ctxcli.pipeline.offload import (
     MANIFEST_VERSION,
     DryRunOffload,
     OffloadStore,
+    check_offload_location,
+    commit_lock,
+    remove_stale,
 )
 from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.pipeline.report import Reduced, Report
@@ -105,7 +108,21 @@ def read_input(path: str) -> bytes:
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
+    tmp = _stage_file(path, data, mode=mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _stage_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write ``data`` to a synced temporary file beside ``path``; return its name.
+
+    Temporary files of killed runs (their process is gone) are removed first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(path.parent, path.name, "tmp")
     tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         with open(tmp, "wb") as fh:
@@ -114,10 +131,21 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)
         raise
+    return tmp
+
+
+def _offload_path(root: str) -> tuple[Path, str]:
+    """The offload directory to write and how hints cite it (``w/sub/..`` is ``w``)."""
+    path = Path(root)
+    if ".." in path.parts or path.name in ("", "."):
+        normal = os.path.normpath(root)
+        return Path(os.path.realpath(normal)), normal
+    return path, root.rstrip("/") or "."
 
 
 def reduce_file(
@@ -132,12 +160,16 @@ def reduce_file(
     log: Callable[[str], None] | None = None,
     in_place: bool = False,
     counting: CountOptions | None = None,
+    write: Callable[[bytes], None] | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
-    ``output`` of ``None`` or ``"-"`` writes nothing but returns the bytes (the CLI
-    prints them). The offload directory is always written, atomically, before the
-    output, so an output never exists without what it needs to be restored.
+    ``output`` of ``None`` or ``"-"`` writes no file but returns the bytes; give
+    ``write`` (the CLI passes stdout) to have them written before the offload
+    directory is committed, so a reader that fails leaves no orphan offload.
+    The output is staged first, then the offload directory is renamed into place,
+    then the output, under a lock on both directories: an output never exists
+    without what it needs to be restored, and racing runs never cross their pairs.
 
     Returns:
         The report and the reduced bytes.
@@ -180,6 +212,7 @@ def reduce_file(
         counting=counting,
         in_place=in_place,
         previous=previous,
+        write=write,
     )
     return reduced.report, reduced.output
 
@@ -229,9 +262,14 @@ def _reduce_and_commit(
     counting: CountOptions | None,
     in_place: bool,
     previous: list[str],
+    write: Callable[[bytes], None] | None,
 ) -> Reduced:
-    """Reduce into a staging offload directory, commit it, then write the output."""
-    store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
+    """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`)."""
+    out_path = None if out_name in (None, STDIO) else Path(str(out_name))
+    off_path, display = _offload_path(root)
+    keep = [Path(input_name)] if input_name != STDIO else []
+    check_offload_location(off_path, keep=keep + ([out_path] if out_path is not None else []))
+    store = OffloadStore(off_path, display, force=force)
     try:
         reduced = reduce_bytes(
             data,
@@ -255,25 +293,52 @@ def _reduce_and_commit(
         }
         if previous:
             manifest["previous"] = previous
-        store.commit(manifest)
-        if out_name not in (None, STDIO):
-            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
-            write_atomic(Path(str(out_name)), reduced.output, mode=mode)
-    except BaseException:
+        _commit(store, manifest, out_path, reduced.output, in_place, input_name, write)
+    except BaseException as exc:
         store.abort()
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(out_path or root)
         raise
-    written = str(Path(out_name).resolve()) if out_name not in (None, STDIO) else ""
+    written = str(out_path.resolve()) if out_path is not None else ""
     Ledger(log=log).record(
         Entry(
             sha256(reduced.output),
             len(reduced.output),
             sha256(data),
-            str(Path(root).resolve()),
+            str(off_path.resolve()),
             written,
         )
     )
     reduced.report.output = out_name or STDIO
     return reduced
+
+
+def _commit(
+    store: OffloadStore,
+    manifest: dict[str, object],
+    out_path: Path | None,
+    output: bytes,
+    in_place: bool,
+    input_name: str,
+    write: Callable[[bytes], None] | None,
+) -> None:
+    """Stage the output, rename the offload directory, then the output, under a lock."""
+    with commit_lock(store.path, *([out_path] if out_path is not None else [])):
+        tmp = None
+        if out_path is not None:
+            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
+            tmp = _stage_file(out_path, output, mode=mode)
+        elif write is not None:
+            write(output)
+        try:
+            store.commit(manifest)
+            if tmp is not None and out_path is not None:
+                os.replace(tmp, out_path)
+        except BaseException:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise
+        store.finish()
 
 
 def stats_file(

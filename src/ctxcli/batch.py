@@ -149,6 +149,51 @@ def _plan(
     return jobs
 
 
+def _refuse_overlaps(jobs: Sequence[_Job]) -> None:
+    """Refuse the whole batch, before anything is written, if a write would hit an input.
+
+    An output (or offload directory) that is, or holds, another input would replace
+    it before that input is read: its bytes would be gone, never reduced, so no
+    offload directory would hold them.
+
+    Raises:
+        CtxError: naming the output and the input it would overwrite.
+    """
+    inputs: dict[str, str] = {}
+    ids: dict[tuple[int, int], str] = {}
+    for job in jobs:
+        inputs[os.path.realpath(job.input)] = job.input
+        try:
+            st = os.stat(job.input)
+        except OSError:
+            continue
+        ids[(st.st_dev, st.st_ino)] = job.input
+    for job in jobs:
+        if job.output is None:
+            continue
+        offload = job.offload_dir or f"{job.output}.offload"
+        for target, what in ((job.output, "output"), (offload, "offload directory")):
+            hit = _input_at(target, inputs, ids)
+            if hit is not None:
+                raise CtxError(
+                    f"{target}: the {what} of {job.input} would overwrite the input {hit}; "
+                    "nothing was written. Choose an output directory that holds no input."
+                )
+
+
+def _input_at(target: str, inputs: dict[str, str], ids: dict[tuple[int, int], str]) -> str | None:
+    """The input that ``target`` is (same file) or holds, if any."""
+    real = os.path.realpath(target)
+    for path, name in inputs.items():
+        if path == real or path.startswith(real.rstrip("/") + "/"):
+            return name
+    try:
+        st = os.stat(target)
+    except OSError:
+        return None
+    return ids.get((st.st_dev, st.st_ino))
+
+
 def _run_one(
     job: _Job, mode: str, config: Config, force: bool, on_invalid: str, counting: CountOptions
 ) -> FileResult:
@@ -182,6 +227,13 @@ def _try_one(
         if job.input not in message:
             message = f"{job.input}: {message}"
         return FileResult(job.input, error=message, exit_code=int(exc.exit_code))
+    except OSError as exc:  # the environment (permissions, full disk), not a bug
+        where = exc.filename if exc.filename is not None else job.input
+        return FileResult(
+            job.input,
+            error=f"{job.input}: {where}: {exc.strerror or exc}",
+            exit_code=int(ExitCode.USAGE_ERROR),
+        )
     except Exception as exc:  # one broken file must not stop the batch
         return FileResult(
             job.input,
@@ -288,6 +340,7 @@ def reduce_many(
         raise CtxError(f"{out} is a file", remedy=Remedy.OUTPUT_DIRECTORY)
     root = offload_dir if offload_dir is not None else config.settings.offload_dir
     plan = _plan(inputs, out, None if root is None else str(root))
+    _refuse_overlaps(plan)
     return _run_all(
         plan,
         "reduce",

@@ -172,7 +172,11 @@ def reduce(
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the offload directory of another transcript (never other data).",
+        ),
     ] = False,
     in_place: Annotated[
         bool,
@@ -231,11 +235,11 @@ def reduce(
                 on_invalid=on_invalid,
                 in_place=in_place,
                 counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
+                # Written before the offload is committed: a reader that fails leaves none.
+                write=console.write_stdout if output == api.STDIO else None,
             )
         if not quiet:
             _warn_all(report.warnings)
-        if output == api.STDIO:
-            console.write_stdout(data)
         if json:
             console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
         elif not quiet:

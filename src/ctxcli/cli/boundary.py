@@ -43,15 +43,17 @@ def errors() -> Iterator[None]:
         console.error("interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except BrokenPipeError:
-        # The reader went away (`ctx reduce ... | head -1`): end quietly, as a process
-        # killed by SIGPIPE would. Point stdout at /dev/null so that the interpreter's
-        # final flush cannot fail a second time and turn this into exit 1.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        # The reader went away (`| head`): end quietly, as a process killed by SIGPIPE.
+        _silence_stdout()
         raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
+    except OSError as exc:
+        # The environment, not ctx: permissions, a read-only or full disk, a file size
+        # limit, a closed stdout.
+        where = exc.filename if exc.filename is not None else "ctx"
+        console.error(f"{where}: {exc.strerror or exc}")
+        raise typer.Exit(int(ExitCode.USAGE_ERROR)) from None
     except Exception as exc:  # the one place that catches everything
         console.error(
             f"internal error: {type(exc).__name__}: {exc}. This is a bug in ctx: please "
@@ -62,3 +64,13 @@ def errors() -> Iterator[None]:
 
             sys.stderr.write(console.redact("".join(traceback.format_exc())))
         raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

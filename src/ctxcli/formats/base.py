@@ -20,6 +20,7 @@ import orjson
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.restore import OriginalsSink, RestoreScript
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -148,22 +149,34 @@ def delete_many(data: Any, container: Path_, indices: Sequence[int]) -> Any:
 _SPACED = re.compile(rb'^\s*[\[{]\s*"(?:[^"\\]|\\.)*"\s*:\s')
 
 
-def dumps_like(data: Any, raw: bytes) -> bytes:
+_ABSENT: Any = object()
+
+
+def style_of(raw: bytes) -> Style:
+    """The JSON style of ``raw``: compact or ``", "``/``": "``, ASCII-escaped or UTF-8."""
+    spaced = _SPACED.match(raw) is not None
+    ascii_only = raw.isascii() and b"\\u" in raw
+    return Style(", " if spaced else ",", ": " if spaced else ":", ascii_only)
+
+
+def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
     """Serialise ``data`` in the style of ``raw``: compact or ``", "``/``": "``, ASCII or UTF-8.
 
     Changed records then look like their neighbours (tau-bench lines are written by
-    Python's json with spaces; Claude Code's are compact).
+    Python's json with spaces; Claude Code's are compact). With ``original`` (what
+    ``raw`` parses to), every value the change left alone keeps its exact text from
+    ``raw`` (:func:`~ctxcli.formats.jsontext.dumps_keeping`): a number is never
+    rewritten by a parse and a re-serialisation.
+
+    Raises:
+        ValueError: a changed value holds a number JSON cannot carry (never written
+            as the non-JSON ``Infinity``).
     """
-    spaced = _SPACED.match(raw) is not None
-    ascii_only = raw.isascii() and b"\\u" in raw
-    if not spaced and not ascii_only:
-        try:
-            return orjson.dumps(data)
-        except TypeError:
-            pass  # lone surrogates or integers past 64 bits: json copes with both
-    separators = (", ", ": ") if spaced else (",", ":")
-    text = json.dumps(data, ensure_ascii=ascii_only, separators=separators)
-    return text.encode("utf-8", "surrogatepass")
+    style = style_of(raw)
+    if original is not _ABSENT:
+        text = raw.decode("utf-8", "surrogatepass")
+        return dumps_keeping(data, original, text, style).encode("utf-8", "surrogatepass")
+    return dumps_plain(data, style).encode("utf-8", "surrogatepass")
 
 
 def loads_record(body: bytes) -> Any:
@@ -371,17 +384,33 @@ class Format:
                 script.original(blobs.add_original(orig.raw))
                 script.skip()
                 continue
+            try:
+                if orig is not None:
+                    lead = BOM if orig.has_bom else b""
+                    body = dumps_like(rec.data, orig.body, orig.data)
+                    end = orig.terminator or (b"\n" if i != last_live else b"")
+                else:
+                    lead, body = b"", dumps_like(rec.data, _style_sample(doc))
+                    end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
+            except (ValueError, RecursionError) as exc:
+                raise _unwritable(doc, rec, exc) from None
             if orig is not None:
                 script.original(blobs.add_original(orig.raw))
-                lead = BOM if orig.has_bom else b""
-                body = dumps_like(rec.data, orig.body)
-                end = orig.terminator or (b"\n" if i != last_live else b"")
-            else:
-                lead, body = b"", dumps_like(rec.data, _style_sample(doc))
-                end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
             parts.append(lead + body + end)
             script.skip()
         return b"".join(parts), script
+
+
+def _unwritable(doc: Document, rec: OutRecord, exc: Exception) -> TranscriptError:
+    """A changed record that cannot be written as JSON: refused, never written wrongly."""
+    line = rec.orig.line if rec.orig is not None else None
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return TranscriptError(
+        doc.path,
+        line,
+        f"cannot write the changed record as JSON ({reason}); "
+        "leave this record out of the reduction or fix the value",
+    )
 
 
 def _strip_fields(out: OutRecord, fields: frozenset[str] | None) -> None:
