@@ -16,6 +16,16 @@ from ctxcli.cli import console
 from ctxcli.cli import info as cli_info
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
+from ctxcli.cli.doctor import doctor
+from ctxcli.cli.sessions import (
+    LastOpt,
+    LiveSecondsOpt,
+    ProjectOpt,
+    SessionOpt,
+    is_session_file,
+    session_input,
+    sessions,
+)
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.services.tokens import CountOptions
@@ -127,21 +137,31 @@ def reduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
     Several files or a directory go into the directory -o, each with its
     offload directory beside it; a file that fails does not stop the others.
+    A Claude Code or Codex session (--session, --last, or a file under their
+    session directories) reduced --in-place keeps its offload in ctx's data
+    directory, and 'ctx restore --session ID --in-place' undoes every change;
+    a session written to in the last --live-seconds is left alone unless --force.
 
     Example:
 
     \b
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
+        ctx reduce --last --in-place --preset claude-code-resume
     """
     with _errors():
         _check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
@@ -160,6 +180,20 @@ def reduce(
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
+        if in_place and offload_dir is None and (session or last or is_session_file(source)):
+            from ctxcli.cli.sessions import reduce_session_in_place
+
+            reduce_session_in_place(
+                source,
+                cfg,
+                force=force,
+                live_seconds=live_seconds,
+                on_invalid=on_invalid,
+                json=json,
+                quiet=quiet,
+                counting=CountOptions(cache=not no_cache, workers=jobs),
+            )
+            return
         if in_place:
             output = source
         if json and output == api.STDIO:
@@ -213,6 +247,9 @@ def stats(
     ] = None,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
 ) -> None:
     """Preview what reduce would save, without writing anything.
 
@@ -226,6 +263,7 @@ def stats(
     with _errors():
         _check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             assert inputs is not None
             code = cli_batch.stats_batch(
@@ -260,7 +298,9 @@ def stats(
 
 @app.command()
 def restore(
-    reduced: Input,
+    reduced: Annotated[
+        str | None, typer.Argument(help="Reduced transcript, or - for stdin.", show_default=False)
+    ] = None,
     output: Annotated[
         str, typer.Option("--output", "-o", help="Where to write the original, or - for stdout.")
     ] = "-",
@@ -268,15 +308,39 @@ def restore(
         str | None,
         typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
     ] = None,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Replace the reduced file by the original.")
+    ] = False,
+    force: Annotated[
+        bool, typer.Option("--force", help="Restore a session even if it looks in use.")
+    ] = False,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
+
+    A session changed in place (by reduce --in-place or doctor --fix, any number
+    of times) is rebuilt from every recorded change at once; lines the client
+    appended since are kept at the end.
 
     Example:
 
     \b
         ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
+        ctx restore --session 4d5611e5 --in-place
     """
     with _errors():
+        picked = session_input([reduced] if reduced else None, session, last, project)
+        reduced = _resolve_input(picked[0] if picked else None)
+        if offload_dir is None and reduced != api.STDIO:
+            from ctxcli.cli.sessions import restore_session_file
+
+            if restore_session_file(reduced, output, in_place, force, live_seconds):
+                return
+        if in_place:
+            output = reduced
         data = api.restore_file(reduced, output, offload_dir=offload_dir)
         if output == api.STDIO:
             console.write_stdout(data)
@@ -291,6 +355,9 @@ def validate(
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     json: JsonOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
 
@@ -307,7 +374,7 @@ def validate(
 
     with _errors():
         _check_on_invalid(on_invalid)
-        paths = inputs or [_resolve_input(None)]
+        paths = session_input(inputs, session, last, project) or [_resolve_input(None)]
         payloads: list[dict[str, Any]] = []
         code = ExitCode.OK
         for path in paths:
@@ -349,6 +416,8 @@ def validate(
 app.command()(cli_info.stages)
 app.command()(cli_info.presets)
 app.command()(cli_info.init)
+app.command()(sessions)
+app.command()(doctor)
 
 
 def _version(value: bool) -> None:
