@@ -127,7 +127,12 @@ def reduce(
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace an offload directory that holds other data; "
+            "change a session even if it looks in use.",
+        ),
     ] = False,
     in_place: Annotated[
         bool,

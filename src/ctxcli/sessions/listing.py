@@ -243,8 +243,11 @@ class ScanCache:
             return
         kept = {k: v for k, v in self.entries.items() if k.rsplit("|", 4)[0] in live}
         payload = {"ctx_version": __version__, "entries": kept}
-        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        api.write_atomic(self.path, orjson.dumps(payload), mode=0o600)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            api.write_atomic(self.path, orjson.dumps(payload), mode=0o600)
+        except OSError:
+            pass  # a cache that cannot be written only costs time on the next listing
 
 
 def list_sessions(
