@@ -316,3 +316,60 @@ def test_the_readme_sessions_walkthrough_runs_as_written(tmp_path: Path) -> None
     assert result.stdout.rstrip().endswith("byte for byte")
     assert "reduced in place; 1,723,116 → " in result.stderr  # after: depends on HOME
     assert "repaired; the originals are in" in result.stderr
+
+
+def test_env_homes_old_subagent_layout_and_exact_counts(
+    layout: Layout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2.0.x keeps a subagent beside its session as agent-<id>.jsonl; it names its parent.
+    old = layout.mclaude.parent / "agent-abc3cb6.jsonl"
+    old.write_bytes(layout.mclaude.read_bytes()[:20000].rsplit(b"\n", 1)[0] + b"\n")
+    age(old, 3 * 86400)
+    rows = _json(["sessions", "--json", "--agent", "claude_code"])["sessions"]
+    assert [(r["id"], r["parent"]) for r in rows][-2:] == [
+        (CC_MCLAUDE, None),
+        ("agent-abc3cb6", CC_MCLAUDE),
+    ]
+    approx = next(r for r in rows if r["id"] == CC_MCLAUDE)["tokens"]
+    exact = next(
+        r for r in _json(["sessions", "--json", "--exact"])["sessions"] if r["id"] == CC_MCLAUDE
+    )["tokens"]
+    assert exact != approx and abs(exact - approx) < approx * 0.5
+    # $CLAUDE_CONFIG_DIR and $CODEX_HOME move the clients' homes.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("CODEX_HOME", str(layout.home / ".codex"))
+    assert [r["id"] for r in _json(["sessions", "--json"])["sessions"]] == [CODEX_ID]
+
+
+def test_a_session_open_in_another_process_is_live(layout: Layout) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from ctxcli.sessions import liveness
+
+    assert liveness(layout.codex) is None
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'ab'); print('open', flush=True); "
+            "time.sleep(60)",
+            str(layout.codex),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+        assert liveness(layout.codex) == f"process {holder.pid} has it open"
+        err = invoke(["reduce", "--session", "01997e76", "--in-place"], code=2).stderr
+        assert f"process {holder.pid} has it open" in err
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    deadline = time.monotonic() + 5
+    while liveness(layout.codex) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert liveness(layout.codex) is None
