@@ -18,6 +18,18 @@ from ctxcli.cli import boundary, console
 from ctxcli.cli import info as cli_info
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
+from ctxcli.cli.doctor import doctor
+from ctxcli.cli.sessions import (
+    LastOpt,
+    LiveSecondsOpt,
+    ProjectOpt,
+    SessionOpt,
+    is_session_file,
+    reduce_session_in_place,
+    restore_session_file,
+    session_input,
+    sessions,
+)
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats import FORMATS
 from ctxcli.formats.validate import validate_bytes
@@ -175,7 +187,8 @@ def reduce(
         bool,
         typer.Option(
             "--force",
-            help="Replace the offload directory of another transcript (never other data).",
+            help="Replace the offload directory of another transcript (never other data); "
+            "change a session even if it looks in use.",
         ),
     ] = False,
     in_place: Annotated[
@@ -187,21 +200,31 @@ def reduce(
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
     allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
     Several files or a directory go into the directory -o, each with its
     offload directory beside it; a file that fails does not stop the others.
+    A Claude Code or Codex session (--session, --last, or a file under their
+    session directories) reduced --in-place keeps its offload in ctx's data
+    directory, and 'ctx restore --session ID --in-place' undoes every change;
+    a session written to in the last --live-seconds is left alone unless --force.
 
     Example:
 
     \b
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
+        ctx reduce --last --in-place --preset claude-code-resume
     """
     with _errors():
         _check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
@@ -221,6 +244,18 @@ def reduce(
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
+        if in_place and offload_dir is None and (session or last or is_session_file(source)):
+            reduce_session_in_place(
+                source,
+                cfg,
+                force=force,
+                live_seconds=live_seconds,
+                on_invalid=on_invalid,
+                json=json,
+                quiet=quiet,
+                counting=CountOptions(cache=not no_cache, workers=jobs),
+            )
+            return
         if in_place:
             output = source
         if json and output == api.STDIO:
@@ -278,6 +313,9 @@ def stats(
     ] = None,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
     allow_empty: AllowEmptyOpt = False,
     monitors: Annotated[
         bool,
@@ -317,6 +355,7 @@ def stats(
     with _errors():
         _check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             assert inputs is not None
             code = cli_batch.stats_batch(
@@ -382,28 +421,41 @@ def restore(
     ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Restore a session even if it looks in use.")
+    ] = False,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
 
-    A file reduced several times is restored through every reduction; lines a client
-    appended after the reduction (a resumed session) are kept at the end. Several files
-    or a directory go into the directory -o (or back in place), like reduce.
+    A file or session reduced several times (reduce --in-place, doctor --fix) is restored
+    through every reduction; lines a client appended after the reduction (a resumed
+    session) are kept at the end. Several files or a directory go into the directory -o
+    (or back in place), like reduce.
 
     Example:
 
     \b
         ctx restore reduced.jsonl -o original.jsonl
         ctx restore reduced/ -o originals/
+        ctx restore --session 4d5611e5 --in-place
     """
     with _errors():
-        if cli_batch.is_batch(inputs):
-            assert inputs is not None
+        picked = session_input(inputs, session, last, project)
+        if cli_batch.is_batch(picked):
+            assert picked is not None
             raise typer.Exit(
                 cli_batch.restore_batch(
-                    inputs, output, in_place=in_place, quiet=quiet, allow_empty=allow_empty
+                    picked, output, in_place=in_place, quiet=quiet, allow_empty=allow_empty
                 )
             )
-        reduced = _resolve_input(inputs[0] if inputs else None)
+        reduced = _resolve_input(picked[0] if picked else None)
+        if offload_dir is None and reduced != api.STDIO:
+            if restore_session_file(reduced, output, in_place, force, live_seconds):
+                return
         restored = api.restore_transcript(
             reduced, None if in_place else output, offload_dir=offload_dir, in_place=in_place
         )
@@ -432,6 +484,9 @@ def validate(
     on_invalid: OnInvalidOpt = "error",
     json: JsonOpt = False,
     allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
 
@@ -447,7 +502,7 @@ def validate(
 
     with _errors():
         _check_on_invalid(on_invalid)
-        paths = _validate_paths(inputs, allow_empty)
+        paths = _validate_paths(session_input(inputs, session, last, project), allow_empty)
         payloads: list[dict[str, Any]] = []
         code = ExitCode.OK
         for path in paths:
@@ -505,6 +560,8 @@ def _validate_paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
 app.command()(cli_info.stages)
 app.command()(cli_info.presets)
 app.command()(cli_info.init)
+app.command()(sessions)
+app.command()(doctor)
 
 
 def _version(value: bool) -> None:

@@ -183,8 +183,10 @@ class Conversation:
     def resume_start(self) -> int | None:
         """Key of the record after which a resumed session's context starts.
 
-        For Claude Code that is the last ``compact_boundary``: everything before it was
-        replaced by the compaction summary. ``-1`` when the whole file is resumed,
+        For Claude Code that is the compaction restart on the chain the client walks
+        back from the leaf: the ``compact_boundary`` record, or (1.0.x) the
+        ``isCompactSummary`` message that starts the chain anew; everything before it
+        was replaced by the compaction summary. ``-1`` when the whole file is resumed,
         ``None`` for formats that are never resumed from their file.
         """
         start: int | None = self.meta.get("resume_start")
@@ -214,7 +216,8 @@ class Conversation:
         for msg in self.messages:
             if msg.key is not None:
                 anchor = msg.key
-            if anchor > start:
+            # ">=": a 1.0.x restart is itself a message (the compaction summary).
+            if anchor >= start:
                 out.append(msg)
         return tuple(out)
 
