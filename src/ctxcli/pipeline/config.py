@@ -262,6 +262,6 @@ read_tool_name = "read_file"  # the tool your agent uses to read files back
 [[stages]]
 use = "clear_tool_results"    # over the budget, clear old tool results to clear/
 max_tokens = 30000
-keep_rounds = 1               # the last N assistant rounds stay untouched
+keep_rounds = 1               # the last N rounds of tool calls stay untouched
 clear_arguments = false       # also offload the arguments of cleared calls
 """
