@@ -209,9 +209,16 @@ def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> 
             fields = _fields_at(model, err["loc"][:-1]) if model else list(Settings.model_fields)
             lines.append(f"{where}: unknown option {loc!r}{_suggest(str(err['loc'][-1]), fields)}")
             continue
+        # A validator's own ValueError reads "Value error, <its message>"; the
+        # message is meant for the user as it stands.
+        msg = err["msg"].removeprefix("Value error, ")
+        msg = msg[0].lower() + msg[1:]
+        if not err["loc"]:
+            # A check across fields: its message names the fields it compares.
+            lines.append(f"{where}: {msg}")
+            continue
         value = err.get("input")
         shown = f" = {value!r}" if not isinstance(value, dict) else ""
-        msg = err["msg"][0].lower() + err["msg"][1:]
         lines.append(f"{where}: {loc}{shown} is invalid: {msg}")
     text = "\n".join(lines)
     if model is not None and "(" in where:
