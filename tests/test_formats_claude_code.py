@@ -211,7 +211,8 @@ def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
     assert b'"uuid":"u-2"' in broken
     data = b"".join([*raw_lines[:14], broken, *raw_lines[15:]])
     with pytest.raises(Exception, match=":15:"):
-        load(data)
+        load(data, on_invalid="error")
+    assert any(":15: not valid JSON" in w for w in load(data).warnings)  # kept by default
     problems = validate_bytes(data, on_invalid="keep")
     assert problems == []
 

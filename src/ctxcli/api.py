@@ -85,7 +85,7 @@ def reduce_file(
     config: Config | None = None,
     offload_dir: str | Path | None = None,
     force: bool = False,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     raw: bytes | None = None,
     log: Callable[[str], None] | None = None,
     in_place: bool = False,
@@ -176,7 +176,7 @@ def stats_file(
     input: str | Path,
     *,
     config: Config | None = None,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     raw: bytes | None = None,
     counting: CountOptions | None = None,
 ) -> Report:

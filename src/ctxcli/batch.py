@@ -243,7 +243,7 @@ def reduce_many(
     jobs: int = 1,
     offload_dir: str | Path | None = None,
     force: bool = False,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     cache: bool = True,
     progress: FileProgress | None = None,
 ) -> list[FileResult]:
@@ -283,7 +283,7 @@ def stats_many(
     config: Config,
     *,
     jobs: int = 1,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     cache: bool = True,
     progress: FileProgress | None = None,
 ) -> list[FileResult]:
