@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED
-from ctxcli.api import reduce_bytes
+from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.core.hints import clear_hint, is_cleared, is_ctx_marked
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
@@ -147,3 +147,36 @@ def test_long_hints_of_the_previous_version_rerun_unchanged() -> None:
     reduced = reduce_bytes(raw.read_bytes(), config=long).output
     assert b"old tool result cleared" in reduced
     assert reduce_bytes(reduced, config=short).output == reduced
+
+
+@pytest.mark.parametrize(
+    ("preset", "name"),
+    [
+        ("swe-agent", "sweagent_marshmallow-1867_fc.traj"),
+        ("mini-swe-agent", "minisweagent_sqlfluff-1733_deepseek-chat.traj.json"),
+    ],
+)
+def test_observation_masking_presets(
+    preset: str, name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Complexity Trap: the last 10 observations verbatim, each older one a one-line
+    # placeholder naming the file that holds it; no token trigger.
+    src = SHARED / name
+    conv = _real(src)
+    monkeypatch.chdir(tmp_path)
+    config = build_config({"preset": preset}, "t")
+    report, out = reduce_file(src, "out", config=config, offload_dir="off")
+    reduced = load(out, name).conversation
+    before, after = _results(conv), _results(reduced)
+    assert len(after) == len(before) > 10
+    assert after[-10:] == before[-10:]
+    cleared = [(t, b) for t, b in zip(after[:-10], before, strict=False) if t != b]
+    kept = [t for t, b in zip(after[:-10], before, strict=False) if t == b]
+    assert all(is_cleared(t) and "\n" not in t for t, _ in cleared)
+    assert len(cleared) > 2 * len(kept)
+    assert all(len(t) < 200 for t in kept)  # left alone: not longer than its hint
+    for hint, original in cleared:
+        path = Path(hint.removeprefix("[ctx cleared: ").removesuffix("]"))
+        assert path.read_bytes().decode("utf-8") == original
+    assert restore_file("out", offload_dir="off") == src.read_bytes()
+    assert report.tokens_after < report.tokens_before
