@@ -139,7 +139,9 @@ def test_short_hint_is_small_and_names_a_file() -> None:
 def test_long_hints_of_the_previous_version_rerun_unchanged() -> None:
     old = clear_hint("en", path="ctx-offload/clear/call_1")
     assert is_cleared(old) and is_ctx_marked(old)
-    assert is_cleared(clear_hint("zh", path="x/clear/1", short=True))
+    assert is_cleared(clear_hint("zh", path="x/clear/1", form="short"))
+    assert is_cleared(clear_hint("en", path="x/clear/1", form="marker"))
+    assert not is_cleared("[ctx cleared: x\ny]") and not is_cleared("[ctx cleared] and more")
     stage = {"use": "clear_tool_results", "max_tokens": 0}
     long = build_config({"tokenizer": "approx", "stages": [{**stage, "hint": "long"}]}, "t")
     short = build_config({"tokenizer": "approx", "stages": [stage]}, "t")

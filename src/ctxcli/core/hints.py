@@ -26,6 +26,9 @@ _CLEAR_SHORT = {
     "en": "[ctx cleared: {path}]",
     "zh": "[ctx 已清除: {path}]",
 }
+# The bare marker, as short as LangChain's "[cleared]": names no file, so the agent
+# cannot read the text back (ctx restore still can).
+_CLEAR_MARKER = {"en": "[ctx cleared]", "zh": "[ctx 已清除]"}
 _CLEAR_ARGS = {
     "en": "[ctx: arguments cleared; saved to {path}]",
     "zh": "[ctx: 参数已清除；已保存到 {path}]",
@@ -55,7 +58,8 @@ _REMINDER_REMOVED = {
 
 _TRUNC_RE = re.compile(r"\[ctx: (?:output truncated|输出已截断)[^\]\n]*\]")
 _CLEAR_RE = re.compile(
-    r"^\[ctx(?:: (?:old tool result cleared|旧的工具结果已清除)| (?:cleared|已清除): )[^\]\n]*\]$"
+    r"^\[ctx(?:: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*"
+    r"| (?:cleared|已清除)(?:: [^\]\n]*)?)\]$"
 )
 _CLEAR_ARGS_RE = re.compile(r"\[ctx: (?:arguments cleared|参数已清除)[^\]\n]*\]")
 _SUMMARY_RE = re.compile(
@@ -78,9 +82,14 @@ def truncation_hint(language: str, *, path: str, total: int, omitted: int, read_
     return _TRUNC[language].format(path=path, total=total, omitted=omitted, read_tool=read_tool)
 
 
-def clear_hint(language: str, *, path: str, short: bool = False) -> str:
-    """The one-line replacement of a cleared tool result (``short``: the compact form)."""
-    return (_CLEAR_SHORT if short else _CLEAR)[language].format(path=path)
+def clear_hint(language: str, *, path: str, form: str = "long") -> str:
+    """The one-line replacement of a cleared tool result.
+
+    ``form``: ``long`` (a sentence naming the file), ``short`` (marker and file) or
+    ``marker`` (no file).
+    """
+    table = {"long": _CLEAR, "short": _CLEAR_SHORT, "marker": _CLEAR_MARKER}[form]
+    return table[language].format(path=path)
 
 
 def clear_args_hint(language: str, *, path: str) -> str:

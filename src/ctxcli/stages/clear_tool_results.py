@@ -55,10 +55,12 @@ class ClearToolResultsOptions(StageOptions):
     tools: dict[str, ClearToolOverride] = Field(
         default_factory=dict, description="Per-tool overrides, keyed by tool name."
     )
-    hint: Literal["short", "long"] = Field(
+    hint: Literal["short", "long", "marker"] = Field(
         "short",
         description="short: '[ctx cleared: <dir>/clear/<n>]' (n counts the tool results of "
-        "the file); long: the sentence naming the call id used before.",
+        "the file); long: the sentence naming the call id used before; marker: "
+        "'[ctx cleared]', as short as LangChain's placeholder but naming no file the agent "
+        "could read (ctx restore still rebuilds the original).",
     )
 
 
@@ -77,7 +79,8 @@ def clear_tool_results(
     Effect: when the model-visible tokens exceed ``max_tokens``, each older result
     becomes ``[ctx cleared: {offload_dir}/clear/{n}]`` (``n``: the result's number in
     the file; ``hint = "long"`` writes ``[ctx: old tool result cleared; full content
-    saved to {offload_dir}/clear/{id}]``) and its text goes to that file. Results
+    saved to {offload_dir}/clear/{id}]``, ``hint = "marker"`` just ``[ctx cleared]``)
+    and its text goes to that file. Results
     already cleared, results no longer than the hint in tokens and tools in
     ``exclude_tools`` or marked ``skip`` stay. When everything to clear would reclaim
     fewer than ``clear_at_least`` tokens, nothing is cleared. The call and its result
@@ -157,7 +160,7 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
         text = block.text
         if is_cleared(text):
             continue
-        key = str(number) if opts.hint == "short" else block.call_id or f"result-{ref[0]}-{ref[1]}"
+        key = str(number) if opts.hint != "long" else block.call_id or f"result-{ref[0]}-{ref[1]}"
         hint = _hint(ctx, opts, ctx.offload.path_for("clear", key))
         saved = count(text) - count(hint)
         if saved <= 0:
@@ -176,7 +179,7 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
 
 
 def _hint(ctx: StageContext, opts: ClearToolResultsOptions, path: str) -> str:
-    return clear_hint(ctx.language, path=path, short=opts.hint == "short")
+    return clear_hint(ctx.language, path=path, form=opts.hint)
 
 
 def _set(messages: list[Message], ref: BlockRef, block: Block) -> None:
