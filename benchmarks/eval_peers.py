@@ -7,7 +7,9 @@ Three tables (cl100k tokens), printed by ``make eval`` after benchmarks/eval.py:
    tool-output tokens saved, with ctx's three hints (marker '[ctx cleared]', the
    default short form naming the offload file, the long sentence), and the tokens
    one hint costs on average.
-2. Observation masking (the swe-agent preset) on every file with tool output.
+2. Observation masking (the swe-agent preset) on every file with tool output, and
+   the hybrid (masking, then an extractive summary): tokens saved and recall of
+   referenced terms on each file's first 60%.
 3. The claude-code-resume preset against cozempic's standard and aggressive
    prescriptions on every Claude Code file: file bytes, and the tokens a
    ``claude --resume`` sends.
@@ -23,12 +25,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval import PAST_SHARE, terms
 from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs
 
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import CtxError
 from ctxcli.core.hints import is_cleared
-from ctxcli.core.model import Conversation
+from ctxcli.core.model import Conversation, visible_texts
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
@@ -111,19 +114,44 @@ def clear_table(cases: list[tuple[str, bytes, Conversation]]) -> None:
 
 
 def masking_table(cases: list[tuple[str, bytes, Conversation]]) -> None:
-    """Table 2: observation masking (the swe-agent preset) on every file."""
-    config = build_config({"preset": "swe-agent"}, "eval")
-    print("observation masking (swe-agent preset: last 10 observations verbatim)")
-    head = f"{'file':50} {'tool tokens':>11} {'after':>9} {'saved':>7}"
+    """Table 2: observation masking, and masking with a summary of what it masked.
+
+    As in benchmarks/eval.py, only the first 60% of each transcript (the past) is
+    reduced; recall is the share of referenced terms (terms of the past that the
+    remaining 40% repeats) still visible anywhere in the reduced past.
+    """
+    mask = {"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 0, "keep_results": 10}
+    summary = {"use": "summarize", "trigger": "always", "keep_messages": 20}
+    variants = {"masking": [mask], "masking + summary": [mask, summary]}
+    print(
+        "observation masking (swe-agent preset: last 10 observations verbatim) and the hybrid "
+        "with an extractive summary of all but the last 20 messages; first 60% of each file"
+    )
+    head = f"{'file':50} " + " ".join(f"{v + ' saved/recall':>30}" for v in variants)
     print(head)
     print("-" * len(head))
     for name, _raw, conv in cases:
-        ctx = StageContext(TokenLedger(COUNTER), DryRunOffload("ctx-offload"))
-        reduced = run_pipeline(conv, config.stages, ctx)[0]
-        before = sum(map(count, tool_outputs(conv)))
-        after = sum(map(count, tool_outputs(reduced)))
-        print(f"{name[:50]:50} {before:>11,} {after:>9,} {1 - after / before:>7.1%}")
+        cut = int(len(conv.messages) * PAST_SHARE)
+        past = conv.with_messages(conv.messages[:cut])
+        future = "\n".join(t for m in conv.messages[cut:] for t in visible_texts(m))
+        referenced = terms(_all_text(past)) & terms(future)
+        before = _tokens(past)
+        cells = []
+        for stages in variants.values():
+            reduced = _reduce(past, stages)
+            kept = len(referenced & terms(_all_text(reduced)))
+            recall = kept / len(referenced) if referenced else 1.0
+            cells.append(f"{1 - _tokens(reduced) / before:>21.1%} {recall:>7.1%}")
+        print(f"{name[:50]:50} " + " ".join(cells))
     print()
+
+
+def _all_text(conv: Conversation) -> str:
+    return "\n".join(t for m in conv.messages for t in visible_texts(m))
+
+
+def _tokens(conv: Conversation) -> int:
+    return sum(count(t) for m in conv.messages for t in visible_texts(m))
 
 
 def cozempic_table(directory: Path, cases: list[tuple[str, bytes, Conversation]]) -> None:
