@@ -41,8 +41,11 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 
-eval: $(STAMP)
+# eval_peers.py: ctx's clear vs LangChain's, observation masking, and the Claude Code
+# preset vs cozempic, on ../shared/transcripts (a few seconds).
+eval: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/eval.py
+	$(BIN)/python benchmarks/eval_peers.py
 
 # Regenerate src/ctxcli/ctx.schema.json after changing a stage's options or a setting.
 schema: $(STAMP)

@@ -458,7 +458,10 @@ def test_offload_dir_with_dotdot_works_or_is_refused_cleanly(tmp_path: Path) -> 
 
 
 def test_crafted_ids_that_collide_with_a_suffixed_name(tmp_path: Path) -> None:
-    Path("ctx.toml").write_text('[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 0\n')
+    # keep_rounds = 0: all three results are cleared, so all three texts are offloaded.
+    Path("ctx.toml").write_text(
+        '[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 0\nkeep_rounds = 0\n'
+    )
     texts = ["one " * 300, "two " * 300, "three " * 300]
     crafted = "a-" + hashlib.sha256(texts[2].encode()).hexdigest()[:10]
     ids = ["a", crafted, "a"]
@@ -529,7 +532,9 @@ def test_stale_output_temp_files_are_swept(tmp_path: Path) -> None:
 
 
 def test_lone_surrogate_is_written_as_replacement_character(tmp_path: Path) -> None:
-    Path("ctx.toml").write_text('[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 0\n')
+    Path("ctx.toml").write_text(
+        '[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 0\nkeep_rounds = 0\n'
+    )
     turns = [
         ("user", "go"),
         ("assistant", None, [("c1", "read", {})]),

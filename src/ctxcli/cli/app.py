@@ -106,8 +106,9 @@ OnInvalidOpt = Annotated[
     str,
     typer.Option(
         "--on-invalid",
-        metavar="error|keep",
-        help="error: stop at a line that is not JSON; keep: pass it through.",
+        metavar="error|keep|auto",
+        help="A line that is not JSON. error: stop; keep: pass it through with a warning; "
+        "auto: keep for Claude Code and Codex (their clients skip such lines), else error.",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -146,8 +147,8 @@ def _config(
 
 
 def _check_on_invalid(value: str) -> None:
-    if value not in ("error", "keep"):
-        raise CtxError(f"--on-invalid {value!r} is invalid: use 'error' or 'keep'.")
+    if value not in ("auto", "error", "keep"):
+        raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")
 
 
 def _resolve_input(path: str | None) -> str:
@@ -182,7 +183,7 @@ def reduce(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = "auto",
     force: Annotated[
         bool,
         typer.Option(
@@ -301,7 +302,7 @@ def stats(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = "auto",
     json: JsonOpt = False,
     fail_over: Annotated[
         int | None,
@@ -489,6 +490,9 @@ def validate(
     project: ProjectOpt = None,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
+
+    A line that is not JSON is an error here in every format (a checker reports it);
+    pass --on-invalid keep (or auto) to check the rest.
 
     Several files are checked one after another (as pre-commit passes them); a file
     that cannot be read is reported and the others are still checked. The exit code

@@ -33,7 +33,8 @@ def _targets(
 
 def doctor(
     file: Annotated[
-        str | None, typer.Argument(help="A session file (or use --session/--last/--all).")
+        str | None,
+        typer.Argument(help="A session file (or use --session/--last/--all).", metavar="FILE"),
     ] = None,
     session: SessionOpt = None,
     last: LastOpt = False,
@@ -45,7 +46,12 @@ def doctor(
     ] = False,
     max_line_bytes: Annotated[
         int,
-        typer.Option("--max-line-bytes", min=1024, help="Lines longer than this stall a resume."),
+        typer.Option(
+            "--max-line-bytes",
+            metavar="BYTES",
+            min=1024,
+            help="Lines longer than this stall a resume.",
+        ),
     ] = 1_000_000,
     force: Annotated[
         bool, typer.Option("--force", help="Repair even if the session looks in use.")

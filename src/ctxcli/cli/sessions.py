@@ -19,6 +19,7 @@ SessionOpt = Annotated[
     typer.Option(
         "--session",
         "-s",
+        metavar="ID",
         help="A Claude Code or Codex session id, or a unique prefix (see 'ctx sessions').",
     ),
 ]
@@ -28,12 +29,13 @@ LastOpt = Annotated[
 ]
 ProjectOpt = Annotated[
     str | None,
-    typer.Option("--project", help="A project directory ('.' is the current one)."),
+    typer.Option("--project", metavar="DIR", help="A project directory ('.' is the current one)."),
 ]
 LiveSecondsOpt = Annotated[
     int,
     typer.Option(
         "--live-seconds",
+        metavar="N",
         min=0,
         help="A session written in the last N seconds is taken as in use and left alone.",
     ),
@@ -177,14 +179,21 @@ COLUMNS = (
 
 def sessions(
     agent: Annotated[
-        str | None, typer.Option("--agent", help="claude_code or codex (default: both).")
+        str | None,
+        typer.Option("--agent", metavar="AGENT", help="claude_code or codex (default: both)."),
     ] = None,
     project: ProjectOpt = None,
     since: Annotated[
         str | None,
-        typer.Option("--since", help="Only sessions modified since: 30m, 12h, 3d, 2w or a date."),
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only sessions modified since: 30m, 12h, 3d, 2w or a date.",
+        ),
     ] = None,
-    sort: Annotated[str, typer.Option("--sort", help="age (newest first) or size.")] = "age",
+    sort: Annotated[
+        str, typer.Option("--sort", metavar="age|size", help="age (newest first) or size.")
+    ] = "age",
     archived: Annotated[
         bool, typer.Option("--archived", help="Include archived Codex sessions.")
     ] = False,
@@ -194,7 +203,9 @@ def sessions(
     ] = False,
     prices: Annotated[
         str | None,
-        typer.Option("--prices", help="TOML table of USD per million input tokens by model."),
+        typer.Option(
+            "--prices", metavar="FILE", help="TOML table of USD per million input tokens by model."
+        ),
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
     no_cache: Annotated[

@@ -325,6 +325,15 @@ class Conversation:
             i = members[-1] + 1
         return rounds
 
+    def tool_rounds(self) -> list[Round]:
+        """The rounds whose response makes at least one tool call.
+
+        This is the unit Eino's "rounds" and Anthropic's and LangChain's "tool uses"
+        count: a closing answer in plain text is not a round of tool use, so keeping
+        "the last round" keeps the last tool results, not just that answer.
+        """
+        return [r for r in self.rounds() if any(self.messages[i].tool_calls for i in r.assistant)]
+
     def _answers(self, mi: int, members: list[int]) -> bool:
         msg = self.messages[mi]
         for bi, b in enumerate(msg.blocks):

@@ -216,6 +216,9 @@ class Format:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     units: ClassVar[str] = "lines"
+    skips_invalid_lines: ClassVar[bool] = False
+    """True when the format's own client reads past a line that is not JSON (Claude
+    Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
 
     # -- to implement -------------------------------------------------------------
 
@@ -275,10 +278,16 @@ class Format:
             data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
         return data
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
+    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
-        records = parse_lines(raw, path, on_invalid=on_invalid)
+        records = parse_lines(raw, path, on_invalid=self.on_invalid(on_invalid))
         return self.build(raw, path, records)
+
+    def on_invalid(self, on_invalid: str) -> str:
+        """``"keep"`` or ``"error"``: what ``on_invalid`` (maybe ``"auto"``) means here."""
+        if on_invalid == "auto":
+            return "keep" if self.skips_invalid_lines else "error"
+        return on_invalid
 
     def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
@@ -440,6 +449,20 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
     Blank lines are kept as records without data. A line that is not JSON is an
     error naming the line, or (``on_invalid="keep"``) a record passed through as is.
     """
+    records = _parse_lines(raw, path)
+    if on_invalid != "keep":
+        raise_first_invalid(records, path)
+    return records
+
+
+def raise_first_invalid(records: Sequence[Record], path: str) -> None:
+    """Raise the error naming the first record that is not JSON, if there is one."""
+    for rec in records:
+        if rec.invalid is not None:
+            raise TranscriptError(path, rec.line, rec.invalid, remedy=Remedy.KEEP_INVALID)
+
+
+def _parse_lines(raw: bytes, path: str) -> list[Record]:
     if not raw.strip():
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
     records: list[Record] = []
@@ -455,13 +478,6 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
             reason = _json_reason(exc)
             if not rec.terminator and i > 0:
                 reason = "incomplete last line; was the file still being written?"
-            if on_invalid != "keep":
-                raise TranscriptError(
-                    path,
-                    i + 1,
-                    f"not valid JSON ({reason})",
-                    remedy=Remedy.KEEP_INVALID,
-                ) from None
             rec.invalid = f"not valid JSON ({reason})"
         records.append(rec)
     return records

@@ -93,6 +93,7 @@ class ClaudeCode(Format):
     """Claude Code session/subagent JSONL."""
 
     name = "claude_code"
+    skips_invalid_lines = True
     description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
 
     def sniff(self, records: Sequence[Any]) -> bool:

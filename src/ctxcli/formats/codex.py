@@ -146,6 +146,7 @@ class Codex(Format):
     """OpenAI Codex CLI rollout JSONL."""
 
     name = "codex"
+    skips_invalid_lines = True
     description = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload} per line)"
 
     def sniff(self, records: Sequence[Any]) -> bool:

@@ -229,7 +229,7 @@ class JsonDocument(Format):
         doc.extra["layout"] = _layout(text, lead, start, end, seps, [text[s:e] for s, e in spans])
         return doc
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
+    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
         doc = self.try_load_document(raw, path, allow_empty=True)
         if doc is None:
             raise TranscriptError(

@@ -50,5 +50,9 @@ def check_document(doc: Document) -> list[Problem]:
 def validate_bytes(
     raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
 ) -> list[Problem]:
-    """Load a transcript and return its pairing problems."""
+    """Load a transcript and return its pairing problems.
+
+    Unlike reducing, checking stops at a line that is not JSON in every format by
+    default: reporting it is the point of a check.
+    """
     return check_document(load(raw, path, format=format, on_invalid=on_invalid))

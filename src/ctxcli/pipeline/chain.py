@@ -92,8 +92,12 @@ def restore_chain(
         found = _first_match(current, candidates, used)
         if found is None:
             if not steps:
-                # Let the directory the user named (or the default one) explain itself.
-                restore_bytes(current, candidates[0], reduced_name=name)
+                # The directory the user named (or the default one) either explains why
+                # it cannot restore this file, or restores it through what it kept aside
+                # (a run killed between its two renames): hash-checked either way.
+                rebuilt = restore_bytes(current, candidates[0], reduced_name=name)
+                current = rebuilt
+                steps.append(RestoreStep(str(candidates[0]), len(current), sha256(current), 0))
             break
         path, manifest, appended = found
         used.add(str(path.resolve()))

@@ -142,6 +142,8 @@ class OffloadStore(DryRunOffload):
         self.force = force
         check_offload_target(path, force=force)
         parent = path.parent
+        # Directories made here are removed again by abort() if they stay empty.
+        self._made = [p for p in (parent, *parent.parents) if not p.exists()]
         parent.mkdir(parents=True, exist_ok=True)
         remove_stale(parent, path.name, "tmp")
         self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
@@ -233,6 +235,11 @@ class OffloadStore(DryRunOffload):
         except OSError:
             pass
         shutil.rmtree(self.staging, ignore_errors=True)
+        for made in self._made:  # nearest first
+            try:
+                made.rmdir()
+            except OSError:
+                break
 
 
 def _fsync_dir(path: Path) -> None:

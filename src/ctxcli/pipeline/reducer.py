@@ -30,7 +30,7 @@ def reduce_bytes(
     config: Config | None = None,
     offload: DryRunOffload | None = None,
     path: str = "<stdin>",
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     log: Callable[[str], None] | None = None,
     counting: CountOptions | None = None,
     monitors: bool = True,
