@@ -200,6 +200,10 @@ def sessions(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Read every session again (no listing cache).")
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=1, help="Processes reading sessions not yet cached."),
+    ] = 1,
 ) -> None:
     """List the Claude Code and Codex sessions on this machine.
 
@@ -220,16 +224,19 @@ def sessions(
 
     with _errors():
         table = load_prices(prices)
-        rows = list_sessions(
-            agent=agent,
-            project=project,
-            since=parse_since(since) if since else None,
-            archived=archived,
-            exact=exact,
-            sort=sort,
-            prices=table,
-            cache=not no_cache,
-        )
+        with console.progress("reading sessions", enabled=not json) as bar:
+            rows = list_sessions(
+                agent=agent,
+                project=project,
+                since=parse_since(since) if since else None,
+                archived=archived,
+                exact=exact,
+                sort=sort,
+                prices=table,
+                cache=not no_cache,
+                jobs=jobs,
+                progress=bar,
+            )
         if json:
             payload = {"sessions": [r.to_dict() for r in rows], "count": len(rows)}
             console.write_stdout(orjson.dumps(payload) + b"\n")
