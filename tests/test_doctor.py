@@ -59,6 +59,13 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
     assert layout.mclaude.read_bytes() == damaged
 
 
+def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
+    err = invoke(["reduce", "--session", "c76e", "--in-place"], code=2).stderr
+    assert f"{layout.mclaude}:859: not valid JSON" in err
+    assert f"or repair the session first: ctx doctor {layout.mclaude} --fix" in err
+    assert layout.mclaude.read_bytes() == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
+
+
 def test_doctor_all_and_exit_codes(layout: Layout) -> None:
     payload = orjson.loads(invoke(["doctor", "--all", "--json"], code=1).stdout)
     unhealthy = {Path(f["path"]).name for f in payload["files"] if not f["healthy"]}

@@ -12,7 +12,7 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.core.errors import CtxError
+from ctxcli.core.errors import CtxError, TranscriptError
 
 SessionOpt = Annotated[
     str | None,
@@ -267,14 +267,18 @@ def reduce_session_in_place(
     from ctxcli.cli.render import saved_pct
     from ctxcli.sessions import reduce_in_place
 
-    change = reduce_in_place(
-        Path(source),
-        config=config,
-        force=force,
-        live_seconds=live_seconds,
-        on_invalid=on_invalid,
-        counting=counting,
-    )
+    try:
+        change = reduce_in_place(
+            Path(source),
+            config=config,
+            force=force,
+            live_seconds=live_seconds,
+            on_invalid=on_invalid,
+            counting=counting,
+        )
+    except TranscriptError as exc:
+        # A session the client wrote badly is what ctx doctor repairs (losslessly).
+        raise CtxError(f"{exc}, or repair the session first: ctx doctor {source} --fix") from None
     report = change.report
     assert report is not None
     if json:
