@@ -23,6 +23,8 @@ from ctxcli.cli.sessions import (
     ProjectOpt,
     SessionOpt,
     is_session_file,
+    reduce_session_in_place,
+    restore_session_file,
     session_input,
     sessions,
 )
@@ -186,8 +188,6 @@ def reduce(
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
         if in_place and offload_dir is None and (session or last or is_session_file(source)):
-            from ctxcli.cli.sessions import reduce_session_in_place
-
             reduce_session_in_place(
                 source,
                 cfg,
@@ -340,8 +340,6 @@ def restore(
         picked = session_input([reduced] if reduced else None, session, last, project)
         reduced = _resolve_input(picked[0] if picked else None)
         if offload_dir is None and reduced != api.STDIO:
-            from ctxcli.cli.sessions import restore_session_file
-
             if restore_session_file(reduced, output, in_place, force, live_seconds):
                 return
         if in_place:
