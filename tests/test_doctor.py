@@ -147,6 +147,10 @@ CASES: dict[str, Any] = {
     "malformed_line": lambda r: _lines(
         [*r[:2], orjson.dumps(r[2]).replace(b'"ok"', b'"o\\k"'), *r[3:]]
     ),
+    # Killed mid-write, then resumed: the next record is glued to the torn one.
+    "malformed_line/glued": lambda r: _lines(
+        [*r[:2], orjson.dumps(r[2])[:40] + orjson.dumps(r[2]), *r[3:]]
+    ),
     "dangling_parent": lambda r: _lines([*r[:4], {**r[4], "parentUuid": "gone"}, *r[5:]]),
     "empty_text": lambda r: _lines(
         [*r[:3], _cc("a2", "r1", "assistant", [{"type": "text", "text": ""}]), *r[4:]]
@@ -186,9 +190,10 @@ CASES: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_each_problem_is_found_repaired_and_undone(kind: str, tmp_path: Path) -> None:
-    raw = CASES[kind](_base())
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) -> None:
+    kind = case.split("/")[0]
+    raw = CASES[case](_base())
     _agent, problems = diagnose(raw, max_line_bytes=20_000)
     assert kind in {p.kind for p in problems}
     store = DryRunOffload(str(tmp_path / "off"))
@@ -204,13 +209,14 @@ def test_each_problem_is_found_repaired_and_undone(kind: str, tmp_path: Path) ->
     assert first["type"] == "user"
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_each_repair_restores_byte_for_byte(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    kind = case.split("/")[0]
     monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
     path = tmp_path / "s.jsonl"
-    raw = CASES[kind](_base())
+    raw = CASES[case](_base())
     path.write_bytes(raw)
     age(path, 120)
     result = invoke(["doctor", str(path), "--fix", "--max-line-bytes", "20000"])
