@@ -84,6 +84,15 @@ def test_fix_refuses_a_live_session(layout: Layout) -> None:
     invoke(["doctor", "--session", "c76e", "--fix", "--force"])
 
 
+def test_fix_all_skips_a_live_session_and_repairs_the_others(layout: Layout) -> None:
+    age(layout.codex, 1)
+    payload = orjson.loads(invoke(["doctor", "--all", "--fix", "--json"], code=2).stdout)
+    skipped = [f for f in payload["files"] if "skipped" in f]
+    assert [Path(f["path"]) for f in skipped] == [layout.codex]
+    repaired = next(f for f in payload["files"] if Path(f["path"]) == layout.mclaude)
+    assert repaired["healthy"] is True and repaired["fixed"]
+
+
 def test_fix_needs_an_agent_session(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
     path.write_bytes((SHARED / "oai_taubench_airline_task2_trial1.jsonl").read_bytes())
