@@ -59,6 +59,13 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
     assert layout.mclaude.read_bytes() == damaged
 
 
+def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
+    err = invoke(["reduce", "--session", "c76e", "--in-place"], code=2).stderr
+    assert f"{layout.mclaude}:859: not valid JSON" in err
+    assert f"or repair the session first: ctx doctor {layout.mclaude} --fix" in err
+    assert layout.mclaude.read_bytes() == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
+
+
 def test_doctor_all_and_exit_codes(layout: Layout) -> None:
     payload = orjson.loads(invoke(["doctor", "--all", "--json"], code=1).stdout)
     unhealthy = {Path(f["path"]).name for f in payload["files"] if not f["healthy"]}
@@ -75,6 +82,15 @@ def test_fix_refuses_a_live_session(layout: Layout) -> None:
     err = invoke(["doctor", "--session", "c76e", "--fix"], code=2).stderr
     assert "looks in use" in err
     invoke(["doctor", "--session", "c76e", "--fix", "--force"])
+
+
+def test_fix_all_skips_a_live_session_and_repairs_the_others(layout: Layout) -> None:
+    age(layout.codex, 1)
+    payload = orjson.loads(invoke(["doctor", "--all", "--fix", "--json"], code=2).stdout)
+    skipped = [f for f in payload["files"] if "skipped" in f]
+    assert [Path(f["path"]) for f in skipped] == [layout.codex]
+    repaired = next(f for f in payload["files"] if Path(f["path"]) == layout.mclaude)
+    assert repaired["healthy"] is True and repaired["fixed"]
 
 
 def test_fix_needs_an_agent_session(tmp_path: Path) -> None:
@@ -140,6 +156,10 @@ CASES: dict[str, Any] = {
     "malformed_line": lambda r: _lines(
         [*r[:2], orjson.dumps(r[2]).replace(b'"ok"', b'"o\\k"'), *r[3:]]
     ),
+    # Killed mid-write, then resumed: the next record is glued to the torn one.
+    "malformed_line/glued": lambda r: _lines(
+        [*r[:2], orjson.dumps(r[2])[:40] + orjson.dumps(r[2]), *r[3:]]
+    ),
     "dangling_parent": lambda r: _lines([*r[:4], {**r[4], "parentUuid": "gone"}, *r[5:]]),
     "empty_text": lambda r: _lines(
         [*r[:3], _cc("a2", "r1", "assistant", [{"type": "text", "text": ""}]), *r[4:]]
@@ -179,9 +199,10 @@ CASES: dict[str, Any] = {
 }
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
-def test_each_problem_is_found_repaired_and_undone(kind: str, tmp_path: Path) -> None:
-    raw = CASES[kind](_base())
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) -> None:
+    kind = case.split("/")[0]
+    raw = CASES[case](_base())
     _agent, problems = diagnose(raw, max_line_bytes=20_000)
     assert kind in {p.kind for p in problems}
     store = DryRunOffload(str(tmp_path / "off"))
@@ -197,13 +218,14 @@ def test_each_problem_is_found_repaired_and_undone(kind: str, tmp_path: Path) ->
     assert first["type"] == "user"
 
 
-@pytest.mark.parametrize("kind", sorted(CASES))
+@pytest.mark.parametrize("case", sorted(CASES))
 def test_each_repair_restores_byte_for_byte(
-    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    kind = case.split("/")[0]
     monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
     path = tmp_path / "s.jsonl"
-    raw = CASES[kind](_base())
+    raw = CASES[case](_base())
     path.write_bytes(raw)
     age(path, 120)
     result = invoke(["doctor", str(path), "--fix", "--max-line-bytes", "20000"])

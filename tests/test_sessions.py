@@ -373,3 +373,10 @@ def test_a_session_open_in_another_process_is_live(layout: Layout) -> None:
     while liveness(layout.codex) is not None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert liveness(layout.codex) is None
+
+
+def test_jobs_read_uncached_sessions_in_parallel_with_the_same_rows(layout: Layout) -> None:
+    one = [r.to_dict() for r in listing.list_sessions(cache=False)]
+    two = [r.to_dict() for r in listing.list_sessions(cache=False, jobs=2)]
+    assert one == two and len(one) == 4
+    assert _json(["sessions", "--json", "-j", "2"])["sessions"] == one

@@ -66,7 +66,8 @@ def doctor(
     calls without results and the reverse, empty text blocks, thinking without a
     signature, duplicated toolUseResult payloads and oversized lines. --fix edits
     the file in place and records every change, so 'ctx restore FILE --in-place'
-    gives the original back. Exit 0: healthy (or all fixed); 1: problems remain.
+    gives the original back. Exit 0: healthy (or all fixed); 1: problems remain;
+    2: usage, or a session in use was skipped by --all --fix.
 
     Example:
 
@@ -74,7 +75,7 @@ def doctor(
         ctx doctor --last
         ctx doctor --session 4d5611e5 --fix
     """
-    from ctxcli.sessions import diagnose, fix_in_place
+    from ctxcli.sessions import LiveSessionError, diagnose, fix_in_place
 
     with _errors():
         paths = _targets(file, session, last, project, every)
@@ -83,12 +84,21 @@ def doctor(
         for path in paths:
             entry: dict[str, Any] = {"path": path}
             if fix:
-                change = fix_in_place(
-                    Path(path),
-                    force=force,
-                    live_seconds=live_seconds,
-                    max_line_bytes=max_line_bytes,
-                )
+                try:
+                    change = fix_in_place(
+                        Path(path),
+                        force=force,
+                        live_seconds=live_seconds,
+                        max_line_bytes=max_line_bytes,
+                    )
+                except LiveSessionError as exc:
+                    if not every:
+                        raise
+                    # One session in use does not stop the repair of the others.
+                    console.error(str(exc))
+                    results.append({"path": path, "healthy": False, "skipped": str(exc)})
+                    code = max(code, ExitCode.USAGE_ERROR)
+                    continue
                 assert change.repair is not None
                 fixed, problems = change.repair.fixed, change.repair.remaining
                 entry["fixed"] = [p.to_dict() for p in fixed]
@@ -102,7 +112,7 @@ def doctor(
             entry["healthy"] = not problems
             results.append(entry)
             if problems:
-                code = ExitCode.CHECK_FAILED
+                code = max(code, ExitCode.CHECK_FAILED)
             if not json:
                 _render(path, fixed, problems, entry)
         if json:

@@ -12,7 +12,7 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.core.errors import CtxError
+from ctxcli.core.errors import CtxError, TranscriptError
 
 SessionOpt = Annotated[
     str | None,
@@ -211,6 +211,10 @@ def sessions(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Read every session again (no listing cache).")
     ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=1, help="Processes reading sessions not yet cached."),
+    ] = 1,
 ) -> None:
     """List the Claude Code and Codex sessions on this machine.
 
@@ -231,16 +235,19 @@ def sessions(
 
     with _errors():
         table = load_prices(prices)
-        rows = list_sessions(
-            agent=agent,
-            project=project,
-            since=parse_since(since) if since else None,
-            archived=archived,
-            exact=exact,
-            sort=sort,
-            prices=table,
-            cache=not no_cache,
-        )
+        with console.progress("reading sessions", enabled=not json) as bar:
+            rows = list_sessions(
+                agent=agent,
+                project=project,
+                since=parse_since(since) if since else None,
+                archived=archived,
+                exact=exact,
+                sort=sort,
+                prices=table,
+                cache=not no_cache,
+                jobs=jobs,
+                progress=bar,
+            )
         if json:
             payload = {"sessions": [r.to_dict() for r in rows], "count": len(rows)}
             console.write_stdout(orjson.dumps(payload) + b"\n")
@@ -271,14 +278,18 @@ def reduce_session_in_place(
     from ctxcli.cli.render import saved_pct
     from ctxcli.sessions import reduce_in_place
 
-    change = reduce_in_place(
-        Path(source),
-        config=config,
-        force=force,
-        live_seconds=live_seconds,
-        on_invalid=on_invalid,
-        counting=counting,
-    )
+    try:
+        change = reduce_in_place(
+            Path(source),
+            config=config,
+            force=force,
+            live_seconds=live_seconds,
+            on_invalid=on_invalid,
+            counting=counting,
+        )
+    except TranscriptError as exc:
+        # A session the client wrote badly is what ctx doctor repairs (losslessly).
+        raise CtxError(f"{exc}, or repair the session first: ctx doctor {source} --fix") from None
     report = change.report
     assert report is not None
     if json:

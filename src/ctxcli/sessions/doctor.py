@@ -428,6 +428,22 @@ def repair_json_line(body: bytes) -> Any:
         return None
 
 
+def salvage_tail(body: bytes, attempts: int = 200) -> bytes | None:
+    """The complete JSON object that ends a line whose start was cut off, else None."""
+    start = 1
+    for _ in range(attempts):
+        start = body.find(b'{"', start)
+        if start < 0:
+            return None
+        try:
+            value = orjson.loads(body[start:])
+        except orjson.JSONDecodeError:
+            start += 1
+            continue
+        return body[start:] if isinstance(value, dict) else None
+    return None
+
+
 def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Repair:
     """Repair every fixable problem; the bytes, the restore script and what was done.
 
@@ -465,6 +481,15 @@ def _fix_lines(recs: list[_Rec], agent: str | None) -> None:
             rec.error = None
             rec.changed = True
             rec.new_raw = _BAD_ESCAPE.sub(rb"\1\\\\\2", body) + (rec.raw[len(body) :] or b"\n")
+            continue
+        tail = None if torn else salvage_tail(body)
+        if tail is not None:
+            # A record cut off mid-write, with the next one appended to it: the cut-off
+            # part goes (to the restore pack), the whole record after it stays.
+            rec.data = orjson.loads(tail)
+            rec.error = None
+            rec.changed = True
+            rec.new_raw = tail + (rec.raw[len(body) :] or b"\n")
             continue
         rec.dropped = True
         if agent == CLAUDE:

@@ -21,7 +21,6 @@ import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -412,9 +411,10 @@ def restore_session(
 def update_index(path: Path) -> bool:
     """Keep the client's ``sessions-index.json`` entry consistent with the file.
 
-    Claude Code compares ``fileMtime`` with the file to decide whether the entry is
-    current; ``messageCount`` and ``modified`` are what its picker shows. Only an
-    existing entry is updated; returns True if one was.
+    The JSONL file is authoritative (some Claude Code versions stopped writing the
+    index); readers of the index compare ``fileMtime`` with the file to tell a stale
+    entry and show ``messageCount``. Only an existing entry is updated; returns True
+    if one was.
     """
     index = path.parent / INDEX
     try:
@@ -436,13 +436,10 @@ def update_index(path: Path) -> bool:
     )
     if entry is None:
         return False
-    st = path.stat()
-    entry["fileMtime"] = st.st_mtime_ns // 1_000_000
-    entry["modified"] = (
-        datetime.fromtimestamp(st.st_mtime, UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z")
-    )
+    # fileMtime (milliseconds) is how a reader tells a current entry from a stale one;
+    # messageCount counts user and assistant records. ``modified`` is the time of the
+    # conversation's last activity, which a rewrite does not change: left alone.
+    entry["fileMtime"] = path.stat().st_mtime_ns // 1_000_000
     entry["messageCount"] = count_messages(path.read_bytes())
     option = orjson.OPT_INDENT_2 if b"\n" in text.strip() else 0
     api.write_atomic(index, orjson.dumps(data, option=option))

@@ -14,6 +14,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -261,12 +262,14 @@ def list_sessions(
     prices: dict[str, float] | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     cache: bool = True,
+    jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[SessionRow]:
     """The sessions on this machine, filtered and sorted, one :class:`SessionRow` each.
 
     ``sort`` is ``age`` (most recent first) or ``size`` (largest first); a subagent
-    always follows its parent session.
+    always follows its parent session. Sessions not in the cache are read by ``jobs``
+    processes.
 
     Raises:
         CtxError: an unknown agent or sort key.
@@ -282,17 +285,30 @@ def list_sessions(
         files = [f for f in files if f.mtime >= since]
     ids = short_ids(s.id.split("/")[-1] for s in files)
     store = ScanCache() if cache else None
+    keys = [ScanCache.key(sf, exact, max_line_bytes) for sf in files]
+    metas = {k: m for k in keys if store is not None and (m := store.get(k)) is not None}
+    missing = [(k, sf) for k, sf in zip(keys, files, strict=True) if k not in metas]
+    scan = partial(scan_session, exact=exact, max_line_bytes=max_line_bytes)
+    if jobs > 1 and len(missing) > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(min(jobs, len(missing))) as pool:
+            results = pool.map(scan, [sf for _k, sf in missing])
+            for n, ((key, _sf), meta) in enumerate(zip(missing, results, strict=True)):
+                metas[key] = meta
+                if progress is not None:
+                    progress(n + 1, len(missing))
+    else:
+        for n, (key, sf) in enumerate(missing):
+            metas[key] = scan(sf)
+            if progress is not None:
+                progress(n + 1, len(missing))
+    if store is not None:
+        for key, _sf in missing:
+            store.put(key, metas[key])
     rows: list[SessionRow] = []
-    for n, sf in enumerate(files):
-        if progress is not None:
-            progress(n, len(files))
-        key = ScanCache.key(sf, exact, max_line_bytes)
-        meta = store.get(key) if store is not None else None
-        if meta is None:
-            meta = scan_session(sf, exact=exact, max_line_bytes=max_line_bytes)
-            if store is not None:
-                store.put(key, meta)
-        rows.append(_row(sf, meta, ids, prices))
+    for key, sf in zip(keys, files, strict=True):
+        rows.append(_row(sf, metas[key], ids, prices))
     if store is not None:
         store.save({str(f.path) for f in files})
     return _order(rows, sort)
