@@ -14,6 +14,7 @@ from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import console
 from ctxcli.cli import info as cli_info
+from ctxcli.cli import report as cli_report
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
 from ctxcli.core.errors import CtxError, ExitCode
@@ -213,6 +214,13 @@ def stats(
     ] = None,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    by_tool: Annotated[
+        bool, typer.Option("--by-tool", help="Also show tokens per tool, before and after.")
+    ] = False,
+    top: Annotated[
+        int | None,
+        typer.Option("--top", min=1, help="Also show the N largest removed or shortened blocks."),
+    ] = None,
 ) -> None:
     """Preview what reduce would save, without writing anything.
 
@@ -222,11 +230,14 @@ def stats(
 
     \b
         ctx stats session.jsonl --json --fail-over 100000
+        ctx stats session.jsonl --by-tool --top 5
     """
     with _errors():
         _check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
         if cli_batch.is_batch(inputs):
+            if by_tool or top:
+                raise CtxError("--by-tool and --top take one file; run them file by file.")
             assert inputs is not None
             code = cli_batch.stats_batch(
                 inputs,
@@ -241,15 +252,35 @@ def stats(
         source = _resolve_input(inputs[0] if inputs else None)
         with console.progress("counting tokens", enabled=not json) as bar:
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
-            report = api.stats_file(source, config=cfg, on_invalid=on_invalid, counting=counting)
+            if by_tool or top:
+                # The breakdown `ctx report` shows: the same run, kept in detail.
+                from ctxcli.report import analyze_file
+
+                data = analyze_file(
+                    source, config=cfg, on_invalid=on_invalid, counting=counting, top=top or 0
+                )
+                report = data.report
+            else:
+                report = api.stats_file(
+                    source, config=cfg, on_invalid=on_invalid, counting=counting
+                )
         _warn_all(report.warnings)
         if json:
-            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
+            payload = report.to_dict()
+            if by_tool:
+                payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+            if top:
+                payload["top"] = [it.to_dict() for it in data.top]
+            console.write_report(orjson.dumps(payload) + b"\n")
         else:
-            from ctxcli.cli.render import monitors_table, report_table
+            from ctxcli.cli.render import monitors_table, report_table, tools_table, top_table
 
             console.err_console().print(report_table(report))
             console.err_console().print(monitors_table(report))
+            if by_tool:
+                console.err_console().print(tools_table(data.by_tool))
+            if top:
+                console.err_console().print(top_table(data.top))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "
@@ -349,6 +380,7 @@ def validate(
 app.command()(cli_info.stages)
 app.command()(cli_info.presets)
 app.command()(cli_info.init)
+app.command()(cli_report.report)
 
 
 def _version(value: bool) -> None:
