@@ -147,7 +147,9 @@ def render_html(data: ReportData) -> str:
             "Where the agent looked stuck",
             "The six monitors of <code>ctx stats</code>, as the session went on "
             "(0 = fine, 1 = looks stuck).",
-            '<div class="chart" id="chart-monitors"></div>' + _monitors_table(data),
+            f'<div class="chart" id="chart-monitors" data-steps="{data.steps}"></div>'
+            + ("" if data.steps else '<p class="empty">The agent made no tool calls.</p>')
+            + _monitors_table(data),
         ),
         _section(
             "top",
