@@ -81,7 +81,16 @@ def timeline_spec(data: ReportData, rows: list[dict[str, Any]]) -> dict[str, Any
     ]
     base = alt.Chart(alt.Data(values=rows))
     before = base.mark_bar(color="#d5d9e0").encode(
-        x=x, x2="end:Q", y=alt.Y("before:Q", title="tokens"), y2=alt.datum(0), tooltip=tooltip
+        x=x,
+        x2="end:Q",
+        y=alt.Y(
+            "before:Q",
+            # A square-root scale: after a 95% cut what is left would be a flat line.
+            scale=alt.Scale(type="sqrt"),
+            title="tokens (square-root scale)",
+        ),
+        y2=alt.datum(0),
+        tooltip=tooltip,
     )
     after = base.mark_bar().encode(
         x=x,

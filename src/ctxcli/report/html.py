@@ -124,7 +124,8 @@ def render_html(data: ReportData) -> str:
         _section(
             "timeline",
             "Where the tokens go, message by message",
-            "Grey: tokens of each message before the reduction; colour: what is left after it. "
+            "Grey: tokens of each message before the reduction; colour: what is left after it "
+            "(by the tool the message calls or answers, else its role). "
             "Dashed lines mark compactions and where a resumed session starts.",
             '<div class="chart" id="chart-timeline"></div>',
         ),
@@ -389,7 +390,7 @@ h1{margin:0 0 4px;font-size:24px}h2{margin:0 0 4px;font-size:18px}h4{margin:4px 
 .card{background:var(--card);border:1px solid var(--line);border-radius:8px;padding:10px 14px;min-width:140px}
 .card .label{color:var(--mut);font-size:12px}.card .value{font-size:20px;font-weight:600}
 section{background:var(--card);border:1px solid var(--line);border-radius:10px;padding:16px 18px;margin:16px 0}
-.two{display:grid;grid-template-columns:1fr 1fr;gap:16px}.two section{margin:0}
+.two{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:16px}.two section{margin:0;overflow-x:auto}.two table{font-size:13px}.two th,.two td{padding:4px 6px}
 @media (max-width:1000px){.two{grid-template-columns:1fr}}
 .notes{background:#fff8e6;border-color:#f0d9a0}.notes ul{margin:6px 0 0 18px;padding:0}
 .warnings{color:#8a5a00}
@@ -402,7 +403,7 @@ table.num td:last-child{white-space:normal}
 tr.total td{font-weight:600;border-top:2px solid var(--line)}
 details.item{border:1px solid var(--line);border-radius:8px;padding:6px 10px;margin:8px 0}
 details.item summary{cursor:pointer}.minus{color:#b03a2e;font-weight:600}
-.sbs{display:grid;grid-template-columns:1fr 1fr;gap:10px}
+.sbs{display:grid;grid-template-columns:minmax(0,1fr) minmax(0,1fr);gap:10px}
 pre{margin:0;padding:8px;background:#f3f4f7;border-radius:6px;max-height:320px;overflow:auto;white-space:pre-wrap;word-break:break-word;font:12px/1.4 ui-monospace,SFMono-Regular,Menlo,monospace}
 pre.gone{color:var(--mut);font-style:italic}
 .diff .add{color:#1f7a35;background:#e9f7ec;display:block}.diff .del{color:#a12a2a;background:#fbecec;display:block}.diff .ctx{display:block}
