@@ -186,6 +186,11 @@ def test_cli_report_writes_the_page(tmp_path: Path) -> None:
     assert page.startswith("<!doctype html>") and "vegaEmbed" in page
     stdout = invoke(["report", str(src), "-o", "-"]).stdout
     assert stdout.startswith("<!doctype html>")
+    not_a_file = invoke(["report", str(src), "-o", str(tmp_path)], code=2)
+    assert (
+        not_a_file.stderr
+        == f"ctx: error: {tmp_path} is a directory; name the HTML file to write.\n"
+    )
     bad = invoke(["report", str(tmp_path / "missing.jsonl")], code=2)
     assert "no such file" in bad.stderr and not (tmp_path / "work" / "report.html").exists()
 

@@ -134,6 +134,16 @@ def test_report_of_a_reduced_session_in_chromium(browser: Any, tmp_path: Path) -
     assert stats["tokens_after"] < stats["tokens_before"]
 
 
+def test_a_long_session_is_binned_and_says_so(browser: Any, tmp_path: Path) -> None:
+    src = tmp_path / "long.jsonl"
+    src.write_bytes(session(rounds=700, lines=3))  # 1,403 messages: more than 1,200 bars
+    out = tmp_path / "report.html"
+    invoke(["report", str(src), "-o", str(out)])
+    check_page(browser, out, src, [])
+    page = out.read_text(encoding="utf-8")
+    assert "bars of 2 consecutive messages each" in page and "not 1,403 single messages" in page
+
+
 @pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not here")
 @pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
 def test_report_of_real_transcripts_in_chromium(browser: Any, tmp_path: Path, path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ctxcli import api
+from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 from ctxcli.report.data import (
     Item,
@@ -47,6 +48,8 @@ def write_report(
     Returns:
         The data shown and the page's bytes.
     """
+    if str(output) != api.STDIO and Path(output).is_dir():
+        raise CtxError(f"{output} is a directory; name the HTML file to write.")
     data = analyze_file(input, config=config, on_invalid=on_invalid, counting=counting)
     page = render_html(data).encode("utf-8")
     if str(output) != api.STDIO:
