@@ -211,3 +211,25 @@ def test_stats_by_tool_and_top_match_the_report(tmp_path: Path) -> None:
         rf"bash\s+│\s+4\s+│\s+{bash.tokens_before:,}\s+│\s+{bash.tokens_after:,}", table
     )
     invoke(["stats", str(src), str(src), "--by-tool"], code=2)
+
+
+def test_an_edited_block_gets_a_diff_and_a_replaced_one_does_not() -> None:
+    from ctxcli.report.data import Item
+    from ctxcli.report.html import _diff, _items
+
+    lines = [f"line {i}" for i in range(10)]
+    kept = "\n".join([*lines[:2], "[... 6 lines omitted ...]", *lines[-2:]])
+    edited = Item(
+        4, "tool", "tool_result", "bash", "head_tail", 80, 20, "\n".join(lines), kept, None
+    )
+    diff = _diff(edited)
+    assert '<span class="del">-line 5</span>' in diff
+    assert '<span class="add">+[... 6 lines omitted ...]</span>' in diff
+    assert '<span class="ctx"> line 1</span>' in diff
+    replaced = Item(
+        5, "tool", "tool_result", "bash", "clear", 80, 9, "\n".join(lines), "[gone]", "d/x"
+    )
+    assert _diff(replaced) == ""
+    page = _items([edited, replaced])
+    assert page.count("<summary>diff</summary>") == 1
+    assert "original in <code>d/x</code>" in page and "no offload file" in page
