@@ -233,3 +233,36 @@ def test_an_edited_block_gets_a_diff_and_a_replaced_one_does_not() -> None:
     page = _items([edited, replaced])
     assert page.count("<summary>diff</summary>") == 1
     assert "original in <code>d/x</code>" in page and "no offload file" in page
+
+
+@pytest.mark.parametrize("name", ["tools_table", "top_table"])
+def test_terminal_table_snapshot(name: str, update_goldens: bool) -> None:
+    import io
+
+    from rich.console import Console
+
+    from ctxcli.cli.render import tools_table, top_table
+    from ctxcli.report.data import Item, ToolRow
+
+    if name == "tools_table":
+        table = tools_table(
+            [
+                ToolRow("Read", 31, 90_607, 2_186),
+                ToolRow("Bash", 67, 17_094, 4_809),
+                ToolRow("(user text)", 0, 3_843, 3_843, is_tool=False),
+            ]
+        )
+    else:
+        table = top_table(
+            [
+                Item(18, "user", "tool_result", "Read", "clear_tool_results", 9_300, 37, "a", "b",
+                     "ctx-offload/clear/toolu_01WdfD9cV8AuWAiUsJEdcgAt"),
+                Item(7, "assistant", "thinking", None, "clear_thinking", 1_200, 0, "c", "", None),
+            ]
+        )  # fmt: skip
+    buf = io.StringIO()
+    Console(file=buf, width=100, color_system=None, highlight=False).print(table)
+    snap = Path(__file__).parent / "snapshots" / f"{name}.txt"
+    if update_goldens:
+        snap.write_text(buf.getvalue())
+    assert buf.getvalue() == snap.read_text()
