@@ -151,3 +151,16 @@ def test_report_of_real_transcripts_in_chromium(browser: Any, tmp_path: Path, pa
     # One of them has a line that is not JSON: ctx stats needs --on-invalid keep as well.
     invoke(["report", str(path), "-o", str(out), "--on-invalid", "keep"])
     check_page(browser, out, path, ["--on-invalid", "keep"])
+
+
+@pytest.mark.skipif(
+    not (SHARED / "cc_spotter_4d5611e5.jsonl").exists(), reason="../shared/transcripts is not here"
+)
+def test_report_with_the_resume_preset_in_chromium(browser: Any, tmp_path: Path) -> None:
+    # Seven stages, whole messages dropped before the compaction: still the same numbers.
+    path = SHARED / "cc_spotter_4d5611e5.jsonl"
+    out = tmp_path / "report.html"
+    flags = ["--preset", "claude-code-resume"]
+    invoke(["report", str(path), "-o", str(out), *flags])
+    stats = check_page(browser, out, path, flags)
+    assert len(stats["stages"]) == 7
