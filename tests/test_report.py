@@ -230,6 +230,7 @@ def test_an_edited_block_gets_a_diff_and_a_replaced_one_does_not() -> None:
         5, "tool", "tool_result", "bash", "clear", 80, 9, "\n".join(lines), "[gone]", "d/x"
     )
     assert _diff(replaced) == ""
+    assert (edited.change, replaced.change) == ("edited", "replaced")
     page = _items([edited, replaced])
     assert page.count("<summary>diff</summary>") == 1
     assert "original in <code>d/x</code>" in page and "no offload file" in page

@@ -178,7 +178,7 @@ def top_table(items: Sequence[Item]) -> Table:
             str(rank),
             f"{it.saved:,}",
             f"#{it.message}",
-            f"{what} ({'removed' if it.removed else 'shortened'})",
+            f"{what} ({it.change})",
             it.stage,
             it.offload_path or "(restore pack)",
         )

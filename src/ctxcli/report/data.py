@@ -104,6 +104,14 @@ class Item:
         return self.tokens_after == 0 and not self.after
 
     @property
+    def change(self) -> str:
+        """``removed``, ``edited`` (some of its lines kept) or ``replaced`` (by other text)."""
+        if self.removed:
+            return "removed"
+        kept = set(self.before.splitlines()) & set(self.after.splitlines())
+        return "edited" if kept - {""} else "replaced"
+
+    @property
     def saved(self) -> int:
         """Tokens the change saved."""
         return self.tokens_before - self.tokens_after
@@ -116,7 +124,7 @@ class Item:
             "kind": self.kind,
             "tool": self.tool,
             "stage": self.stage,
-            "removed": self.removed,
+            "change": self.change,
             "tokens_before": self.tokens_before,
             "tokens_after": self.tokens_after,
             "offload_path": self.offload_path,

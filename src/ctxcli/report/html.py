@@ -303,10 +303,10 @@ def _monitors_table(data: ReportData) -> str:
 
 def _diff(item: Item) -> str:
     """A unified diff when the stage edited the text (kept some of its lines)."""
+    if item.change != "edited":
+        return ""  # removed or replaced outright: before/after side by side says it all
     before = shown_text(item.before).splitlines()
     after = shown_text(item.after).splitlines()
-    if not set(before) & set(after):
-        return ""  # replaced outright: before/after side by side says it all
     lines = list(difflib.unified_diff(before, after, "before", "after", lineterm="", n=2))
     if not lines:
         return ""
@@ -328,7 +328,7 @@ def _items(items: list[Item]) -> str:
     out = []
     for rank, it in enumerate(items, 1):
         what = f"{it.tool} {it.kind.replace('tool_', '')}" if it.tool else f"{it.role} {it.kind}"
-        verdict = "removed" if it.removed else "shortened"
+        verdict = {"removed": "removed", "edited": "shortened", "replaced": "replaced"}[it.change]
         path = (
             f'<p class="path">original in <code>{_e(it.offload_path)}</code></p>'
             if it.offload_path
