@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-browser lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,19 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
+# when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
+# own browser download is never used. Screenshots land in build/.
+$(VENV)/.browser-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,browser]'
+	touch $@
+
+test-browser: $(VENV)/.browser-installed
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "test-browser: could not install chromium; the browser tests will skip"
+	$(BIN)/python -m pytest -m browser
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

@@ -267,6 +267,33 @@ def sessions_home(home: Path, count: int) -> tuple[Path, float]:
     return home, total / MB
 
 
+def open_in_chromium(page: Path) -> float | None:
+    """Seconds until a ctx report page has drawn its charts in headless Chromium (best of 3).
+
+    None when Playwright or Debian's chromium is missing (make test-browser installs both).
+    """
+    chromium = shutil.which("chromium")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return None
+    if chromium is None:
+        return None
+    args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+    best = float("inf")
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=args)
+        for _ in range(3):
+            tab = browser.new_page(viewport={"width": 1280, "height": 900})
+            start = time.perf_counter()
+            tab.goto(page.as_uri())
+            tab.wait_for_function("document.body.dataset.charts === 'drawn'", polling=50)
+            best = min(best, time.perf_counter() - start)
+            tab.close()
+        browser.close()
+    return best
+
+
 def main() -> int:
     size_mb = float(os.environ.get("BENCH_MB", "20"))
     BUILD.mkdir(parents=True, exist_ok=True)
@@ -327,6 +354,14 @@ def main() -> int:
             rows.append(
                 Row("ctx reduce cl100k, tiktoken", s, mbytes, rss, f"{s / tk:.2f}x its count")
             )
+
+        page = work / "report.html"
+        s, rss = timed([*CTX, "report", str(path), "-o", str(page)], env)
+        page_mb = page.stat().st_size / MB
+        rows.append(Row("ctx report (warm cache)", s, mbytes, rss, f"page {page_mb:.2f} MiB"))
+        page_open = open_in_chromium(page)
+        if page_open is not None:
+            rows.append(Row("report page opens in Chromium", page_open, page_mb))
 
         for which, label in (
             ("langchain", "LangChain ClearToolUsesEdit"),
@@ -414,6 +449,14 @@ def main() -> int:
         (
             f"ctx sessions warm >= 10x faster than cold ({sessions_note or 'no shared/'})",
             sessions_note != "" and float(sessions_note[:-1]) >= 10,
+        ),
+    ]
+    opened = by.get("report page opens in Chromium")
+    targets += [
+        (f"report page {page_mb:.2f} MiB < 5 MB", page_mb * MB < 5_000_000),
+        (
+            "report page opens in < 3 s (Chromium)",
+            opened is not None and opened.seconds < 3,
         ),
     ]
     print("\ntargets:")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,9 +15,23 @@ from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import boundary, console
 from ctxcli.cli import info as cli_info
+from ctxcli.cli import report as cli_report
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
 from ctxcli.cli.doctor import doctor
+from ctxcli.cli.options import (
+    AllowEmptyOpt,
+    ConfigOpt,
+    FormatOpt,
+    Inputs,
+    JobsOpt,
+    JsonOpt,
+    NoCacheOpt,
+    OnInvalidOpt,
+    PresetOpt,
+    TokenizerOpt,
+    check_on_invalid,
+)
 from ctxcli.cli.sessions import (
     LastOpt,
     LiveSecondsOpt,
@@ -31,24 +44,10 @@ from ctxcli.cli.sessions import (
     sessions,
 )
 from ctxcli.core.errors import CtxError, ExitCode
-from ctxcli.formats import FORMATS
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.tokens import TOKENIZERS, CountOptions
-
-
-def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
-    """Help shows an argument's metavar (FILE, INPUT...) and not its Python type.
-
-    Typer prints ``INPUT... <list[str]>`` for every argument and offers no switch for it;
-    ours all have a metavar that says what to pass.
-    """
-    return None if self.metavar is not None else _typer_argument_type(self, ctx)
-
-
-_typer_argument_type = typer.core.TyperArgument.display_type_rich
-typer.core.TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
+from ctxcli.report import analyze_file
+from ctxcli.services.tokens import CountOptions
 
 app = typer.Typer(
     name="ctx",
@@ -60,95 +59,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-Input = Annotated[
-    str,
-    typer.Argument(help="Transcript file, or - for stdin.", show_default=False, metavar="FILE"),
-]
-ConfigOpt = Annotated[
-    Path | None,
-    typer.Option("--config", "-c", metavar="FILE", help="ctx.toml to use.", dir_okay=False),
-]
-
-
-def _completer(names: Callable[[], Iterable[str]]) -> Callable[[str], list[str]]:
-    """Shell completion over a list of names (formats, presets, tokenizers)."""
-    return lambda incomplete: [n for n in names() if n.startswith(incomplete)]
-
-
-TokenizerOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--tokenizer",
-        metavar="NAME",
-        help=f"Tokenizer: {', '.join(TOKENIZERS)} (overrides the config).",
-        autocompletion=_completer(lambda: TOKENIZERS),
-    ),
-]
-FormatOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--format",
-        metavar="NAME",
-        help=f"Transcript format (default: auto-detect): {', '.join(FORMATS)}.",
-        autocompletion=_completer(lambda: FORMATS),
-    ),
-]
-PresetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--preset",
-        metavar="NAME",
-        help=f"Run a named stage chain instead of the config's: {', '.join(preset_names())}.",
-        autocompletion=_completer(preset_names),
-    ),
-]
-OnInvalidOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-invalid",
-        metavar="error|keep|auto",
-        help="A line that is not JSON. error: stop; keep: pass it through with a warning; "
-        "auto: keep for Claude Code and Codex (their clients skip such lines), else error.",
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-Inputs = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Transcript file, - for stdin, or several files or directories.",
-        show_default=False,
-        metavar="INPUT...",
-    ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        metavar="N",
-        min=1,
-        help="Processes: files at once for several inputs (default 1), "
-        "else counting processes for one large file (default: every core).",
-    ),
-]
-AllowEmptyOpt = Annotated[
-    bool,
-    typer.Option("--allow-empty", help="A directory with no transcript file is not an error."),
-]
-NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
-]
-
 
 def _config(
     path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
 ) -> Config:
     return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
-
-
-def _check_on_invalid(value: str) -> None:
-    if value not in ("auto", "error", "keep"):
-        raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")
 
 
 def _resolve_input(path: str | None) -> str:
@@ -223,7 +138,7 @@ def reduce(
         ctx reduce --last --in-place --preset claude-code-resume
     """
     with _errors():
-        _check_on_invalid(on_invalid)
+        check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
         inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
@@ -340,6 +255,15 @@ def stats(
     in_place: Annotated[
         bool, typer.Option("--in-place", help="Preview an in-place reduce.")
     ] = False,
+    by_tool: Annotated[
+        bool, typer.Option("--by-tool", help="Also show tokens per tool, before and after.")
+    ] = False,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top", metavar="N", min=1, help="Also show the N largest removed or shortened blocks."
+        ),
+    ] = None,
 ) -> None:
     """Preview what reduce would save, without writing anything.
 
@@ -352,12 +276,15 @@ def stats(
 
     \b
         ctx stats session.jsonl --json --fail-over 100000
+        ctx stats session.jsonl --by-tool --top 5
     """
     with _errors():
-        _check_on_invalid(on_invalid)
+        check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
         inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
+            if by_tool or top:
+                raise CtxError("--by-tool and --top take one file; run them file by file.")
             assert inputs is not None
             code = cli_batch.stats_batch(
                 inputs,
@@ -373,24 +300,46 @@ def stats(
         source = _resolve_input(inputs[0] if inputs else None)
         with console.progress("counting tokens", enabled=not json) as bar:
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
-            report = api.stats_file(
-                source,
-                config=cfg,
-                on_invalid=on_invalid,
-                counting=counting,
-                output=output,
-                offload_dir=offload_dir,
-                in_place=in_place,
-            )
+            if by_tool or top:
+                # The breakdown `ctx report` shows: the same run, kept in detail.
+                data = analyze_file(
+                    source, config=cfg, on_invalid=on_invalid, counting=counting, top=top or 0
+                )
+                report = data.report
+            else:
+                report = api.stats_file(
+                    source,
+                    config=cfg,
+                    on_invalid=on_invalid,
+                    counting=counting,
+                    output=output,
+                    offload_dir=offload_dir,
+                    in_place=in_place,
+                )
         _warn_all(report.warnings)
         if json:
-            console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
+            payload = cli_batch.single_payload(report)
+            if by_tool:
+                payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+            if top:
+                payload["top"] = [it.to_dict() for it in data.top]
+            console.write_report(orjson.dumps(payload) + b"\n")
         else:
-            from ctxcli.cli.render import monitors_fired, monitors_table, report_table
+            from ctxcli.cli.render import (
+                monitors_fired,
+                monitors_table,
+                report_table,
+                tools_table,
+                top_table,
+            )
 
             console.err_console().print(report_table(report))
             if monitors or monitors_fired(report):
                 console.err_console().print(monitors_table(report))
+            if by_tool:
+                console.err_console().print(tools_table(data.by_tool))
+            if top:
+                console.err_console().print(top_table(data.top))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "
@@ -505,7 +454,7 @@ def validate(
     """
 
     with _errors():
-        _check_on_invalid(on_invalid)
+        check_on_invalid(on_invalid)
         paths = _validate_paths(session_input(inputs, session, last, project), allow_empty)
         payloads: list[dict[str, Any]] = []
         code = ExitCode.OK
@@ -566,6 +515,7 @@ app.command()(cli_info.presets)
 app.command()(cli_info.init)
 app.command()(sessions)
 app.command()(doctor)
+app.command()(cli_report.report)
 
 
 def _version(value: bool) -> None:

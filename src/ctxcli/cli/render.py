@@ -12,6 +12,7 @@ if TYPE_CHECKING:
 
     from ctxcli.batch import FileResult
     from ctxcli.pipeline.report import Report
+    from ctxcli.report.data import Item, ToolRow
 
 
 def saved_pct(before: int, after: int) -> str:
@@ -151,4 +152,59 @@ def batch_table(results: Sequence[FileResult]) -> Table:
     table.add_row(
         "total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after), style="bold"
     )
+    return table
+
+
+def tools_table(rows: Sequence[ToolRow]) -> Table:
+    """Tokens per tool (calls and results) and per kind of other text: ``--by-tool``."""
+    from rich.table import Table
+
+    table = Table(title="tokens by tool", title_justify="left")
+    table.add_column("tool or text", no_wrap=True, min_width=20)
+    for name in ("calls", "tokens before", "tokens after", "saved"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r.name,
+            f"{r.calls:,}",
+            f"{r.tokens_before:,}",
+            f"{r.tokens_after:,}",
+            saved_pct(r.tokens_before, r.tokens_after),
+        )
+    before = sum(r.tokens_before for r in rows)
+    after = sum(r.tokens_after for r in rows)
+    table.add_section()
+    table.add_row(
+        "total",
+        f"{sum(r.calls for r in rows):,}",
+        f"{before:,}",
+        f"{after:,}",
+        saved_pct(before, after),
+        style="bold",
+    )
+    return table
+
+
+def top_table(items: Sequence[Item]) -> Table:
+    """The largest removed or shortened blocks: ``--top N``."""
+    from rich.table import Table
+
+    table = Table(title=f"the {len(items)} largest removals", title_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("saved", justify="right", no_wrap=True)
+    table.add_column("message", justify="right", no_wrap=True)
+    table.add_column("what", no_wrap=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("original in", overflow="fold")
+    for rank, it in enumerate(items, 1):
+        kind = it.kind.replace("tool_", "")
+        what = f"{it.tool} {kind}" if it.tool else f"{it.role} {kind}"
+        table.add_row(
+            str(rank),
+            f"{it.saved:,}",
+            f"#{it.message}",
+            f"{what} ({it.change})",
+            it.stage,
+            it.offload_path or "(restore pack)",
+        )
     return table

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.core.model import IMAGE_TOKENS, Conversation, Kind, Message, visible_texts
+from ctxcli.core.model import IMAGE_TOKENS, Block, Conversation, Kind, Message, visible_texts
 
 if TYPE_CHECKING:
     from ctxcli.services.token_cache import TokenCache
@@ -565,6 +565,15 @@ def message_tokens(counter: TokenCounter, message: Message) -> int:
     total = sum(counter.count(t) for t in visible_texts(message))
     total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     return total
+
+
+def block_tokens(counter: TokenCounter, block: Block) -> int:
+    """Tokens the model reads for one block; a message's blocks add up to :func:`message_tokens`."""
+    if block.kind is Kind.TOOL_CALL:
+        return (counter.count(block.name) if block.name else 0) + counter.count(block.text)
+    if block.kind in (Kind.TEXT, Kind.TOOL_RESULT, Kind.THINKING):
+        return counter.count(block.text)
+    return IMAGE_TOKENS if block.kind is Kind.IMAGE else 0
 
 
 def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) -> bool:
