@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,6 +42,11 @@ class TokenLedger:
         n = message_tokens(self.counter, msg)
         self._by_id[id(msg)] = (msg, n)
         return n
+
+    def retain(self, messages: Iterable[Message]) -> None:
+        """Forget every count but those of ``messages`` (a long-lived ledger stays bounded)."""
+        keep = {id(m) for m in messages}
+        self._by_id = {k: v for k, v in self._by_id.items() if k in keep}
 
     def total(self, conv: Conversation) -> int:
         """Tokens of a whole conversation."""

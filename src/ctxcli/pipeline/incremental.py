@@ -1,0 +1,270 @@
+"""Keep the decisions made for a prefix; work only on what is new.
+
+A conversation grows by appending. Every consumer that reduces it again and again
+(the in-process :class:`~ctxcli.reducer.Reducer`, the proxy, an incremental re-run of
+a file) needs the same thing: recognise the part it has seen, send that part exactly
+as it sent it before (same bytes: the provider's prompt cache stays valid), and run
+the chain only over the conversation made of that already reduced part plus the new
+records.
+
+How it works:
+
+- **Identity.** Input record *i* is identified by a hash chain over the original
+  records ``0..i`` (:func:`chain_digests`), so "the first *k* records are the ones
+  seen before" is one comparison per record, and a state can be matched by the
+  last digest of its prefix alone (what a manifest or a proxy keeps).
+- **Decisions.** :class:`PrefixState` holds, for the previous call, what was sent
+  for each output record (its data, parsed once) and which input record it stands
+  for. The entries standing for the first *k* input records are reused verbatim:
+  their dict objects, their parsed messages, their token counts.
+- **Work.** The stages run on ``kept entries + new records``. They are idempotent and
+  recognise their own marks, so the kept part costs a scan, not a rewrite; a stage may
+  still cut deeper into it (a budget crossed again), and the result says where the
+  sent prefix first changed (``changed_prefix_at``).
+- **Counting.** Token counts are memoised per message object (the kept ones are the
+  same objects call after call) and per text, so only new texts reach the tokenizer.
+
+The caller chooses the format (how a dict is a message) and the stage chain; this
+module does no I/O beyond what the stages do through their offload store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ctxcli.core.model import Message
+from ctxcli.core.restore import Offload
+from ctxcli.formats.base import Format, Record, State
+from ctxcli.pipeline.config import StageConfig
+from ctxcli.pipeline.run import StageReport, run_pipeline
+from ctxcli.stages import StageContext, TokenLedger
+
+__all__ = [
+    "Entry",
+    "Increment",
+    "PrefixState",
+    "chain_digests",
+    "common_prefix",
+    "first_difference",
+    "record_digest",
+    "run_increment",
+]
+
+_ROOT = b"ctx-chain-v1"
+_DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def record_digest(previous: bytes, data: Any) -> bytes:
+    """The chain digest of a record given the digest of the records before it.
+
+    The record is hashed in a canonical JSON form (sorted keys), so two dicts that
+    are equal hash equal whatever their key order or origin.
+    """
+    try:
+        body = orjson.dumps(data, option=_DUMP_OPTIONS, default=repr)
+    except TypeError:  # integers past 64 bits, lone surrogates: the stdlib copes
+        import json
+
+        body = json.dumps(data, sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(previous + body, digest_size=16).digest()
+
+
+def chain_digests(records: Sequence[Any], *, start: bytes = _ROOT) -> list[bytes]:
+    """The hash chain of ``records``: element *i* identifies records ``0..i``.
+
+    ``start`` seeds the chain (a system prompt's digest, say).
+    """
+    out: list[bytes] = []
+    previous = start
+    for data in records:
+        previous = record_digest(previous, data)
+        out.append(previous)
+    return out
+
+
+def common_prefix(a: Sequence[bytes], b: Sequence[bytes]) -> int:
+    """How many leading digests two chains share (a chain diverges for good)."""
+    n = min(len(a), len(b))
+    if n and a[n - 1] == b[n - 1]:
+        return n  # the usual case: one chain extends the other
+    lo, hi = 0, n
+    # Chains agree on a prefix and disagree after it: binary search the boundary.
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass
+class Entry:
+    """One record of what was sent: its data, its parsed message, the input it stands for.
+
+    ``anchor`` is the index of the input record this output record was made from; a
+    record a stage created (a nudge, a summary) takes the anchor of the input record
+    before it (-1 at the start).
+    """
+
+    data: Any
+    message: Message | None
+    anchor: int
+
+
+@dataclass
+class PrefixState:
+    """The decisions of the previous call, kept for the next one.
+
+    ``chain`` identifies the input records seen last time, ``tokens`` their original
+    token counts, ``entries`` what was sent for them, in order.
+    """
+
+    chain: list[bytes] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+
+    @property
+    def sent(self) -> list[Any]:
+        """The records sent last time."""
+        return [e.data for e in self.entries]
+
+    def kept_entries(self, k: int) -> list[Entry]:
+        """The leading entries standing for input records ``< k``."""
+        if k <= 0:
+            return []
+        out: list[Entry] = []
+        for entry in self.entries:
+            if entry.anchor >= k:
+                break
+            out.append(entry)
+        return out
+
+
+@dataclass(frozen=True)
+class Increment:
+    """What one incremental call produced.
+
+    Attributes:
+        sent: the records to send (kept ones are the very objects sent before).
+        reused: leading input records whose decisions were kept.
+        changed_prefix_at: index of the first sent record that differs from the
+            previous call's (None: the previous request is a prefix of this one).
+        tokens_before: tokens of the input records as given.
+        tokens_after: tokens of ``sent``.
+        stages: what each stage did in this call.
+    """
+
+    sent: list[Any]
+    reused: int
+    changed_prefix_at: int | None
+    tokens_before: int
+    tokens_after: int
+    stages: list[StageReport]
+
+
+def run_increment(
+    state: PrefixState,
+    records: Sequence[Any],
+    *,
+    fmt: Format,
+    stages: Sequence[StageConfig],
+    ledger: TokenLedger,
+    offload: Offload,
+    language: str = "en",
+    log: Callable[[str], None] = lambda _m: None,
+    services: dict[str, Any] | None = None,
+    seed: bytes = _ROOT,
+    path: str = "messages",
+) -> tuple[Increment, PrefixState]:
+    """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
+
+    Returns the outcome and the state for the next call (``state`` is not changed).
+
+    Raises:
+        TranscriptError: a new record is not a message of ``fmt``.
+        CtxError: a stage or the offload store failed.
+    """
+    chain = chain_digests(records, start=seed)
+    k = common_prefix(chain, state.chain)
+    kept = state.kept_entries(k)
+    # The conversation the stages see: what was sent for the prefix, then the new
+    # records as given. Messages are re-keyed only when their position moved.
+    doc_records: list[Record] = []
+    anchors: list[int] = []
+    for i, entry in enumerate(kept):
+        rec = Record(b"", i + 1, entry.data)
+        msg = entry.message
+        if msg is not None and msg.key != i:
+            msg = replace(msg, key=i)
+        rec.message = msg
+        doc_records.append(rec)
+        anchors.append(entry.anchor)
+    tokens = list(state.tokens[:k])
+    for j in range(k, len(records)):
+        # A copy: what was sent must not change when the caller edits its dicts later.
+        rec = fmt.record_from_data(_snapshot(records[j]), len(doc_records), path)
+        doc_records.append(rec)
+        anchors.append(j)
+        tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
+    doc = fmt.assemble(b"", path, doc_records)
+    ctx = StageContext(ledger, offload, language, log, services=services or {})
+    conv, reports = run_pipeline(doc.conversation, stages, ctx)
+    plan = fmt.plan(doc, conv)
+    entries: list[Entry] = []
+    anchor = -1
+    index = {id(rec): i for i, rec in enumerate(doc_records)}
+    for out in plan:
+        if out.orig is not None:
+            anchor = anchors[index[id(out.orig)]]
+        if out.state is State.DROPPED:
+            continue
+        pos = len(entries)
+        if out.state is State.COPY and out.orig is not None:
+            msg = out.orig.message
+            if msg is not None and msg.key != pos:
+                msg = replace(msg, key=pos)
+            entries.append(Entry(out.data, msg, anchor))
+        else:
+            # Changed or created: parse what will be sent, so the next call sees
+            # exactly these bytes (and the stages their marks).
+            message = fmt.to_message(out.data, pos, pos + 1, path)
+            entries.append(Entry(out.data, message, anchor))
+    sent = [e.data for e in entries]
+    new_state = PrefixState(chain, tokens, entries)
+    ledger.retain([e.message for e in entries if e.message is not None])
+    outcome = Increment(
+        sent=sent,
+        reused=k,
+        changed_prefix_at=first_difference(state.sent, sent),
+        tokens_before=sum(tokens),
+        tokens_after=sum(ledger.message(e.message) for e in entries if e.message is not None),
+        stages=reports,
+    )
+    return outcome, new_state
+
+
+def first_difference(before: Sequence[Any], after: Sequence[Any]) -> int | None:
+    """Index of the first record of ``after`` that breaks ``before`` as its prefix."""
+    for i, old in enumerate(before):
+        if i >= len(after):
+            return i
+        new = after[i]
+        if new is not old and new != old:
+            return i
+    return None
+
+
+def _snapshot(data: Any) -> Any:
+    """A deep copy of a JSON-like record (orjson round trip, else copy.deepcopy)."""
+    try:
+        return orjson.loads(orjson.dumps(data))
+    except (TypeError, orjson.JSONDecodeError):
+        import copy
+
+        return copy.deepcopy(data)
