@@ -58,6 +58,8 @@ class ReducerResult:
             previous call sent (None: the provider's prompt-cache prefix stays valid).
         offloaded: paths or URLs written in this call.
         stages: what each stage did in this call.
+        sources: for each message sent, the index of the given message it stands
+            for (None for a message a stage created, a summary say).
     """
 
     messages: list[dict[str, Any]]
@@ -67,6 +69,7 @@ class ReducerResult:
     changed_prefix_at: int | None
     offloaded: list[str]
     stages: list[StageReport] = field(default_factory=list)
+    sources: list[int | None] = field(default_factory=list)
 
     @property
     def tokens_saved(self) -> int:
@@ -169,6 +172,7 @@ class Reducer:
             changed_prefix_at=changed,
             offloaded=self.offload.take_written(),
             stages=outcome.stages,
+            sources=[None if e.source is None else e.source - offset for e in entries],
         )
 
     def reset(self) -> None:

@@ -115,6 +115,12 @@ class Entry:
     data: Any
     message: Message | None
     anchor: int
+    created: bool = False
+
+    @property
+    def source(self) -> int | None:
+        """The input record this entry was made from (None for one a stage created)."""
+        return None if self.created else self.anchor
 
 
 @dataclass
@@ -197,6 +203,7 @@ def run_increment(
     # records as given. Messages are re-keyed only when their position moved.
     doc_records: list[Record] = []
     anchors: list[int] = []
+    created: list[bool] = []
     for i, entry in enumerate(kept):
         rec = Record(b"", i + 1, entry.data)
         msg = entry.message
@@ -205,12 +212,14 @@ def run_increment(
         rec.message = msg
         doc_records.append(rec)
         anchors.append(entry.anchor)
+        created.append(entry.created)
     tokens = list(state.tokens[:k])
     for j in range(k, len(records)):
         # A copy: what was sent must not change when the caller edits its dicts later.
         rec = fmt.record_from_data(_snapshot(records[j]), len(doc_records), path)
         doc_records.append(rec)
         anchors.append(j)
+        created.append(False)
         tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
     doc = fmt.assemble(b"", path, doc_records)
     ctx = StageContext(ledger, offload, language, log, services=services or {})
@@ -220,8 +229,10 @@ def run_increment(
     anchor = -1
     index = {id(rec): i for i, rec in enumerate(doc_records)}
     for out in plan:
+        made = True  # a record a stage created in this call
         if out.orig is not None:
-            anchor = anchors[index[id(out.orig)]]
+            i = index[id(out.orig)]
+            anchor, made = anchors[i], created[i]
         if out.state is State.DROPPED:
             continue
         pos = len(entries)
@@ -229,12 +240,12 @@ def run_increment(
             msg = out.orig.message
             if msg is not None and msg.key != pos:
                 msg = replace(msg, key=pos)
-            entries.append(Entry(out.data, msg, anchor))
+            entries.append(Entry(out.data, msg, anchor, made))
         else:
             # Changed or created: parse what will be sent, so the next call sees
             # exactly these bytes (and the stages their marks).
             message = fmt.to_message(out.data, pos, pos + 1, path)
-            entries.append(Entry(out.data, message, anchor))
+            entries.append(Entry(out.data, message, anchor, made))
     sent = [e.data for e in entries]
     new_state = PrefixState(chain, tokens, entries)
     ledger.retain([e.message for e in entries if e.message is not None])
