@@ -39,6 +39,7 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_live.py
 
 eval: $(STAMP)
 	$(BIN)/python benchmarks/eval.py

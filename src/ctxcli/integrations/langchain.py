@@ -39,7 +39,7 @@ from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.live_offload import LiveOffload
 from ctxcli.reducer import Reducer, ReducerResult
 
-__all__ = ["CtxMiddleware", "ctx_read_tool"]
+__all__ = ["CtxMiddleware", "LangChainSession", "ctx_read_tool", "reduce_messages"]
 
 READ_TOOL = "ctx_read"
 
@@ -92,7 +92,9 @@ class CtxMiddleware(AgentMiddleware):
         self.config = first.config
         self.offload = first.offload
         self.max_conversations = max(1, max_conversations)
-        self._reducers: OrderedDict[str, Reducer] = OrderedDict({"": first})
+        self._sessions: OrderedDict[str, LangChainSession] = OrderedDict(
+            {"": LangChainSession(first)}
+        )
         self.tools = [ctx_read_tool(self.offload)]
         self.results: list[ReducerResult] = []
         """What each model call's reduction did, oldest first (the last 100)."""
@@ -125,43 +127,77 @@ class CtxMiddleware(AgentMiddleware):
         system = None
         if request.system_message is not None:
             system = convert_to_openai_messages([request.system_message])[0]["content"]
-        messages = reduce_messages(
-            self._reducer(_thread_id()), request.messages, system, self.results
-        )
+        messages, out = self.session(_thread_id()).reduce(request.messages, system)
+        self.results.append(out)
         del self.results[:-100]
         return request.override(messages=messages)
 
-    def _reducer(self, thread: str) -> Reducer:
-        reducer = self._reducers.get(thread)
-        if reducer is None:
-            reducer = Reducer(self.config, offload_dir=self.offload.root)
-            self._reducers[thread] = reducer
-            while len(self._reducers) > self.max_conversations:
-                self._reducers.popitem(last=False)
-        self._reducers.move_to_end(thread)
-        return reducer
+    def session(self, thread: str = "") -> LangChainSession:
+        """The conversation of a LangGraph thread ("" for runs without one)."""
+        session = self._sessions.get(thread)
+        if session is None:
+            session = LangChainSession(Reducer(self.config, offload_dir=self.offload.root))
+            self._sessions[thread] = session
+            while len(self._sessions) > self.max_conversations:
+                self._sessions.popitem(last=False)
+        self._sessions.move_to_end(thread)
+        return session
+
+
+class LangChainSession:
+    """One conversation's reducer, with the conversions to and from dicts memoised.
+
+    LangChain keeps its messages as the same objects from call to call, and the
+    reducer sends a kept message as the same dict, so both conversions are looked up
+    by identity and only new messages are converted.
+    """
+
+    def __init__(self, reducer: Reducer) -> None:
+        self.reducer = reducer
+        self._dicts: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
+        self._back: dict[int, tuple[dict[str, Any], BaseMessage, AnyMessage]] = {}
+
+    def reduce(
+        self, messages: Sequence[AnyMessage], system: Any = None
+    ) -> tuple[list[AnyMessage], ReducerResult]:
+        """The messages to send, and what reducing them did."""
+        dicts: list[dict[str, Any]] = []
+        memo: dict[int, tuple[BaseMessage, dict[str, Any]]] = {}
+        todo = [m for m in messages if self._dicts.get(id(m), (None,))[0] is not m]
+        fresh = iter(convert_to_openai_messages(todo)) if todo else iter(())
+        for m in messages:
+            hit = self._dicts.get(id(m))
+            data = hit[1] if hit is not None and hit[0] is m else next(fresh)
+            memo[id(m)] = (m, data)
+            dicts.append(data)
+        self._dicts = memo
+        out = self.reducer.reduce(dicts, system=system)
+        reduced: list[AnyMessage] = []
+        back: dict[int, tuple[dict[str, Any], BaseMessage, AnyMessage]] = {}
+        for data, source in zip(out.messages, out.sources, strict=True):
+            if source is None:
+                made: AnyMessage = convert_to_messages([data])[0]  # type: ignore[assignment]
+                reduced.append(made)
+                continue
+            original = messages[source]
+            cached = self._back.get(id(data))
+            if cached is not None and cached[0] is data and cached[1] is original:
+                result = cached[2]
+            elif data == dicts[source]:
+                result = original
+            else:
+                result = _with_changes(original, data)
+            back[id(data)] = (data, original, result)
+            reduced.append(result)
+        self._back = back
+        return reduced, out
 
 
 def reduce_messages(
-    reducer: Reducer,
-    messages: Sequence[AnyMessage],
-    system: Any = None,
-    results: list[ReducerResult] | None = None,
+    reducer: Reducer, messages: Sequence[AnyMessage], system: Any = None
 ) -> list[AnyMessage]:
     """Reduce LangChain messages with ``reducer``; unchanged messages are returned as given."""
-    dicts = convert_to_openai_messages(list(messages))
-    out = reducer.reduce(dicts, system=system)
-    if results is not None:
-        results.append(out)
-    reduced: list[AnyMessage] = []
-    for data, source in zip(out.messages, out.sources, strict=True):
-        if source is None:
-            reduced.extend(convert_to_messages([data]))  # type: ignore[arg-type]
-        elif data == dicts[source]:
-            reduced.append(messages[source])
-        else:
-            reduced.append(_with_changes(messages[source], data))
-    return reduced
+    return LangChainSession(reducer).reduce(messages, system)[0]
 
 
 def _with_changes(original: AnyMessage, data: dict[str, Any]) -> AnyMessage:
