@@ -90,8 +90,9 @@ def test_growing_conversation_keeps_what_was_sent(tmp_path: Path) -> None:
     assert marked
 
 
-def test_rerun_on_same_input_changes_nothing(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_rerun_on_same_input_changes_nothing(tmp_path: Path, keep_originals: bool) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = conversation(30)
     first = reducer.reduce(msgs)
     again = reducer.reduce(msgs)
@@ -130,8 +131,11 @@ def test_only_new_texts_are_counted(tmp_path: Path) -> None:
     assert reducer._counter.counted - counted <= 3
 
 
-def test_an_edited_earlier_message_is_reprocessed_from_there(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_an_edited_earlier_message_is_reprocessed_from_there(
+    tmp_path: Path, keep_originals: bool
+) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = conversation(10)
     first = reducer.reduce(msgs)
     edited = [dict(m) for m in msgs]
@@ -143,8 +147,9 @@ def test_an_edited_earlier_message_is_reprocessed_from_there(tmp_path: Path) -> 
     assert out.messages[:5] == first.messages[:5]
 
 
-def test_the_callers_dicts_are_not_aliased(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_the_callers_dicts_are_not_aliased(tmp_path: Path, keep_originals: bool) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = [{"role": "user", "content": "a"}]
     out = reducer.reduce(msgs)
     msgs[0]["content"] = "b"  # the caller edits its own dict afterwards
@@ -224,3 +229,11 @@ def test_chain_prefix() -> None:
     assert common_prefix(a, b) == 2
     assert common_prefix(a, a[:1]) == 1
     assert common_prefix(a, chain_digests([{"z": 0}, {"b": 2}])) == 0
+
+
+def test_bounded_memory_keeps_no_originals(tmp_path: Path) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=False)
+    msgs = conversation(10)
+    reducer.reduce(msgs)
+    assert reducer._state.originals is None
+    assert reducer.reduce(msgs + tool_round(50, 100)).reused == len(msgs)

@@ -100,6 +100,10 @@ class Reducer:
         tokenizer: overrides the config's tokenizer (``cl100k``, ``o200k``, ``approx``).
         read_tool: the name of the agent's tool that reads offloaded files; hints name
             it and results of that tool reading an offloaded file are never truncated.
+        keep_originals: keep a copy of the messages as given, so the next call finds the
+            shared prefix by comparing them (fast); False keeps only their digests and
+            what was sent (less memory: a long-lived proxy), and hashes every message
+            on each call instead.
 
     Not thread-safe: use one reducer per conversation (they may share a directory).
     """
@@ -113,6 +117,7 @@ class Reducer:
         api: Api = "openai_chat",
         tokenizer: str | None = None,
         read_tool: str | None = None,
+        keep_originals: bool = True,
     ) -> None:
         if api not in _FORMATS:
             raise ConfigError(
@@ -131,6 +136,7 @@ class Reducer:
         self._counter = get_counter(config.settings.tokenizer)
         self._ledger = TokenLedger(self._counter)
         self._state = PrefixState()
+        self._keep_originals = keep_originals
         self._system_given = False
         self._sent: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -165,6 +171,7 @@ class Reducer:
             offload=self.offload,
             language=self.config.settings.language,
             log=self.notes.append,
+            keep_originals=self._keep_originals,
         )
         entries = state.entries
         if offset:
