@@ -237,3 +237,22 @@ def test_bounded_memory_keeps_no_originals(tmp_path: Path) -> None:
     reducer.reduce(msgs)
     assert reducer._state.originals is None
     assert reducer.reduce(msgs + tool_round(50, 100)).reused == len(msgs)
+
+
+@pytest.mark.parametrize("preset", ["eino", "claude-code-resume", "reasonblocks", "synaptic"])
+def test_every_preset_in_a_growing_loop(tmp_path: Path, preset: str) -> None:
+    """Chains that drop (synaptic) or add (reasonblocks' nudge) messages keep their memory too."""
+    reducer = Reducer(preset=preset, offload_dir=tmp_path / "off", tokenizer="approx")
+    full = conversation(30, size=9000, big_every=6)
+    for n in range(4, len(full) + 1, 4):
+        out = reducer.reduce(full[:n])
+        assert_pairs(out.messages)
+        assert len(out.sources) == len(out.messages)
+        for data, source in zip(out.messages, out.sources, strict=True):
+            if source is not None:
+                assert data["role"] == full[source]["role"]
+                if data.get("tool_call_id"):
+                    assert data["tool_call_id"] == full[source]["tool_call_id"]
+        again = reducer.reduce(full[:n])
+        assert again.messages == out.messages and again.changed_prefix_at is None
+    assert out.tokens_after < out.tokens_before
