@@ -199,3 +199,28 @@ def test_compared_with_langchains_clear_tool_uses(tmp_path: Path) -> None:
     assert max(count_tokens_approximately(r) for r in lc_requests) <= limit
     # ... but ctx keeps more requests cache-stable: it never rewrites what it sent.
     assert stable(ctx_requests) >= stable(lc_requests)
+
+
+def test_conversations_without_a_thread_keep_their_own_memory(tmp_path: Path) -> None:
+    from langchain.agents.middleware.types import ModelRequest
+
+    middleware = CtxMiddleware(chain(), offload_dir=tmp_path / "off")
+    model = RecordingModel(messages=iter(()), requests=[])
+
+    def history(task: str, rounds: int) -> list[BaseMessage]:
+        msgs: list[BaseMessage] = [HumanMessage(task)]
+        for i in range(rounds):
+            call = {"name": "read_file", "args": {"path": f"f{i}.py"}, "id": f"{task}_{i}"}
+            msgs += [
+                AIMessage("", tool_calls=[call]),
+                ToolMessage(file_text(i), tool_call_id=call["id"]),
+            ]
+        return msgs
+
+    a, b = history("task a", 12), history("task b", 12)
+    middleware.reduce_request(ModelRequest(model=model, messages=a[:-2]))
+    middleware.reduce_request(ModelRequest(model=model, messages=b[:-2]))
+    reduced = middleware.reduce_request(ModelRequest(model=model, messages=a))
+    assert middleware.results[-1].reused == len(a) - 2
+    assert_pairs(reduced.messages)
+    assert reduced.messages[-1] is a[-1]  # unchanged messages are the caller's own objects

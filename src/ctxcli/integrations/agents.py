@@ -18,6 +18,7 @@ call; the ``ctx_read`` tool reads what was offloaded back.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from typing import Any
 
@@ -67,6 +68,7 @@ class CtxInputFilter:
         self.offload = first.offload
         self.max_conversations = max(1, max_conversations)
         self._spare: Reducer | None = first
+        self._lock = threading.Lock()
         self._reducers: OrderedDict[bytes, Reducer] = OrderedDict()
         self.results: list[ReducerResult] = []
         """What each model call's reduction did, oldest first (the last 100)."""
@@ -83,10 +85,12 @@ class CtxInputFilter:
         if not items:
             return data.model_data
         instructions = data.model_data.instructions
-        reducer = self._reducer(record_digest(b"agents", [instructions, items[0]]))
-        out = reducer.reduce(items, system=instructions)
-        self.results.append(out)
-        del self.results[:-100]
+        # One reduction at a time: a reducer's memory is not thread-safe.
+        with self._lock:
+            reducer = self._reducer(record_digest(b"agents", [instructions, items[0]]))
+            out = reducer.reduce(items, system=instructions)
+            self.results.append(out)
+            del self.results[:-100]
         return ModelInputData(input=out.messages, instructions=instructions)  # type: ignore[arg-type]
 
     def _reducer(self, key: bytes) -> Reducer:

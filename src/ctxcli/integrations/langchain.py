@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
+from ctxcli.pipeline.incremental import record_digest
 from ctxcli.pipeline.live_offload import LiveOffload
 from ctxcli.reducer import Reducer, ReducerResult
 
@@ -92,9 +94,9 @@ class CtxMiddleware(AgentMiddleware):
         self.config = first.config
         self.offload = first.offload
         self.max_conversations = max(1, max_conversations)
-        self._sessions: OrderedDict[str, LangChainSession] = OrderedDict(
-            {"": LangChainSession(first)}
-        )
+        self._lock = threading.Lock()
+        self._spare: Reducer | None = first
+        self._sessions: OrderedDict[str, LangChainSession] = OrderedDict()
         self.tools = [ctx_read_tool(self.offload)]
         self.results: list[ReducerResult] = []
         """What each model call's reduction did, oldest first (the last 100)."""
@@ -127,16 +129,27 @@ class CtxMiddleware(AgentMiddleware):
         system = None
         if request.system_message is not None:
             system = convert_to_openai_messages([request.system_message])[0]["content"]
-        messages, out = self.session(_thread_id()).reduce(request.messages, system)
-        self.results.append(out)
-        del self.results[:-100]
+        thread = _thread_id()
+        if not thread:
+            # No checkpointer: tell conversations apart by how they start.
+            first = convert_to_openai_messages([request.messages[0]])[0]
+            thread = record_digest(b"langchain", [system, first]).hex()
+        # One reduction at a time: a session's memory is not thread-safe, and a call
+        # takes milliseconds.
+        with self._lock:
+            messages, out = self.session(thread).reduce(request.messages, system)
+            self.results.append(out)
+            del self.results[:-100]
         return request.override(messages=messages)
 
     def session(self, thread: str = "") -> LangChainSession:
-        """The conversation of a LangGraph thread ("" for runs without one)."""
+        """The memory of one conversation: a LangGraph thread, or how a conversation starts."""
         session = self._sessions.get(thread)
         if session is None:
-            session = LangChainSession(Reducer(self.config, offload_dir=self.offload.root))
+            reducer, self._spare = self._spare, None
+            if reducer is None:
+                reducer = Reducer(self.config, offload_dir=self.offload.root)
+            session = LangChainSession(reducer)
             self._sessions[thread] = session
             while len(self._sessions) > self.max_conversations:
                 self._sessions.popitem(last=False)
