@@ -191,8 +191,10 @@ def test_anthropic_messages_and_system(tmp_path: Path) -> None:
 
 def test_bad_message_names_its_position(tmp_path: Path) -> None:
     reducer = Reducer(offload_dir=tmp_path / "off")
-    with pytest.raises(TranscriptError, match=r"messages:2: not an OpenAI chat message"):
+    with pytest.raises(TranscriptError, match=r"^messages\[1\]: not an OpenAI chat message"):
         reducer.reduce([{"role": "user", "content": "a"}, {"content": "no role"}])
+    with pytest.raises(TranscriptError, match=r"^messages\[0\]: not an OpenAI chat message"):
+        reducer.reduce(["not a dict"], system="You are an agent.")
 
 
 def test_read_tool_is_named_in_hints(tmp_path: Path) -> None:

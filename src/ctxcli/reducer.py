@@ -172,6 +172,7 @@ class Reducer:
             language=self.config.settings.language,
             log=self.notes.append,
             keep_originals=self._keep_originals,
+            index_offset=offset,
         )
         entries = state.entries
         if offset:

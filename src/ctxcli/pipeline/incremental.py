@@ -37,6 +37,7 @@ from typing import Any
 
 import orjson
 
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Message
 from ctxcli.core.restore import Offload
 from ctxcli.formats.base import Format, Record, State
@@ -213,12 +214,14 @@ def run_increment(
     services: dict[str, Any] | None = None,
     seed: bytes = _ROOT,
     path: str = "messages",
+    index_offset: int = 0,
     keep_originals: bool = True,
 ) -> tuple[Increment, PrefixState]:
     """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
 
     Returns the outcome and the state for the next call (``state`` is not changed).
-    ``keep_originals`` keeps a copy of the input records in the state, so the next
+    Errors name a record ``path[i]`` with ``i`` its index minus ``index_offset`` (the
+    records the caller prepended). ``keep_originals`` keeps a copy of the input records in the state, so the next
     call recognises its prefix by comparison rather than by hashing every record;
     pass False to hold only the digests and what was sent (bounded memory).
 
@@ -249,7 +252,11 @@ def run_increment(
         copy = _snapshot(records[j])
         if originals is not None:
             originals.append(copy)
-        rec = fmt.record_from_data(copy, len(doc_records), path)
+        try:
+            rec = fmt.record_from_data(copy, len(doc_records), path)
+        except TranscriptError as exc:
+            # Name the record by its index in the caller's list, not a line number.
+            raise TranscriptError(f"{path}[{j - index_offset}]", None, exc.reason) from None
         doc_records.append(rec)
         anchors.append(j)
         created.append(False)
