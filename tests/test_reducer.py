@@ -258,3 +258,25 @@ def test_every_preset_in_a_growing_loop(tmp_path: Path, preset: str) -> None:
         again = reducer.reduce(full[:n])
         assert again.messages == out.messages and again.changed_prefix_at is None
     assert out.tokens_after < out.tokens_before
+
+
+def test_read_window_pages_and_stays_inside_the_store(tmp_path: Path) -> None:
+    from ctxcli.core.errors import OffloadError
+
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+    text = "".join(f"line {n}\n" for n in range(10))
+    path = reducer.offload.put("trunc", "call_1", text)
+    assert reducer.offload.read_window(path, 0, 3) == (
+        "line 0\nline 1\nline 2\n[ctx: lines 0-2 of 10 shown; read on with offset=3]"
+    )
+    assert reducer.offload.read_window(path, 8, 5) == "line 8\nline 9\n"
+    assert reducer.offload.read_window("trunc/call_1", 9, 1) == "line 9\n"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    for bad in (str(outside), f"{reducer.offload_dir}/../secret.txt", "trunc/../../secret.txt"):
+        with pytest.raises(OffloadError):
+            reducer.offload.read(bad)
+    # Another conversation's text under the same id gets its own file.
+    other = reducer.offload.put("trunc", "call_1", "another text")
+    assert other != path and Path(other).read_text() == "another text"
+    assert reducer.offload.put("trunc", "call_1", text) == path
