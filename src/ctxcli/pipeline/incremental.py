@@ -30,7 +30,9 @@ module does no I/O beyond what the stages do through their offload store.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -69,8 +71,6 @@ def record_digest(previous: bytes, data: Any) -> bytes:
     try:
         body = orjson.dumps(data, option=_DUMP_OPTIONS, default=repr)
     except TypeError:  # integers past 64 bits, lone surrogates: the stdlib copes
-        import json
-
         body = json.dumps(data, sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(previous + body, digest_size=16).digest()
 
@@ -221,9 +221,10 @@ def run_increment(
 
     Returns the outcome and the state for the next call (``state`` is not changed).
     Errors name a record ``path[i]`` with ``i`` its index minus ``index_offset`` (the
-    records the caller prepended). ``keep_originals`` keeps a copy of the input records in the state, so the next
-    call recognises its prefix by comparison rather than by hashing every record;
-    pass False to hold only the digests and what was sent (bounded memory).
+    records the caller prepended). ``keep_originals`` keeps a copy of the input
+    records in the state, so the next call recognises its prefix by comparison rather
+    than by hashing every record; pass False to hold only the digests and what was
+    sent (bounded memory).
 
     Raises:
         TranscriptError: a new record is not a message of ``fmt``.
@@ -249,11 +250,11 @@ def run_increment(
         # A copy: what was sent must not change when the caller edits its dicts later.
         # Stages copy on write, so the copy doubles as the original the next call
         # compares against (shared with what is sent while a stage leaves it alone).
-        copy = _snapshot(records[j])
+        data = _snapshot(records[j])
         if originals is not None:
-            originals.append(copy)
+            originals.append(data)
         try:
-            rec = fmt.record_from_data(copy, len(doc_records), path)
+            rec = fmt.record_from_data(data, len(doc_records), path)
         except TranscriptError as exc:
             # Name the record by its index in the caller's list, not a line number.
             raise TranscriptError(f"{path}[{j - index_offset}]", None, exc.reason) from None
@@ -317,6 +318,4 @@ def _snapshot(data: Any) -> Any:
     try:
         return orjson.loads(orjson.dumps(data))
     except (TypeError, orjson.JSONDecodeError):
-        import copy
-
         return copy.deepcopy(data)
