@@ -26,6 +26,7 @@ __all__ = [
     "dumps_keeping",
     "dumps_plain",
     "item_spans",
+    "numbers_may_change",
     "member_span",
     "member_spans",
     "skip_value",
@@ -37,6 +38,7 @@ _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _STRUCT = re.compile(r'[\[\]{}"]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
 _MINUS_ZERO = re.compile(r"[:,\[]\s*-0\s*[,\]}]")  # the integer -0 parses as 0
+_MINUS_ZERO_BYTES = re.compile(_MINUS_ZERO.pattern.encode())
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -234,11 +236,23 @@ def dumps_keeping(new: Any, old: Any, text: str, style: Style) -> str:
     Raises:
         ValueError: a changed value holds a number JSON cannot carry.
     """
-    if not _has_float(old) and _MINUS_ZERO.search(text) is None:
-        # Integers, strings, booleans and null written again have the same value
-        # (only the escaping of a string may differ): the fast path, most records.
+    if not numbers_may_change(old, text):
         return dumps_plain(new, style)
     return _splice(new, old, text, skip_ws(text, 0), style, 0)
+
+
+def numbers_may_change(old: Any, text: str | bytes) -> bool:
+    """False if writing ``old`` again cannot change a number in ``text`` (its source).
+
+    Integers, strings, booleans and null written again have the same value (only
+    the escaping of a string may differ): most records need no splice. A float may
+    have been written otherwise (``1E5``, ``0.10``, ``1e400``), and so may ``-0``.
+    """
+    if _has_float(old):
+        return True
+    if isinstance(text, bytes):
+        return _MINUS_ZERO_BYTES.search(text) is not None
+    return _MINUS_ZERO.search(text) is not None
 
 
 def _has_float(value: Any) -> bool:
