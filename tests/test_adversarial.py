@@ -281,6 +281,7 @@ def _one_line_error(proc: subprocess.CompletedProcess[bytes], *needles: str) -> 
     assert proc.returncode == 2, err
     assert "bug" not in err and "internal error" not in err, err
     assert err.startswith("ctx: error: ") and err.count("\n") == 1, err
+    assert "ctx-tmp" not in err, "names a temporary file, not the path the user gave"
     for needle in needles:
         assert needle in err, err
 
