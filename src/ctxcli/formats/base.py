@@ -20,7 +20,7 @@ import orjson
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.restore import OriginalsSink, RestoreScript
-from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain, numbers_may_change
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -173,7 +173,7 @@ def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
             as the non-JSON ``Infinity``).
     """
     style = style_of(raw)
-    if original is not _ABSENT:
+    if original is not _ABSENT and numbers_may_change(original, raw):
         text = raw.decode("utf-8", "surrogatepass")
         return dumps_keeping(data, original, text, style).encode("utf-8", "surrogatepass")
     return dumps_plain(data, style).encode("utf-8", "surrogatepass")
