@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-browser lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-all test-browser lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: $(STAMP)
 	$(BIN)/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
 	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
 
+# The default suite (under ~10 minutes on 2 cores). The suites that need a browser, the
+# real clients or Ray have targets of their own; `make test-all` (what CI runs) runs them all.
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not browser and not e2e and not ray"
+
+test-all: test test-browser
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
