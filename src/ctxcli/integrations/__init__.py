@@ -1,0 +1,1 @@
+"""Optional integrations (extras): they import the library; the library never imports them."""
