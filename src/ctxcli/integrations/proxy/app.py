@@ -107,9 +107,7 @@ def create_app(core: ProxyCore) -> Starlette:
             core.warn(f"upstream {url} failed: {type(exc).__name__}: {exc}")
             body = {"type": "error", "error": {"type": "api_error", "message": f"ctx proxy: {exc}"}}
             return JSONResponse(body, status_code=502)
-        out_headers = {
-            k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP
-        }
+        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
         is_sse = "text/event-stream" in upstream.headers.get("content-type", "")
 
         async def relay() -> AsyncIterator[bytes]:

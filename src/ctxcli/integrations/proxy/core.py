@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctxcli.core.errors import CtxError
 from ctxcli.integrations.proxy.billing import Bill, CacheModel, Prices
 from ctxcli.integrations.proxy.conversations import (
     ConversationStore,
@@ -32,7 +33,6 @@ from ctxcli.integrations.proxy.shapes import (
     history_key,
     prompt_blocks,
 )
-from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import load_config
 from ctxcli.reducer import Reducer
 from ctxcli.services.tokens import load_engine

@@ -25,7 +25,11 @@ def _bind(host: str, port: int) -> socket.socket:
 
 def _config(core: ProxyCore) -> uvicorn.Config:
     return uvicorn.Config(
-        create_app(core), log_level="warning", access_log=False, lifespan="on", ws="websockets"
+        create_app(core),
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        ws="websockets-sansio",
     )
 
 

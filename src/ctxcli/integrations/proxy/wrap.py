@@ -80,9 +80,7 @@ def run_wrapped(
     executable = find_client(client)
     core = ProxyCore(upstream_settings(client, settings), log=log, warn=warn)
     with ProxyServer(core) as server:
-        argv, extra_env = client_command(
-            client, executable, args, server.url, settings.offload_dir
-        )
+        argv, extra_env = client_command(client, executable, args, server.url, settings.offload_dir)
         env = {**os.environ, **extra_env}
         proc = subprocess.Popen(argv, env=env)
         try:
