@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean schema docs dist
+.PHONY: setup demo test lint fix bench bench-proxy e2e-proxy eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -39,6 +39,16 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_proxy.py
+
+# The real Claude Code CLI through ctx wrap / direct / headroom (npm into CTX_E2E_CACHE).
+# BENCH_TURNS=N for a shorter or longer scripted run (default 40).
+bench-proxy: $(STAMP)
+	$(BIN)/python benchmarks/bench_proxy.py
+
+# The real Claude Code CLI (npm, pinned) through ctx wrap against a fake Anthropic API.
+e2e-proxy: $(STAMP)
+	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
 
 eval: $(STAMP)
 	$(BIN)/python benchmarks/eval.py

@@ -37,6 +37,9 @@ from ctxcli.pipeline.config import load_config
 from ctxcli.reducer import Reducer
 from ctxcli.services.tokens import load_engine
 
+RECENT_IN_STATS = 200
+"""Requests listed one by one in the stats (the totals cover all of them)."""
+
 STATS_FILE = "ctx-proxy-stats.json"
 """Written into the offload directory after every request (read by ``ctx mcp``)."""
 
@@ -106,6 +109,20 @@ class RequestRecord:
     accepted_cut: bool = False
     offloaded: int = 0
     upstream_usage: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self, prices: Prices) -> dict[str, Any]:
+        return {
+            "api": self.api,
+            "conversation": self.conversation[:12],
+            "number": self.number,
+            "tokens_in": self.tokens_in,
+            "tokens_sent": self.tokens_sent,
+            "with_proxy": self.with_proxy.as_dict(prices),
+            "without_proxy": self.without_proxy.as_dict(prices),
+            "held_back": self.held_back,
+            "new_cut": self.accepted_cut,
+            "upstream_usage": self.upstream_usage,
+        }
 
     def line(self, prices: Prices) -> str:
         """The ``-v`` line."""
@@ -319,6 +336,9 @@ class ProxyCore:
                 "preset": self.settings.preset,
                 "clear_at_least": self.settings.clear_at_least,
                 "input_price_per_mtok": self.settings.input_price,
+                "recent_requests": [
+                    r.as_dict(self.prices(r.api)) for r in self.records[-RECENT_IN_STATS:]
+                ],
             }
 
     def write_stats(self) -> None:

@@ -1,0 +1,163 @@
+"""Billed, cache-priced input cost of one scripted Claude Code run: direct, through ctx, through headroom.
+
+The real Claude Code CLI (npm, pinned; installed into ``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}``)
+runs the same tool-heavy script (``BENCH_TURNS`` Read/Bash calls on large files, 40 by
+default) against the loopback fake Anthropic API of the tests, which prices prompt caching
+on its own (cache read 0.1x, cache write 1.25x). Rows: the client talking to the fake
+directly; through ``ctx wrap claude`` with each preset that acts on API messages; through
+``headroom proxy`` when ``headroom-ai`` installs in its own venv (``HEADROOM_BIN`` to use
+another). The figures are the fake server's, not the proxy's own estimate.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from tests.proxy_support.clients import (  # noqa: E402
+    cache_dir,
+    claude_args,
+    claude_binary,
+    client_env,
+    run_claude,
+    scripted_project,
+)
+from tests.proxy_support.fake_anthropic import FakeAnthropic  # noqa: E402
+
+PRESETS = ("eino", "claude-code-resume", "synaptic", "reasonblocks")
+
+
+def headroom_binary() -> tuple[str | None, str]:
+    if os.environ.get("HEADROOM_BIN"):
+        return os.environ["HEADROOM_BIN"], ""
+    venv = cache_dir() / "headroom-venv"
+    binary = venv / "bin" / "headroom"
+    if not binary.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=False)
+        done = subprocess.run(
+            [str(venv / "bin" / "pip"), "install", "-q", "headroom-ai"],
+            capture_output=True, text=True, timeout=900, check=False,
+        )  # fmt: skip
+        if done.returncode != 0 or not binary.exists():
+            return None, f"pip install headroom-ai failed: {done.stderr.strip()[-300:]}"
+    return str(binary), ""
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | None) -> dict:
+    root = work / mode
+    project, home = root / "project", root / "home"
+    project.mkdir(parents=True)
+    home.mkdir()
+    offload = project / ".ctx-offload"
+    steps = scripted_project(project, turns=turns)
+    started = time.perf_counter()
+    with FakeAnthropic(steps, offload_dir=str(offload)) as fake:
+        if mode == "direct":
+            done = run_claude(claude, project, home, fake.base_url)
+        elif mode == "headroom":
+            assert headroom is not None
+            port = _free_port()
+            env = client_env(home, fake.base_url)
+            env["ANTHROPIC_TARGET_API_URL"] = fake.base_url
+            server = subprocess.Popen(
+                [headroom, "proxy", "--port", str(port)],
+                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+            )  # fmt: skip
+            try:
+                _wait_port(port, server)
+                done = subprocess.run(
+                    [claude, *claude_args()], cwd=project,
+                    env={**env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"},
+                    capture_output=True, text=True, timeout=900, check=False,
+                )  # fmt: skip
+            finally:
+                server.terminate()
+                server.wait(30)
+        else:
+            preset = mode.removeprefix("ctx ")
+            wrap = ["--preset", preset, "--offload-dir", str(offload)]
+            done = run_claude(claude, project, home, fake.base_url, wrap=wrap)
+    t = fake.totals
+    return {
+        "mode": mode,
+        "ok": done.returncode == 0 and not fake.rejected,
+        "why": (done.stderr.strip().splitlines() or [""])[-1][:160] if done.returncode else "",
+        "rejected": len(fake.rejected),
+        "requests": t.requests,
+        "input": t.input_tokens + t.cache_read + t.cache_write,
+        "read": t.cache_read,
+        "write": t.cache_write,
+        "billed": t.billed(),
+        "seconds": time.perf_counter() - started,
+    }
+
+
+def _wait_port(port: int, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"headroom proxy exited: {proc.stderr.read()[-300:] if proc.stderr else ''}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.5)
+    raise RuntimeError("headroom proxy did not start")
+
+
+def main() -> int:
+    turns = int(os.environ.get("BENCH_TURNS", "40"))
+    claude, why = claude_binary()
+    if claude is None:
+        print(f"proxy bench: skipped, {why}")
+        return 0
+    modes = ["direct", *(f"ctx {p}" for p in PRESETS)]
+    headroom, hwhy = headroom_binary()
+    if headroom is not None:
+        modes.append("headroom")
+    work = Path(tempfile.mkdtemp(prefix="ctx-bench-proxy-"))
+    rows = []
+    try:
+        for mode in modes:
+            try:
+                rows.append(run_once(claude, mode, turns, work, headroom))
+            except Exception as exc:  # a peer that fails is reported, not fatal
+                rows.append({"mode": mode, "ok": False, "why": f"{type(exc).__name__}: {exc}"})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"\nClaude Code {turns}-step scripted run, billed input (cache read 0.1x, write 1.25x)")
+    print(f"{'route':24} {'requests':>8} {'input tokens':>13} {'cache read':>11} "
+          f"{'cache write':>11} {'billed':>10} {'vs direct':>9}")  # fmt: skip
+    base = next((r["billed"] for r in rows if r["mode"] == "direct" and r.get("ok")), None)
+    for r in rows:
+        if not r.get("ok"):
+            print(f"{r['mode']:24} failed: {r.get('why') or ''} rejected={r.get('rejected', '?')}")
+            continue
+        delta = f"{100 * (r['billed'] - base) / base:+.1f}%" if base else ""
+        print(f"{r['mode']:24} {r['requests']:>8} {r['input']:>13,} {r['read']:>11,} "
+              f"{r['write']:>11,} {r['billed']:>10,.0f} {delta:>9}")  # fmt: skip
+    if headroom is None:
+        print(f"headroom proxy: not measured ({hwhy})")
+    print("target: ctx (eino) >= 30% below direct, and below headroom")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
