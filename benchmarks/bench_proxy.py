@@ -32,7 +32,8 @@ from tests.proxy_support.clients import (  # noqa: E402
 )
 from tests.proxy_support.fake_anthropic import FakeAnthropic  # noqa: E402
 
-PRESETS = ("eino", "claude-code-resume", "synaptic", "reasonblocks")
+# synaptic is left out: it strips tool calls, so a coding agent forgets its own work.
+PRESETS = ("eino", "claude-code-resume", "reasonblocks")
 
 
 def headroom_binary() -> tuple[str | None, str]:
@@ -76,7 +77,7 @@ def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | Non
             env = client_env(home, fake.base_url)
             env["ANTHROPIC_TARGET_API_URL"] = fake.base_url
             server = subprocess.Popen(
-                [headroom, "proxy", "--port", str(port)],
+                [headroom, "proxy", "--port", str(port), "--no-rate-limit"],
                 env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
             )  # fmt: skip
             try:
@@ -114,7 +115,9 @@ def _wait_port(port: int, proc: subprocess.Popen[str], timeout: float = 120) -> 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"headroom proxy exited: {proc.stderr.read()[-300:] if proc.stderr else ''}")
+            raise RuntimeError(
+                f"headroom proxy exited: {proc.stderr.read()[-300:] if proc.stderr else ''}"
+            )
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 return

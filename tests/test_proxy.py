@@ -387,3 +387,24 @@ def test_ctx_mcp_over_stdio(tmp_path: Path) -> None:
             return got.content[0].text
 
     assert asyncio.run(call()) == "original text"
+
+
+class _Breaks:
+    """A reducer whose output the API would reject (its first message is the assistant's)."""
+
+    offloaded: list[str] = []
+
+    def reduce(self, messages: Any, *, system: Any = None) -> Any:
+        self.messages = list(messages[1:]) or list(messages)
+        return self
+
+
+def test_a_reduction_the_api_would_reject_is_not_sent(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    settings = ProxySettings(offload_dir=str(tmp_path))
+    core = ProxyCore(settings, warn=warnings.append, make_reducer=lambda api: _Breaks())
+    agent = Agent()
+    agent.step()
+    raw = json.dumps(agent.body()).encode()
+    assert core.prepare("anthropic", raw).body == raw
+    assert "would be rejected (the first message is not the user's)" in warnings[0]

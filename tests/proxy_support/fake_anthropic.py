@@ -117,6 +117,8 @@ def problems(body: dict[str, Any]) -> list[str]:
         )
     pending: set[str] = set()
     for i, msg in enumerate(messages):
+        if msg.get("role") not in ("user", "assistant", "system"):  # Claude Code sends system
+            found.append(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
         content = msg.get("content")
         parts = content if isinstance(content, list) else []
         if isinstance(content, list) and not content and i < len(messages) - 1:

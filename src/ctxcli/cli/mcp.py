@@ -25,7 +25,7 @@ def mcp(
     Example:
 
     \b
-        claude mcp add ctx -- ctx mcp --offload-dir ~/.cache/ctx/proxy/run-abc
+        ctx mcp --offload-dir ~/.cache/ctx/proxy/run-abc
     """
     with _errors():
         load_proxy()

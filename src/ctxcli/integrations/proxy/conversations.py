@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from ctxcli.integrations.proxy.shapes import (
     Api,
+    anthropic_problems,
     canonical,
     digest,
     place_breakpoints,
@@ -50,6 +51,8 @@ class Decision:
     accepted_cut: bool = False
     held_back: bool = False
     offloaded: int = 0
+    refused: str = ""
+    """Why the reduction was not sent (the request then goes as the client wrote it)."""
 
 
 @dataclass
@@ -78,15 +81,21 @@ def decide(
     count: Callable[[list[Any]], int],
     clear_at_least: int,
     body: dict[str, Any],
+    api: Api = "anthropic",
 ) -> Decision:
     """Reduce ``messages`` for ``conv`` and choose what to send (updates ``conv``)."""
     plain = strip_cache_control(messages)
     hashes = [digest(m) for m in plain]
     result = conv.reducer.reduce(plain, system=system)
     candidate = strip_cache_control(list(result.messages))
-    offloaded = len(result.offloaded)
+    decision = Decision(messages=[], offloaded=len(result.offloaded))
+    if api == "anthropic":
+        bad = anthropic_problems(candidate)
+        if bad and not anthropic_problems(plain):
+            # Never send what the API would reject: the client's own history goes instead.
+            candidate = plain
+            decision.refused = "; ".join(bad[:3])
     chosen = candidate
-    decision = Decision(messages=[], offloaded=offloaded)
     known = len(conv.originals)
     if conv.sent and known <= len(hashes) and hashes[:known] == conv.originals:
         fallback = conv.sent + plain[known:]

@@ -238,8 +238,11 @@ class ProxyCore:
                     count=self.count_messages,
                     clear_at_least=self.settings.clear_at_least,
                     body=body,
+                    api=api,
                 )
                 number = conv.requests
+            if decision.refused:
+                self.warn(f"the reduced history would be rejected ({decision.refused}); sent as is")
         except Exception as exc:  # a reducer failure must not fail the client's request
             return self._passthrough(raw, f"the reducer failed ({type(exc).__name__}: {exc})")
         if decision.messages == history:
