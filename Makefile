@@ -39,6 +39,7 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_live.py
 	$(BIN)/python benchmarks/bench_proxy.py
 
 # The real Claude Code CLI through ctx wrap / direct / headroom (npm into CTX_E2E_CACHE).

@@ -90,8 +90,9 @@ def test_growing_conversation_keeps_what_was_sent(tmp_path: Path) -> None:
     assert marked
 
 
-def test_rerun_on_same_input_changes_nothing(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_rerun_on_same_input_changes_nothing(tmp_path: Path, keep_originals: bool) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = conversation(30)
     first = reducer.reduce(msgs)
     again = reducer.reduce(msgs)
@@ -130,8 +131,11 @@ def test_only_new_texts_are_counted(tmp_path: Path) -> None:
     assert reducer._counter.counted - counted <= 3
 
 
-def test_an_edited_earlier_message_is_reprocessed_from_there(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_an_edited_earlier_message_is_reprocessed_from_there(
+    tmp_path: Path, keep_originals: bool
+) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = conversation(10)
     first = reducer.reduce(msgs)
     edited = [dict(m) for m in msgs]
@@ -143,8 +147,9 @@ def test_an_edited_earlier_message_is_reprocessed_from_there(tmp_path: Path) -> 
     assert out.messages[:5] == first.messages[:5]
 
 
-def test_the_callers_dicts_are_not_aliased(tmp_path: Path) -> None:
-    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+@pytest.mark.parametrize("keep_originals", [True, False])
+def test_the_callers_dicts_are_not_aliased(tmp_path: Path, keep_originals: bool) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=keep_originals)
     msgs = [{"role": "user", "content": "a"}]
     out = reducer.reduce(msgs)
     msgs[0]["content"] = "b"  # the caller edits its own dict afterwards
@@ -186,8 +191,10 @@ def test_anthropic_messages_and_system(tmp_path: Path) -> None:
 
 def test_bad_message_names_its_position(tmp_path: Path) -> None:
     reducer = Reducer(offload_dir=tmp_path / "off")
-    with pytest.raises(TranscriptError, match=r"messages:2: not an OpenAI chat message"):
+    with pytest.raises(TranscriptError, match=r"^messages\[1\]: not an OpenAI chat message"):
         reducer.reduce([{"role": "user", "content": "a"}, {"content": "no role"}])
+    with pytest.raises(TranscriptError, match=r"^messages\[0\]: not an OpenAI chat message"):
+        reducer.reduce(["not a dict"], system="You are an agent.")
 
 
 def test_read_tool_is_named_in_hints(tmp_path: Path) -> None:
@@ -224,3 +231,52 @@ def test_chain_prefix() -> None:
     assert common_prefix(a, b) == 2
     assert common_prefix(a, a[:1]) == 1
     assert common_prefix(a, chain_digests([{"z": 0}, {"b": 2}])) == 0
+
+
+def test_bounded_memory_keeps_no_originals(tmp_path: Path) -> None:
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off", keep_originals=False)
+    msgs = conversation(10)
+    reducer.reduce(msgs)
+    assert reducer._state.originals is None
+    assert reducer.reduce(msgs + tool_round(50, 100)).reused == len(msgs)
+
+
+@pytest.mark.parametrize("preset", ["eino", "claude-code-resume", "reasonblocks", "synaptic"])
+def test_every_preset_in_a_growing_loop(tmp_path: Path, preset: str) -> None:
+    """Chains that drop (synaptic) or add (reasonblocks' nudge) messages keep their memory too."""
+    reducer = Reducer(preset=preset, offload_dir=tmp_path / "off", tokenizer="approx")
+    full = conversation(30, size=9000, big_every=6)
+    for n in range(4, len(full) + 1, 4):
+        out = reducer.reduce(full[:n])
+        assert_pairs(out.messages)
+        assert len(out.sources) == len(out.messages)
+        for data, source in zip(out.messages, out.sources, strict=True):
+            if source is not None:
+                assert data["role"] == full[source]["role"]
+                if data.get("tool_call_id"):
+                    assert data["tool_call_id"] == full[source]["tool_call_id"]
+        again = reducer.reduce(full[:n])
+        assert again.messages == out.messages and again.changed_prefix_at is None
+    assert out.tokens_after < out.tokens_before
+
+
+def test_read_window_pages_and_stays_inside_the_store(tmp_path: Path) -> None:
+    from ctxcli.core.errors import OffloadError
+
+    reducer = Reducer(preset="eino", offload_dir=tmp_path / "off")
+    text = "".join(f"line {n}\n" for n in range(10))
+    path = reducer.offload.put("trunc", "call_1", text)
+    assert reducer.offload.read_window(path, 0, 3) == (
+        "line 0\nline 1\nline 2\n[ctx: lines 0-2 of 10 shown; read on with offset=3]"
+    )
+    assert reducer.offload.read_window(path, 8, 5) == "line 8\nline 9\n"
+    assert reducer.offload.read_window("trunc/call_1", 9, 1) == "line 9\n"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("secret")
+    for bad in (str(outside), f"{reducer.offload_dir}/../secret.txt", "trunc/../../secret.txt"):
+        with pytest.raises(OffloadError):
+            reducer.offload.read(bad)
+    # Another conversation's text under the same id gets its own file.
+    other = reducer.offload.put("trunc", "call_1", "another text")
+    assert other != path and Path(other).read_text() == "another text"
+    assert reducer.offload.put("trunc", "call_1", text) == path

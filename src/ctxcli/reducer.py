@@ -28,7 +28,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.formats import get_format
+from ctxcli.formats.anthropic import Anthropic
+from ctxcli.formats.base import Format
+from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config, default_config
 from ctxcli.pipeline.incremental import PrefixState, first_difference, run_increment
 from ctxcli.pipeline.live_offload import LiveOffload
@@ -38,7 +41,13 @@ from ctxcli.stages import TokenLedger
 
 __all__ = ["Reducer", "ReducerResult"]
 
-Api = Literal["openai_chat", "anthropic"]
+Api = Literal["openai_chat", "anthropic", "openai_responses"]
+
+_FORMATS: dict[str, Format] = {
+    "openai_chat": OpenAIChat(),
+    "anthropic": Anthropic(),
+    "openai_responses": OpenAIResponses(),
+}
 
 _MEMO_TEXTS = 20_000
 """Distinct texts whose counts a reducer memoises before it starts over."""
@@ -58,6 +67,8 @@ class ReducerResult:
             previous call sent (None: the provider's prompt-cache prefix stays valid).
         offloaded: paths or URLs written in this call.
         stages: what each stage did in this call.
+        sources: for each message sent, the index of the given message it stands
+            for (None for a message a stage created, a summary say).
     """
 
     messages: list[dict[str, Any]]
@@ -67,6 +78,7 @@ class ReducerResult:
     changed_prefix_at: int | None
     offloaded: list[str]
     stages: list[StageReport] = field(default_factory=list)
+    sources: list[int | None] = field(default_factory=list)
 
     @property
     def tokens_saved(self) -> int:
@@ -83,10 +95,15 @@ class Reducer:
             config's chain and keeps its other settings.
         offload_dir: where removed texts go: a directory (default: the config's
             ``offload_dir``, else ``./ctx-offload``) or an fsspec URL.
-        api: the shape of the message dicts: OpenAI chat or Anthropic Messages.
+        api: the shape of the message dicts: OpenAI chat, Anthropic Messages, or
+            OpenAI Responses input items (``openai_responses``, the Agents SDK's).
         tokenizer: overrides the config's tokenizer (``cl100k``, ``o200k``, ``approx``).
         read_tool: the name of the agent's tool that reads offloaded files; hints name
             it and results of that tool reading an offloaded file are never truncated.
+        keep_originals: keep a copy of the messages as given, so the next call finds the
+            shared prefix by comparing them (fast); False keeps only their digests and
+            what was sent (less memory: a long-lived proxy), and hashes every message
+            on each call instead.
 
     Not thread-safe: use one reducer per conversation (they may share a directory).
     """
@@ -100,9 +117,12 @@ class Reducer:
         api: Api = "openai_chat",
         tokenizer: str | None = None,
         read_tool: str | None = None,
+        keep_originals: bool = True,
     ) -> None:
-        if api not in ("openai_chat", "anthropic"):
-            raise ConfigError(f"api {api!r} is not supported; use 'openai_chat' or 'anthropic'.")
+        if api not in _FORMATS:
+            raise ConfigError(
+                f"api {api!r} is not supported; use one of {', '.join(sorted(_FORMATS))}."
+            )
         config = _resolve_config(config, preset)
         if tokenizer is not None:
             config = config.with_overrides(tokenizer=tokenizer)
@@ -110,12 +130,13 @@ class Reducer:
             config = _with_read_tool(config, read_tool)
         self.config = config
         self.api: Api = api
-        self._format = get_format(api)
+        self._format = _FORMATS[api]
         location = offload_dir if offload_dir is not None else config.settings.offload_dir
         self.offload = LiveOffload(location if location is not None else "ctx-offload")
         self._counter = get_counter(config.settings.tokenizer)
         self._ledger = TokenLedger(self._counter)
         self._state = PrefixState()
+        self._keep_originals = keep_originals
         self._system_given = False
         self._sent: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -150,6 +171,8 @@ class Reducer:
             offload=self.offload,
             language=self.config.settings.language,
             log=self.notes.append,
+            keep_originals=self._keep_originals,
+            index_offset=offset,
         )
         entries = state.entries
         if offset:
@@ -169,6 +192,7 @@ class Reducer:
             changed_prefix_at=changed,
             offloaded=self.offload.take_written(),
             stages=outcome.stages,
+            sources=[None if e.source is None else e.source - offset for e in entries],
         )
 
     def reset(self) -> None:

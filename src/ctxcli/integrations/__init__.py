@@ -1,1 +1,1 @@
-"""Optional integrations (extras): they import the library; the library never imports them."""
+"""Optional integrations (agent frameworks, servers): they import the library, never the reverse."""

@@ -30,13 +30,16 @@ module does no I/O beyond what the stages do through their offload store.
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import orjson
 
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Message
 from ctxcli.core.restore import Offload
 from ctxcli.formats.base import Format, Record, State
@@ -68,8 +71,6 @@ def record_digest(previous: bytes, data: Any) -> bytes:
     try:
         body = orjson.dumps(data, option=_DUMP_OPTIONS, default=repr)
     except TypeError:  # integers past 64 bits, lone surrogates: the stdlib copes
-        import json
-
         body = json.dumps(data, sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
     return hashlib.blake2b(previous + body, digest_size=16).digest()
 
@@ -112,9 +113,24 @@ class Entry:
     before it (-1 at the start).
     """
 
-    data: Any
-    message: Message | None
+    record: Record
     anchor: int
+    created: bool = False
+
+    @property
+    def data(self) -> Any:
+        """What was sent."""
+        return self.record.data
+
+    @property
+    def message(self) -> Message | None:
+        """What was sent, parsed (its key is the entry's position)."""
+        return self.record.message
+
+    @property
+    def source(self) -> int | None:
+        """The input record this entry was made from (None for one a stage created)."""
+        return None if self.created else self.anchor
 
 
 @dataclass
@@ -128,6 +144,23 @@ class PrefixState:
     chain: list[bytes] = field(default_factory=list)
     tokens: list[int] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
+    originals: list[Any] | None = None
+    """Copies of the input records, when kept: the prefix is then recognised by
+    comparing records (a memcmp of their strings) instead of hashing them all again.
+    Without them (bounded memory) every call hashes every record."""
+
+    def shared_prefix(self, records: Sequence[Any], seed: bytes) -> tuple[int, list[bytes]]:
+        """How many leading records are the ones seen last time, and the chain of all."""
+        if self.originals is not None and len(self.originals) == len(self.chain):
+            k = 0
+            limit = min(len(records), len(self.originals))
+            originals = self.originals
+            while k < limit and (records[k] is originals[k] or records[k] == originals[k]):
+                k += 1
+            start = self.chain[k - 1] if k else seed
+            return k, self.chain[:k] + chain_digests(records[k:], start=start)
+        chain = chain_digests(records, start=seed)
+        return common_prefix(chain, self.chain), chain
 
     @property
     def sent(self) -> list[Any]:
@@ -181,36 +214,53 @@ def run_increment(
     services: dict[str, Any] | None = None,
     seed: bytes = _ROOT,
     path: str = "messages",
+    index_offset: int = 0,
+    keep_originals: bool = True,
 ) -> tuple[Increment, PrefixState]:
     """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
 
     Returns the outcome and the state for the next call (``state`` is not changed).
+    Errors name a record ``path[i]`` with ``i`` its index minus ``index_offset`` (the
+    records the caller prepended). ``keep_originals`` keeps a copy of the input
+    records in the state, so the next call recognises its prefix by comparison rather
+    than by hashing every record; pass False to hold only the digests and what was
+    sent (bounded memory).
 
     Raises:
         TranscriptError: a new record is not a message of ``fmt``.
         CtxError: a stage or the offload store failed.
     """
-    chain = chain_digests(records, start=seed)
-    k = common_prefix(chain, state.chain)
+    k, chain = state.shared_prefix(records, seed)
     kept = state.kept_entries(k)
     # The conversation the stages see: what was sent for the prefix, then the new
     # records as given. Messages are re-keyed only when their position moved.
     doc_records: list[Record] = []
     anchors: list[int] = []
-    for i, entry in enumerate(kept):
-        rec = Record(b"", i + 1, entry.data)
-        msg = entry.message
-        if msg is not None and msg.key != i:
-            msg = replace(msg, key=i)
-        rec.message = msg
-        doc_records.append(rec)
+    created: list[bool] = []
+    for entry in kept:
+        # Entries are stored at their position, so their records serve as they are.
+        doc_records.append(entry.record)
         anchors.append(entry.anchor)
+        created.append(entry.created)
     tokens = list(state.tokens[:k])
+    originals: list[Any] | None = None
+    if keep_originals and (state.originals is not None or not state.chain):
+        originals = (state.originals or [])[:k]
     for j in range(k, len(records)):
         # A copy: what was sent must not change when the caller edits its dicts later.
-        rec = fmt.record_from_data(_snapshot(records[j]), len(doc_records), path)
+        # Stages copy on write, so the copy doubles as the original the next call
+        # compares against (shared with what is sent while a stage leaves it alone).
+        data = _snapshot(records[j])
+        if originals is not None:
+            originals.append(data)
+        try:
+            rec = fmt.record_from_data(data, len(doc_records), path)
+        except TranscriptError as exc:
+            # Name the record by its index in the caller's list, not a line number.
+            raise TranscriptError(f"{path}[{j - index_offset}]", None, exc.reason) from None
         doc_records.append(rec)
         anchors.append(j)
+        created.append(False)
         tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
     doc = fmt.assemble(b"", path, doc_records)
     ctx = StageContext(ledger, offload, language, log, services=services or {})
@@ -220,23 +270,26 @@ def run_increment(
     anchor = -1
     index = {id(rec): i for i, rec in enumerate(doc_records)}
     for out in plan:
+        made = True  # a record a stage created in this call
         if out.orig is not None:
-            anchor = anchors[index[id(out.orig)]]
+            i = index[id(out.orig)]
+            anchor, made = anchors[i], created[i]
         if out.state is State.DROPPED:
             continue
         pos = len(entries)
         if out.state is State.COPY and out.orig is not None:
-            msg = out.orig.message
-            if msg is not None and msg.key != pos:
-                msg = replace(msg, key=pos)
-            entries.append(Entry(out.data, msg, anchor))
+            rec = out.orig
+            if rec.line != pos + 1:  # moved: a record before it was dropped or added
+                msg = rec.message
+                rec = Record(b"", pos + 1, rec.data)
+                rec.message = None if msg is None else replace(msg, key=pos)
         else:
             # Changed or created: parse what will be sent, so the next call sees
             # exactly these bytes (and the stages their marks).
-            message = fmt.to_message(out.data, pos, pos + 1, path)
-            entries.append(Entry(out.data, message, anchor))
+            rec = fmt.record_from_data(out.data, pos, path)
+        entries.append(Entry(rec, anchor, made))
     sent = [e.data for e in entries]
-    new_state = PrefixState(chain, tokens, entries)
+    new_state = PrefixState(chain, tokens, entries, originals)
     ledger.retain([e.message for e in entries if e.message is not None])
     outcome = Increment(
         sent=sent,
@@ -265,6 +318,4 @@ def _snapshot(data: Any) -> Any:
     try:
         return orjson.loads(orjson.dumps(data))
     except (TypeError, orjson.JSONDecodeError):
-        import copy
-
         return copy.deepcopy(data)

@@ -113,6 +113,38 @@ class LiveOffload:
             raise OffloadError(f"{path}: no such offloaded file.") from None
         return data.decode("utf-8", "surrogatepass")
 
+    def read_window(
+        self, path: str, offset_lines: int = 0, limit_lines: int = 200, max_chars: int = 20_000
+    ) -> str:
+        """Lines ``offset_lines`` .. ``offset_lines + limit_lines`` of an offloaded file.
+
+        What a read tool returns to the agent: the lines themselves and, when the
+        file goes on (or ``max_chars`` cut the window short), a last line saying
+        which offset to ask for next.
+
+        Raises:
+            OffloadError: ``path`` is outside this store or cannot be read.
+        """
+        lines = self.read(path).splitlines(keepends=True)
+        start = max(0, offset_lines)
+        end = min(len(lines), start + max(1, limit_lines))
+        window: list[str] = []
+        size = 0
+        for i in range(start, end):
+            if window and size + len(lines[i]) > max_chars:
+                end = i
+                break
+            window.append(lines[i][:max_chars])
+            size += len(window[-1])
+        text = "".join(window)
+        if end < len(lines):
+            if not text.endswith("\n"):
+                text += "\n"
+            text += (
+                f"[ctx: lines {start}-{end - 1} of {len(lines)} shown; read on with offset={end}]"
+            )
+        return text
+
     def _relative(self, path: str) -> str:
         prefix = self.root + "/"
         rel = path[len(prefix) :] if path.startswith(prefix) else path

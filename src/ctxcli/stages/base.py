@@ -58,7 +58,15 @@ class TokenLedger:
         Prefer this to ``total(conv) > limit`` in a stage: it can answer from the
         counts known so far while a large input is still being counted.
         """
-        return conversation_exceeds(self.counter, conv, limit)
+        by_id = self._by_id
+        total = 0
+        for m in conv.messages:
+            hit = by_id.get(id(m))
+            if hit is None or hit[0] is not m:
+                # Not all counted yet: let the counter answer from what it knows.
+                return conversation_exceeds(self.counter, conv, limit)
+            total += hit[1]
+        return total > limit
 
     def per_message(self, conv: Conversation) -> list[int]:
         """Tokens of each message, in order.

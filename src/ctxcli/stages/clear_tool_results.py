@@ -70,8 +70,9 @@ def clear_tool_results(
         mi, bi = ref
         if mi >= protected_from:
             break
-        name = conv.tool_name(ref)
-        override = opts.tools.get(name or "")
+        # Looking the name up means finding the call: only worth it with overrides
+        # (the in-process reducer runs this stage on every model call).
+        override = opts.tools.get(conv.tool_name(ref) or "") if opts.tools else None
         if override is not None and override.skip:
             continue
         text = block.text
