@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxcli.core.errors import CtxError
 from ctxcli.integrations.proxy.billing import Bill, CacheModel, Prices
 from ctxcli.integrations.proxy.conversations import (
     ConversationStore,
@@ -43,8 +42,8 @@ RECENT_IN_STATS = 200
 STATS_FILE = "ctx-proxy-stats.json"
 """Written into the offload directory after every request (read by ``ctx mcp``)."""
 
-REDUCED_APIS = ("anthropic", "openai_chat")
-"""The request shapes the reducer takes; Responses requests are forwarded and priced only."""
+REDUCED_APIS = ("anthropic", "openai_chat", "openai_responses")
+"""The request shapes the reducer takes (all three)."""
 
 USAGE_FIELDS = (
     "input_tokens",
@@ -191,8 +190,6 @@ class ProxyCore:
         self.usage: dict[str, int] = dict.fromkeys(USAGE_FIELDS, 0)
 
     def _default_reducer(self, api: Api) -> MessageReducer:
-        if api == "openai_responses":
-            raise CtxError("the reducer does not take OpenAI Responses input")
         return Reducer(
             config=self._config,
             preset=self.settings.preset,
@@ -225,7 +222,9 @@ class ProxyCore:
         field_name = history_key(api)
         history = body.get(field_name)
         key = conversation_key(body, api)
-        if not isinstance(history, list) or key is None or api not in REDUCED_APIS:
+        # A Responses request continuing a stored response carries only the new items.
+        chained = api == "openai_responses" and body.get("previous_response_id")
+        if not isinstance(history, list) or key is None or chained or api not in REDUCED_APIS:
             return self._account(api, raw, body, body, None, "-")
         try:
             conv = self.store.get(key, api)
