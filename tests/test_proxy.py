@@ -442,12 +442,16 @@ def test_openai_responses_input_is_reduced(tmp_path: Path) -> None:
     core, _, _ = core_for(tmp_path, clear_at_least=0)
     items: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
     for i in range(12):
-        items.append({"type": "function_call", "call_id": f"c{i}", "name": "read", "arguments": "{}"})
+        items.append(
+            {"type": "function_call", "call_id": f"c{i}", "name": "read", "arguments": "{}"}
+        )
         items.append({"type": "function_call_output", "call_id": f"c{i}", "output": file_text(i)})
         body = {"model": "gpt", "instructions": "be brief", "input": items}
         out = json.loads(core.prepare("openai_responses", json.dumps(body).encode()).body)
     assert "cleared" in json.dumps(out["input"][2])
     assert out["instructions"] == "be brief"
     # A request that continues a stored response is forwarded as it is.
-    chained = json.dumps({"model": "gpt", "previous_response_id": "r1", "input": items[-2:]}).encode()
+    chained = json.dumps(
+        {"model": "gpt", "previous_response_id": "r1", "input": items[-2:]}
+    ).encode()
     assert core.prepare("openai_responses", chained).body == chained
