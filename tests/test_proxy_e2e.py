@@ -9,11 +9,15 @@ with npm into ``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}`` the first time.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from tests.proxy_support.clients import claude_binary, run_claude, scripted_project
+from tests.proxy_support.clients import claude_binary, codex_binary, run_claude, scripted_project
 from tests.proxy_support.fake_anthropic import FakeAnthropic, blocks
+from tests.proxy_support.fake_openai import FakeResponses
 
 pytestmark = pytest.mark.e2e
 
@@ -118,3 +122,40 @@ def test_direct_run_costs_what_the_proxy_predicts(claude: str, tmp_path: Path) -
     # The temp paths differ in length between the runs, so allow a small difference.
     assert read == pytest.approx(direct.totals.cache_read, rel=0.01)
     assert write == pytest.approx(direct.totals.cache_write, rel=0.01)
+
+
+def test_codex_through_ctx_wrap(tmp_path: Path) -> None:
+    """The real Codex CLI: its WebSocket attempt gets 426, it falls back to HTTP through ctx."""
+    binary, why = codex_binary()
+    if binary is None:
+        pytest.skip(f"cannot install Codex here: {why}")
+    home = tmp_path / "home"
+    (home / ".codex").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX"))}
+    with FakeResponses() as fake:
+        env.update(
+            HOME=str(home),
+            CODEX_HOME=str(home / ".codex"),
+            OPENAI_API_KEY="sk-test",
+            OPENAI_BASE_URL=fake.base_url,  # ctx wrap makes it the proxy's upstream
+            CTX_CODEX_BIN=binary,
+        )
+        argv = [
+            sys.executable,
+            "-m",
+            "ctxcli",
+            "wrap",
+            "codex",
+            "--offload-dir",
+            str(tmp_path / "off"),
+        ]
+        argv += ["--", "exec", "--skip-git-repo-check", "say hi"]
+        done = subprocess.run(
+            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300, check=False
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Hello from the fake Responses API" in done.stdout
+    assert fake.requests and fake.requests[0]["stream"] is True
+    assert fake.upgrades == 0  # the proxy answered the upgrades itself (426)
+    assert "ctx wrap: 1 model requests" in done.stderr
+    assert "openai_responses" in done.stderr

@@ -20,6 +20,7 @@ from tests.proxy_support.fake_anthropic import Step
 
 CLAUDE_CODE_VERSION = "2.1.331"
 PACKAGE = "@anthropic-ai/claude-code"
+CODEX_VERSION = "0.169.0"
 
 
 def cache_dir() -> Path:
@@ -28,8 +29,18 @@ def cache_dir() -> Path:
 
 def claude_binary() -> tuple[str | None, str]:
     """(path to ``claude``, "") or (None, why it cannot be had here)."""
-    prefix = cache_dir() / "npm"
-    binary = prefix / "node_modules" / ".bin" / "claude"
+    return npm_binary("npm", PACKAGE, CLAUDE_CODE_VERSION, "claude")
+
+
+def codex_binary() -> tuple[str | None, str]:
+    """(path to ``codex``, "") or (None, why it cannot be had here)."""
+    return npm_binary("npm-codex", "@openai/codex", CODEX_VERSION, "codex")
+
+
+def npm_binary(folder: str, package: str, version: str, name: str) -> tuple[str | None, str]:
+    """Install ``package@version`` into the cache once; its ``name`` executable, or why not."""
+    prefix = cache_dir() / folder
+    binary = prefix / "node_modules" / ".bin" / name
     if not binary.exists():
         npm = shutil.which("npm")
         if npm is None:
@@ -37,11 +48,11 @@ def claude_binary() -> tuple[str | None, str]:
         prefix.mkdir(parents=True, exist_ok=True)
         done = subprocess.run(
             [npm, "install", "--prefix", str(prefix), "--no-audit", "--no-fund",
-             f"{PACKAGE}@{CLAUDE_CODE_VERSION}"],
+             f"{package}@{version}"],
             capture_output=True, text=True, timeout=600, check=False,
         )  # fmt: skip
         if done.returncode != 0 or not binary.exists():
-            return None, f"npm install {PACKAGE} failed: {done.stderr.strip()[-300:]}"
+            return None, f"npm install {package} failed: {done.stderr.strip()[-300:]}"
     check = subprocess.run(
         [str(binary), "--version"], capture_output=True, text=True, timeout=60, check=False
     )
