@@ -47,7 +47,7 @@ bench: $(VENV)/.bench-installed
 bench-proxy: $(STAMP)
 	$(BIN)/python benchmarks/bench_proxy.py
 
-# The real Claude Code CLI (npm, pinned) through ctx wrap against a fake Anthropic API.
+# The real Claude Code and Codex CLIs (npm, pinned) through ctx wrap against fake APIs.
 e2e-proxy: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
 
