@@ -435,7 +435,7 @@ def test_ctx_proxy_command_serves_stats(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
-    assert f"ctx proxy on http://127.0.0.1:{port}" in err
+    assert f"ctx proxy: listening on http://127.0.0.1:{port}" in err
 
 
 def test_openai_responses_input_is_reduced(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -34,6 +36,16 @@ PriceOpt = Annotated[
     float, typer.Option("--input-price", help="USD per million input tokens, for the estimate.")
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="One line per request.")]
+
+
+def note(prefix: str) -> Callable[[str], None]:
+    """A printer of ``prefix: line`` on stderr (the -v lines and the summaries)."""
+
+    def write(message: str) -> None:
+        sys.stderr.write(console.redact(f"{prefix}: {message}\n"))
+        sys.stderr.flush()
+
+    return write
 
 
 def load_proxy() -> Any:
@@ -108,9 +120,9 @@ def proxy(
             upstream=upstream,
             openai_upstream=openai_upstream,
         )
-        core = mod.ProxyCore(chosen, log=console.warn if verbose else None, warn=console.warn)
-        console.warn(
-            f"ctx proxy on http://{host}:{port} (upstream {upstream}); "
+        core = mod.ProxyCore(chosen, log=note("ctx proxy") if verbose else None, warn=console.warn)
+        note("ctx proxy")(
+            f"listening on http://{host}:{port} (upstream {upstream}); "
             f"offloaded text goes to {chosen.offload_dir}"
         )
         mod.serve(core, host=host, port=port)

@@ -16,6 +16,7 @@ from ctxcli.cli.proxy import (
     PriceOpt,
     VerboseOpt,
     load_proxy,
+    note,
     settings,
 )
 
@@ -51,11 +52,11 @@ def wrap(
             client,
             args or [],
             chosen,
-            log=console.warn if verbose else None,
+            log=note("ctx wrap") if verbose else None,
             warn=console.warn,
         )
         from ctxcli.integrations.proxy.wrap import summary
 
         for line in summary(result.stats):
-            console.warn(f"ctx wrap: {line}")
+            note("ctx wrap")(line)
     raise typer.Exit(result.returncode)
