@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
@@ -90,7 +91,8 @@ def create_app(core: ProxyCore) -> Starlette:
         api = MODEL_PATHS.get(path)
         record: RequestRecord | None = None
         if api is not None and request.method == "POST":
-            prepared = core.prepare(api, raw)
+            # Reducing is CPU work: off the event loop, so other streams keep flowing.
+            prepared = await run_in_threadpool(core.prepare, api, raw)
             raw, record = prepared.body, prepared.record
         headers = [
             (k, v)
