@@ -90,11 +90,13 @@ def reduce_file(
     log: Callable[[str], None] | None = None,
     in_place: bool = False,
     counting: CountOptions | None = None,
+    cite_as: str | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
     ``output`` of ``None`` or ``"-"`` writes nothing but returns the bytes (the CLI
-    prints them). The offload directory is always written, atomically, before the
+    prints them). ``cite_as`` is the offload directory the hints name when it is not
+    where the files are written (an upload to object storage follows). The offload directory is always written, atomically, before the
     output, so an output never exists without what it needs to be restored.
 
     Returns:
@@ -138,7 +140,7 @@ def reduce_file(
                 )
             reduced.report.output = input_name
             return reduced.report, reduced.output
-    store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
+    store = OffloadStore(Path(root), cite_as or root.rstrip("/") or ".", force=force)
     try:
         reduced = reduce_bytes(
             data,

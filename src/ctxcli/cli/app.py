@@ -9,10 +9,11 @@ from typing import Annotated, Any
 import orjson
 import typer
 
-from ctxcli import api
+from ctxcli import api, storage
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import console
+from ctxcli.cli import dataset as cli_dataset
 from ctxcli.cli import info as cli_info
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
@@ -73,6 +74,15 @@ JobsOpt = Annotated[
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
 ]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine", help="local, or ray: INPUT is a JSONL/Parquet dataset reduced with Ray Data."
+    ),
+]
+ColumnOpt = Annotated[
+    str, typer.Option("--column", help="With --engine ray: the column holding trajectories.")
+]
 
 
 def _config(
@@ -127,6 +137,8 @@ def reduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    engine: EngineOpt = "local",
+    column: ColumnOpt = "messages",
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
@@ -138,10 +150,25 @@ def reduce(
     \b
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
+        ctx reduce s3://bucket/run.jsonl -o s3://bucket/out.jsonl
+        ctx reduce --engine ray trajectories/ -o reduced/ --column messages
     """
     with _errors():
         _check_on_invalid(on_invalid)
+        cli_dataset.check_engine(engine, in_place)
         cfg = _config(config, tokenizer, format, preset)
+        if engine == "ray":
+            cli_dataset.reduce_ray(
+                inputs,
+                output,
+                cfg,
+                offload_dir=offload_dir,
+                column=column,
+                jobs=jobs,
+                json=json,
+                quiet=quiet,
+            )
+            return
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
@@ -164,17 +191,32 @@ def reduce(
             output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
+        remote = storage.is_url(source) or storage.is_url(output) or storage.is_url(offload_dir)
+        if remote and in_place:
+            raise CtxError("--in-place takes a local file; pass -o for a URL.")
         with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
-            report, data = api.reduce_file(
-                source,
-                output,
-                config=cfg,
-                offload_dir=offload_dir,
-                force=force,
-                on_invalid=on_invalid,
-                in_place=in_place,
-                counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
-            )
+            counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
+            if remote:
+                report, data = storage.reduce_url(
+                    source,
+                    output,
+                    config=cfg,
+                    offload_dir=offload_dir,
+                    force=force,
+                    on_invalid=on_invalid,
+                    counting=counting,
+                )
+            else:
+                report, data = api.reduce_file(
+                    source,
+                    output,
+                    config=cfg,
+                    offload_dir=offload_dir,
+                    force=force,
+                    on_invalid=on_invalid,
+                    in_place=in_place,
+                    counting=counting,
+                )
         if not quiet:
             _warn_all(report.warnings)
         if output == api.STDIO:
@@ -268,6 +310,9 @@ def restore(
         str | None,
         typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
     ] = None,
+    engine: EngineOpt = "local",
+    column: ColumnOpt = "messages",
+    jobs: JobsOpt = None,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
 
@@ -275,9 +320,19 @@ def restore(
 
     \b
         ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
+        ctx restore --engine ray reduced/ -o original/ --offload-dir reduced.offload
     """
     with _errors():
-        data = api.restore_file(reduced, output, offload_dir=offload_dir)
+        cli_dataset.check_engine(engine)
+        if engine == "ray":
+            cli_dataset.restore_ray(
+                reduced, output, offload_dir=offload_dir, column=column, jobs=jobs
+            )
+            return
+        if storage.is_url(reduced) or storage.is_url(output) or storage.is_url(offload_dir):
+            data = storage.restore_url(reduced, output, offload_dir=offload_dir)
+        else:
+            data = api.restore_file(reduced, output, offload_dir=offload_dir)
         if output == api.STDIO:
             console.write_stdout(data)
 
