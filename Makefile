@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-ray lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -20,7 +20,16 @@ demo: $(STAMP)
 	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
 
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -m "not ray"
+
+# Ray Data in local mode (2 CPUs): the `ray` extra, then the tests marked `ray`, under a
+# timeout so a hung Ray never outlives the run.
+$(VENV)/.ray-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	touch $@
+
+test-ray: $(VENV)/.ray-installed
+	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

@@ -43,6 +43,7 @@ __all__ = [
     "ReducedRow",
     "RowReducer",
     "blob_path",
+    "columns_of",
     "reduce_row",
     "restore_row",
 ]
@@ -336,3 +337,27 @@ def restore_row(
     if sha256(original) != info["input"]:
         raise RestoreError("the rebuilt row does not match the original's sha256.")
     return _decode(kind, original, units)
+
+
+def columns_of(
+    values: list[Any], results: list[ReducedRow | CtxError]
+) -> tuple[list[Any], dict[str, list[Any]], dict[str, bytes]]:
+    """What a dataset batch becomes: the new cells, the stats columns, every blob.
+
+    A cell that failed keeps its value, with its error in ``ctx_error``.
+    """
+    cells: list[Any] = []
+    columns: dict[str, list[Any]] = {name: [] for name in STAT_COLUMNS}
+    blobs: dict[str, bytes] = {}
+    for value, r in zip(values, results, strict=True):
+        ok = isinstance(r, ReducedRow)
+        stats = r.stats if isinstance(r, ReducedRow) else {}
+        if isinstance(r, ReducedRow):
+            blobs.update(r.blobs)
+        cells.append(r.value if isinstance(r, ReducedRow) else value)
+        columns["ctx_format"].append(stats.get("format"))
+        for key in ("tokens_before", "tokens_after", "bytes_before", "bytes_after"):
+            columns[f"ctx_{key}"].append(stats.get(key))
+        columns["ctx_restore"].append(r.restore if isinstance(r, ReducedRow) else None)
+        columns["ctx_error"].append(None if ok else str(r))
+    return cells, columns, blobs

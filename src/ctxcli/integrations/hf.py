@@ -16,7 +16,7 @@ from typing import Any
 
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.pipeline.config import Config
-from ctxcli.rows import STAT_COLUMNS, ReducedRow, RowReducer, restore_row
+from ctxcli.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
 from ctxcli.storage import BlobReader, BlobWriter
 
 __all__ = ["reduce_hf", "restore_hf"]
@@ -43,22 +43,9 @@ class _Reduce:
         if self._reducer is None:
             self._reducer = RowReducer(self.config, self.offload_uri, on_invalid="keep")
         results = self._reducer.many(batch[self.column], on_error="keep")
-        blobs: dict[str, bytes] = {}
-        for r in results:
-            if isinstance(r, ReducedRow):
-                blobs.update(r.blobs)
+        cells, columns, blobs = columns_of(batch[self.column], results)
         BlobWriter(self.offload_uri, self.storage_options).put_many(blobs)
-        out: dict[str, list[Any]] = {self.column: []}
-        out.update({name: [] for name in STAT_COLUMNS})
-        for value, r in zip(batch[self.column], results, strict=True):
-            s = r.stats if isinstance(r, ReducedRow) else {}
-            out[self.column].append(r.value if isinstance(r, ReducedRow) else value)
-            out["ctx_format"].append(s.get("format"))
-            for key in ("tokens_before", "tokens_after", "bytes_before", "bytes_after"):
-                out[f"ctx_{key}"].append(s.get(key))
-            out["ctx_restore"].append(r.restore if isinstance(r, ReducedRow) else None)
-            out["ctx_error"].append(None if isinstance(r, ReducedRow) else str(r))
-        return out
+        return {self.column: cells, **columns}
 
 
 class _Restore:

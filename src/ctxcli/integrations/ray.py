@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.pipeline.config import Config
-from ctxcli.rows import STAT_COLUMNS, ReducedRow, RowReducer, restore_row
+from ctxcli.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
 from ctxcli.storage import BlobReader, BlobWriter, filesystem, is_url
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -44,6 +44,7 @@ __all__ = [
     "reduce_path",
     "restore_dataset",
     "restore_path",
+    "to_huggingface",
     "write_dataset",
 ]
 
@@ -110,22 +111,8 @@ class ReduceBatch:
         _check_column(batch, self.column)
         values = batch.column(self.column).to_pylist()
         results = self.reducer.many(values, on_error=self.on_error)
-        blobs: dict[str, bytes] = {}
-        for r in results:
-            if isinstance(r, ReducedRow):
-                blobs.update(r.blobs)
+        out_values, stats, blobs = columns_of(values, results)
         self.blobs.put_many(blobs)
-        out_values: list[Any] = []
-        stats: dict[str, list[Any]] = {name: [] for name in STAT_COLUMNS}
-        for value, r in zip(values, results, strict=True):
-            ok = isinstance(r, ReducedRow)
-            out_values.append(r.value if isinstance(r, ReducedRow) else value)
-            s = r.stats if isinstance(r, ReducedRow) else {}
-            stats["ctx_format"].append(s.get("format"))
-            for key in ("tokens_before", "tokens_after", "bytes_before", "bytes_after"):
-                stats[f"ctx_{key}"].append(s.get(key))
-            stats["ctx_restore"].append(r.restore if isinstance(r, ReducedRow) else None)
-            stats["ctx_error"].append(None if ok else str(r))
         index = batch.column_names.index(self.column)
         table = batch.set_column(
             index, self.column, _column_array(out_values, batch.column(self.column))
@@ -171,7 +158,8 @@ class RestoreBatch:
 
 
 def _pool(actors: int) -> dict[str, Any]:
-    return {"compute": _ray().data.ActorPoolStrategy(size=actors)}
+    # Up to ``actors`` workers: a small dataset (one block) then needs only one.
+    return {"compute": _ray().data.ActorPoolStrategy(min_size=1, max_size=actors)}
 
 
 def _as_ray(ds: Any) -> Any:
@@ -196,7 +184,7 @@ def reduce_dataset(
     """The dataset with ``column`` reduced, the stats columns added, blobs stored.
 
     ``ds`` may also be a Hugging Face ``datasets.Dataset`` (converted with
-    ``ray.data.from_huggingface``; ``.to_huggingface()`` converts the result back).
+    ``ray.data.from_huggingface``; :func:`to_huggingface` converts the result back).
     Lazy like every Ray Data transform: the work (and the blob writes) happen when the
     result is consumed (``write_parquet``, ``take``, ``materialize``).
     ``concurrency`` is the number of actors (default: as many as Ray allows).
@@ -257,6 +245,16 @@ def _default_actors() -> int:
     return max(1, int(ray.available_resources().get("CPU", 1)))
 
 
+def to_huggingface(ds: Any) -> Any:
+    """A Ray dataset as a Hugging Face ``datasets.Dataset`` (in memory, no hub)."""
+    import datasets
+    import pyarrow as pa
+
+    ray = _ray()
+    tables = ray.get(ds.to_arrow_refs())
+    return datasets.Dataset(pa.concat_tables(tables, promote_options="default"))
+
+
 # -- paths and URLs ------------------------------------------------------------------
 
 
@@ -290,7 +288,7 @@ def read_dataset(
     fs, path = _arrow_fs(url, storage_options)
     if fmt == "parquet":
         return ray.data.read_parquet(path, filesystem=fs)
-    return ray.data.read_json(path, filesystem=fs, lines=True)
+    return ray.data.read_json(path, filesystem=fs)
 
 
 def write_dataset(
