@@ -41,9 +41,10 @@ fix: $(STAMP)
 	$(BIN)/ruff format src tests scripts
 
 # The peers (LangChain, reasonblocks) come from the optional `bench` extra; if they
-# cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more.
+# cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more;
+# BENCH_DATASET_MB=1000 for the ~1 GB dataset case (default 20 MiB).
 $(VENV)/.bench-installed: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "bench: peers not installed"
+	$(BIN)/pip install --quiet -e '.[dev,bench,ray]' || echo "bench: peers not installed"
 	touch $@
 
 bench: $(VENV)/.bench-installed
