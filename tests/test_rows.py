@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 
 import orjson
@@ -129,3 +130,12 @@ def test_real_transcripts_round_trip_as_text_and_values(path: Path) -> None:
         rows = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
         listed = reducer(rows)
         assert restore_row(listed.value, listed.restore, listed.blobs) == rows
+
+
+def test_readme_row_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    section = readme.split("## Datasets of trajectories", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
+    before, after = (int(x) for x in capsys.readouterr().out.split(" -> "))
+    assert after < before / 10
