@@ -131,3 +131,43 @@ def test_engine_ray_argument_errors(tmp_path: Path) -> None:
     assert result.stderr.strip() == "ctx: error: --engine 'spark' is invalid: use 'local' or 'ray'."
     result = invoke(["reduce", "--engine", "ray", "x"], code=2)
     assert "takes one dataset" in result.stderr
+
+
+def test_dataset_on_the_loopback_s3_server(s3: Any, tmp_path: Path) -> None:
+    """Input, output and offload as s3:// URLs; the workers get the endpoint as options."""
+    from ctxcli.integrations.ray import read_dataset, reduce_path, restore_path
+    from ctxcli.storage import write_url
+
+    options = {
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"endpoint_url": s3.endpoint, "region_name": "us-east-1"},
+    }
+    bucket = s3.new_bucket()
+    rows = message_rows(40)
+    write_url(
+        f"s3://{bucket}/in/part-0.jsonl",
+        "".join(json.dumps(r) + "\n" for r in rows).encode(),
+        options,
+    )
+    summary = reduce_path(
+        f"s3://{bucket}/in",
+        f"s3://{bucket}/out",
+        CONFIG,
+        offload_uri=f"s3://{bucket}/offload",
+        storage_options=options,
+    )
+    assert summary.rows == 40 and summary.errors == 0
+    assert summary.tokens_after < summary.tokens_before
+    assert (
+        restore_path(
+            f"s3://{bucket}/out",
+            f"s3://{bucket}/back",
+            offload_uri=f"s3://{bucket}/offload",
+            storage_options=options,
+        )
+        == 40
+    )
+    back = read_dataset(f"s3://{bucket}/back", storage_options=options).take_all()
+    original = read_dataset(f"s3://{bucket}/in", storage_options=options).take_all()
+    assert by_id(back) == by_id(original)

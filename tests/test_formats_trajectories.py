@@ -308,3 +308,17 @@ def test_forced_collection_that_does_not_match_is_one_line_error() -> None:
     bad = b'{"messages": [{"role": "user", "content": "a"}]}\n{"other": 1}\n'
     with pytest.raises(TranscriptError, match="rows.jsonl:2: not a jsonl_rows row"):
         split_collection(bad, "rows.jsonl")
+
+
+def test_validate_checks_each_trajectory_of_a_collection() -> None:
+    from ctxcli.formats.validate import validate_bytes
+
+    rows = [openhands_instance(2, "out"), openhands_instance(2, "out")]
+    raw = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+    assert validate_bytes(raw, "output.jsonl") == []
+    del rows[1]["history"][5]  # the first run observation of the second instance
+    raw = b"".join(json.dumps(r).encode() + b"\n" for r in rows)
+    (problem,) = validate_bytes(raw, "output.jsonl")
+    assert problem.render("output.jsonl") == (
+        "output.jsonl: line 2, message 5: tool call 'toolu_0' (execute_bash) has no result"
+    )

@@ -24,10 +24,15 @@ __all__ = ["Collection", "JsonlRows", "Part", "Split", "items_of", "part_bytes"]
 
 @dataclass(frozen=True)
 class Part:
-    """One trajectory of a collection, as JSONL bytes; ``name`` is how errors cite it."""
+    """One trajectory of a collection, as JSONL bytes.
+
+    ``name`` is how errors cite it (``run.jsonl:3``), ``label`` where it is in the file
+    (``line 3``, ``run 0``).
+    """
 
     raw: bytes
     name: str
+    label: str
 
 
 @dataclass
@@ -124,7 +129,9 @@ class JsonlRows(Collection):
                     f"{' or '.join(self.columns)}); fix the line or pass --format",
                 )
             rows.append((rec, column))
-            parts.append(Part(part_bytes(rec.data[column]), f"{path}:{rec.line}"))
+            parts.append(
+                Part(part_bytes(rec.data[column]), f"{path}:{rec.line}", f"line {rec.line}")
+            )
 
         def join(outputs: list[bytes | None]) -> bytes:
             reduced = {

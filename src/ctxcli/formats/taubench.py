@@ -50,7 +50,10 @@ class TauBenchRuns(Collection):
         items = [text[s:e] for s, e in spans]
         end = spans[-1][1] + len(seps[-1]) + 1
         layout = layout_of(text, lead, start, end, seps, items)
-        parts = [Part(part_bytes(run[TRAJ]), f"{path}[{i}].traj") for i, run in enumerate(runs)]
+        parts = [
+            Part(part_bytes(run[TRAJ]), f"{path}[{i}].traj", f"run {i}")
+            for i, run in enumerate(runs)
+        ]
 
         def join(outputs: list[bytes | None]) -> bytes:
             new = [

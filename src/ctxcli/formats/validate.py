@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctxcli.core.model import Kind
-from ctxcli.formats import Document, load
+from ctxcli.formats import Document, load, split_collection
 
 
 @dataclass(frozen=True, order=True)
@@ -64,5 +64,17 @@ def check_document(doc: Document) -> list[Problem]:
 def validate_bytes(
     raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
 ) -> list[Problem]:
-    """Load a transcript and return its pairing problems."""
-    return check_document(load(raw, path, format=format, on_invalid=on_invalid))
+    """Load a transcript and return its pairing problems.
+
+    In a file of many trajectories (tau-bench runs, OpenHands output, dataset rows) each
+    is checked on its own; a problem names its trajectory and message.
+    """
+    split = split_collection(raw, path, format=format)
+    if split is None:
+        return check_document(load(raw, path, format=format, on_invalid=on_invalid))
+    problems: list[Problem] = []
+    for part in split.parts:
+        for p in check_document(load(part.raw, part.name, on_invalid=on_invalid)):
+            message = f"{part.label}, message {p.line}: {p.message}"
+            problems.append(replace(p, line=None, message=message))
+    return problems
