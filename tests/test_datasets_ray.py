@@ -135,6 +135,7 @@ def test_engine_ray_argument_errors(tmp_path: Path) -> None:
 
 def test_dataset_on_the_loopback_s3_server(s3: Any, tmp_path: Path) -> None:
     """Input, output and offload as s3:// URLs; the workers get the endpoint as options."""
+    from ctxcli.core.errors import CtxError
     from ctxcli.integrations.ray import read_dataset, reduce_path, restore_path
     from ctxcli.storage import write_url
 
@@ -168,6 +169,8 @@ def test_dataset_on_the_loopback_s3_server(s3: Any, tmp_path: Path) -> None:
         )
         == 40
     )
+    with pytest.raises(CtxError, match="exists; choose another output directory"):
+        reduce_path(f"s3://{bucket}/in", f"s3://{bucket}/out", storage_options=options)
     back = read_dataset(f"s3://{bucket}/back", storage_options=options).take_all()
     original = read_dataset(f"s3://{bucket}/in", storage_options=options).take_all()
     assert by_id(back) == by_id(original)

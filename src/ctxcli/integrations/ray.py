@@ -291,6 +291,13 @@ def read_dataset(
     return ray.data.read_json(path, filesystem=fs)
 
 
+def refuse_existing(url: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Refuse an output directory or prefix that already holds something."""
+    fs, path = filesystem(url, storage_options)
+    if fs.exists(path) and (not fs.isdir(path) or fs.find(path)):
+        raise CtxError(f"{url} exists; choose another output directory.")
+
+
 def write_dataset(
     ds: ray.data.Dataset,
     url: str,
@@ -306,10 +313,9 @@ def write_dataset(
     fs, path = _arrow_fs(url, storage_options)
     local = not is_url(url) or url.startswith("file://")
     target = path
+    refuse_existing(url, storage_options)
     if local:
         final = Path(path)
-        if final.exists():
-            raise CtxError(f"{url} exists; choose another output directory.")
         final.parent.mkdir(parents=True, exist_ok=True)
         target = str(final.parent / f".{final.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
@@ -358,6 +364,7 @@ def reduce_path(
 ) -> DatasetSummary:
     """Read a dataset, reduce it with Ray Data, write it (same format) and its blobs."""
     start = time.perf_counter()
+    refuse_existing(output, storage_options)
     fmt = fmt or dataset_format(input, storage_options)
     root = offload_uri or f"{output.rstrip('/')}.offload"
     ds = read_dataset(input, fmt=fmt, storage_options=storage_options)
@@ -403,6 +410,7 @@ def restore_path(
     storage_options: Mapping[str, Any] | None = None,
 ) -> int:
     """Rebuild the original dataset from a reduced one; returns the number of rows."""
+    refuse_existing(output, storage_options)
     fmt = fmt or dataset_format(input, storage_options)
     root = offload_uri or f"{input.rstrip('/')}.offload"
     ds = read_dataset(input, fmt=fmt, storage_options=storage_options)
