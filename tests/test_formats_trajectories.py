@@ -322,3 +322,16 @@ def test_validate_checks_each_trajectory_of_a_collection() -> None:
     assert problem.render("output.jsonl") == (
         "output.jsonl: line 2, message 5: tool call 'toolu_0' (execute_bash) has no result"
     )
+
+
+@needs_shared
+def test_trajectory_objects_as_dataset_cells() -> None:
+    """A row holding a whole tau-bench run or OpenHands instance reduces like its file."""
+    from ctxcli.rows import reduce_row, restore_row
+
+    run = {"task_id": 3, "reward": 1.0, "traj": tau_messages()}
+    for cell, fmt in ((run, "jsonl_rows"), (openhands_instance(2, "x" * 3000), "openhands_output")):
+        out = reduce_row(cell, TIGHT)
+        assert out.stats["format"] == fmt
+        assert out.stats["tokens_after"] < out.stats["tokens_before"]
+        assert restore_row(out.value, out.restore, out.blobs) == cell
