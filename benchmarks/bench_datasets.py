@@ -102,7 +102,7 @@ def ray_case(data: Path, work: Path, actors: int) -> tuple[float, float]:
     out, off = work / f"ray-out-{actors}", work / f"ray-off-{actors}"
     with PeakRss("ReduceBatch") as rss:
         start = time.perf_counter()
-        ds = read_dataset(str(data), fmt="jsonl")
+        ds = read_dataset(str(data), fmt="jsonl", min_blocks=8)
         reduced = reduce_dataset(
             ds, CONFIG, offload_uri=str(off), column="trajectory", concurrency=actors, batch_size=4
         )

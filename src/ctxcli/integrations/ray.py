@@ -266,12 +266,16 @@ def _arrow_fs(url: str, storage_options: Mapping[str, Any] | None) -> tuple[Any,
     return PyFileSystem(FSSpecHandler(fs)), path
 
 
+def _data_files(url: str, storage_options: Mapping[str, Any] | None) -> list[str]:
+    fs, path = filesystem(url, storage_options)
+    if not fs.isdir(path):
+        return [path]
+    return [p for p in fs.find(path) if not Path(p).name.startswith((".", "_"))]
+
+
 def dataset_format(url: str, storage_options: Mapping[str, Any] | None = None) -> str:
     """``parquet`` or ``jsonl``, from the name or the files of a directory."""
-    fs, path = filesystem(url, storage_options)
-    names = [path]
-    if fs.isdir(path):
-        names = [p for p in fs.find(path) if not Path(p).name.startswith((".", "_"))]
+    names = _data_files(url, storage_options)
     if any(n.endswith(".parquet") for n in names):
         return "parquet"
     if any(n.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")) for n in names):
@@ -280,15 +284,27 @@ def dataset_format(url: str, storage_options: Mapping[str, Any] | None = None) -
 
 
 def read_dataset(
-    url: str, *, fmt: str | None = None, storage_options: Mapping[str, Any] | None = None
+    url: str,
+    *,
+    fmt: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    min_blocks: int | None = None,
 ) -> Any:
-    """A JSONL or Parquet dataset (a file or directory, local or fsspec URL)."""
+    """A JSONL or Parquet dataset (a file or directory, local or fsspec URL).
+
+    Ray hands work to actors block by block, and a file is read as one block: a dataset
+    of fewer files than ``min_blocks`` is split into ``min_blocks`` blocks so that every
+    worker gets rows.
+    """
     ray = _ray()
     fmt = fmt or dataset_format(url, storage_options)
+    blocks: dict[str, Any] = {}
+    if min_blocks and len(_data_files(url, storage_options)) < min_blocks:
+        blocks = {"override_num_blocks": min_blocks}
     fs, path = _arrow_fs(url, storage_options)
     if fmt == "parquet":
-        return ray.data.read_parquet(path, filesystem=fs)
-    return ray.data.read_json(path, filesystem=fs)
+        return ray.data.read_parquet(path, filesystem=fs, **blocks)
+    return ray.data.read_json(path, filesystem=fs, **blocks)
 
 
 def refuse_existing(url: str, storage_options: Mapping[str, Any] | None = None) -> None:
@@ -367,13 +383,14 @@ def reduce_path(
     refuse_existing(output, storage_options)
     fmt = fmt or dataset_format(input, storage_options)
     root = offload_uri or f"{output.rstrip('/')}.offload"
-    ds = read_dataset(input, fmt=fmt, storage_options=storage_options)
+    actors = concurrency or _default_actors()
+    ds = read_dataset(input, fmt=fmt, storage_options=storage_options, min_blocks=4 * actors)
     reduced = reduce_dataset(
         ds,
         config,
         offload_uri=root,
         column=column,
-        concurrency=concurrency,
+        concurrency=actors,
         batch_size=batch_size,
         storage_options=storage_options,
     ).materialize()
