@@ -335,3 +335,11 @@ def test_trajectory_objects_as_dataset_cells() -> None:
         assert out.stats["format"] == fmt
         assert out.stats["tokens_after"] < out.stats["tokens_before"]
         assert restore_row(out.value, out.restore, out.blobs) == cell
+
+
+@needs_shared
+def test_one_line_document_stays_a_document() -> None:
+    """A compact mini-swe-agent file is one line with a messages list: still json_doc."""
+    compact = json.dumps(json.loads(MINI.read_bytes())).encode()
+    assert split_collection(compact) is None
+    assert reduce_bytes(compact, config=TIGHT).report.format == "json_doc"

@@ -79,13 +79,18 @@ def split_collection(raw: bytes, path: str = "<stdin>", *, format: str = "auto")
                 f"not a {format} file ({COLLECTIONS[format].description}); check --format",
             )
         return split
-    for fmt in FORMATS.values():
-        if fmt.units == "document" and fmt.try_load_document(raw, path) is not None:  # type: ignore[attr-defined]
-            return None
     for collection in COLLECTIONS.values():
         split = collection.split(raw, path)
-        if split is not None:
-            return split
+        if split is None:
+            continue
+        # One row may also be a whole document (a compact mini-swe-agent trajectory):
+        # its document format knows it better.
+        if len(split.parts) == 1 and any(
+            fmt.units == "document" and fmt.try_load_document(raw, path) is not None  # type: ignore[attr-defined]
+            for fmt in FORMATS.values()
+        ):
+            return None
+        return split
     return None
 
 

@@ -11,6 +11,7 @@ one restore unit: ``ctx restore`` rebuilds it from its original bytes.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -19,7 +20,7 @@ from ctxcli.core.errors import TranscriptError
 from ctxcli.core.restore import split_units
 from ctxcli.formats.base import BOM, Record, dumps_like, loads_record, parse_lines
 
-__all__ = ["Collection", "JsonlRows", "Part", "Split", "items_of", "part_bytes"]
+__all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,15 @@ class Collection:
     def split(self, raw: bytes, path: str) -> Split | None:
         """The trajectories in ``raw``, or None if ``raw`` is not this kind of file."""
         raise NotImplementedError
+
+
+_NON_SPACE = re.compile(rb"\S")
+
+
+def first_value(raw: bytes) -> int:
+    """Where the first JSON value of ``raw`` starts (after a BOM and blanks), or -1."""
+    m = _NON_SPACE.search(raw, len(BOM) if raw.startswith(BOM) else 0)
+    return m.start() if m else -1
 
 
 def part_bytes(items: Sequence[Any]) -> bytes:
@@ -104,12 +114,13 @@ class JsonlRows(Collection):
         return None
 
     def split(self, raw: bytes, path: str) -> Split | None:
-        stripped = raw.lstrip(BOM).lstrip()
-        if not stripped.startswith(b"{"):
+        # Only the first line is looked at before deciding: no copy of a large input.
+        start = first_value(raw)
+        if start < 0 or raw[start : start + 1] != b"{":
             return None
-        first_end = stripped.find(b"\n")
+        end = raw.find(b"\n", start)
         try:
-            first = loads_record(stripped[: first_end if first_end >= 0 else len(stripped)])
+            first = loads_record(raw[start : end if end >= 0 else len(raw)])
         except (ValueError, RecursionError):
             return None
         if self.column_of(first) is None:

@@ -12,7 +12,14 @@ from typing import Any
 
 from ctxcli.core.restore import encode_text
 from ctxcli.formats.base import BOM, loads_record
-from ctxcli.formats.collection import Collection, Part, Split, items_of, part_bytes
+from ctxcli.formats.collection import (
+    Collection,
+    Part,
+    Split,
+    first_value,
+    items_of,
+    part_bytes,
+)
 from ctxcli.formats.json_doc import item_spans, layout_of, skip_ws
 
 TRAJ = "traj"
@@ -34,10 +41,11 @@ class TauBenchRuns(Collection):
     description = "tau-bench results: a JSON array of runs [{task_id, traj: [messages]}, ...]"
 
     def split(self, raw: bytes, path: str) -> Split | None:
+        start = first_value(raw)
+        if start < 0 or raw[start : start + 1] != b"[":
+            return None
         lead = BOM if raw.startswith(BOM) else b""
         body = raw[len(lead) :]
-        if not body.lstrip().startswith(b"["):
-            return None
         try:
             runs = loads_record(body)
             text = body.decode("utf-8")
