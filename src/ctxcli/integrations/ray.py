@@ -157,8 +157,13 @@ class RestoreBatch:
         return table.drop_columns([c for c in STAT_COLUMNS if c in table.column_names])
 
 
-def _pool(actors: int) -> dict[str, Any]:
-    # Up to ``actors`` workers: a small dataset (one block) then needs only one.
+def _pool(concurrency: int | None) -> dict[str, Any]:
+    """Up to ``concurrency`` actors (default: one per CPU), starting from one.
+
+    Not a fixed pool: actors holding every CPU from the start would leave none for
+    the read and write tasks, and the job would wait forever.
+    """
+    actors = concurrency or _default_actors()
     return {"compute": _ray().data.ActorPoolStrategy(min_size=1, max_size=actors)}
 
 
@@ -210,7 +215,7 @@ def reduce_dataset(
         batch_format="pyarrow",
         batch_size=batch_size,
         num_cpus=1,
-        **_pool(concurrency or _default_actors()),
+        **_pool(concurrency),
     )
 
 
@@ -234,7 +239,7 @@ def restore_dataset(
         batch_format="pyarrow",
         batch_size=batch_size,
         num_cpus=1,
-        **_pool(concurrency or _default_actors()),
+        **_pool(concurrency),
     )
 
 
