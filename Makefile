@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all test-browser e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-all test-browser test-ray e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -24,7 +24,16 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
-test-all: test test-browser e2e-proxy
+# Ray Data in local mode (2 CPUs): the `ray` extra, then the tests marked `ray`, under a
+# timeout so a hung Ray never outlives the run.
+$(VENV)/.ray-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
+	touch $@
+
+test-ray: $(VENV)/.ray-installed
+	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
+
+test-all: test test-browser test-ray e2e-proxy
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
@@ -50,9 +59,10 @@ fix: $(STAMP)
 	$(BIN)/ruff format src tests scripts
 
 # The peers (LangChain, reasonblocks) come from the optional `bench` extra; if they
-# cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more.
+# cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more;
+# BENCH_DATASET_MB=1000 for the ~1 GB dataset case (default 20 MiB).
 $(VENV)/.bench-installed: $(STAMP)
-	$(BIN)/pip install --quiet -e '.[dev,bench]' || echo "bench: peers not installed"
+	$(BIN)/pip install --quiet -e '.[dev,bench,ray]' || echo "bench: peers not installed"
 	touch $@
 
 bench: $(VENV)/.bench-installed

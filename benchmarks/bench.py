@@ -12,7 +12,9 @@ same file:
 * LangChain's ClearToolUsesEdit and reasonblocks' head+tail on the same messages
   with the same counter (file read, parse, edit, count, dump and write included;
   their imports are not). A peer that cannot be imported is reported and skipped;
-* ``ctx reduce DIR --jobs 1`` against ``--jobs 2`` on ../shared/transcripts.
+* ``ctx reduce DIR --jobs 1`` against ``--jobs 2`` on ../shared/transcripts;
+* the dataset case (benchmarks/bench_datasets.py, ``BENCH_DATASET_MB``): Ray Data with
+  1 and 2 workers and ``ctx reduce --jobs 2`` on the same real trajectories.
 
 Numbers are wall-clock seconds on a shared machine (the reduce, approx and peer rows
 are the best of two runs): compare the ratios, which come from one run. Nothing here
@@ -462,7 +464,10 @@ def main() -> int:
     print("\ntargets:")
     for name, ok in targets:
         print(f"  [{'met' if ok else 'MISSED'}] {name}")
-    return 0
+    # Datasets of trajectories: Ray Data 1 vs 2 workers and --jobs 2 (bench_datasets.py).
+    from bench_datasets import main as dataset_case
+
+    return dataset_case()
 
 
 if __name__ == "__main__":

@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from s3_server import _moto, s3  # noqa: F401  (fixtures: the loopback S3 server)
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "transcripts"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

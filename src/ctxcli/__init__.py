@@ -26,6 +26,9 @@ _LAZY = {
     "stats_file": "api",
     "ReducedRecords": "records",
     "reduce_records": "records",
+    "RowReducer": "rows",
+    "reduce_row": "rows",
+    "restore_row": "rows",
     "Config": "pipeline.config",
     "load_config": "pipeline.config",
     "CtxError": "core.errors",
@@ -40,6 +43,7 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.report import Report
     from ctxcli.records import ReducedRecords, reduce_records
     from ctxcli.reducer import Reducer, ReducerResult
+    from ctxcli.rows import RowReducer, reduce_row, restore_row
 
 
 def __getattr__(name: str) -> Any:
@@ -61,11 +65,14 @@ __all__ = [
     "Reducer",
     "ReducerResult",
     "Report",
+    "RowReducer",
     "__version__",
     "load_config",
     "reduce_bytes",
     "reduce_file",
     "reduce_records",
+    "reduce_row",
     "restore_file",
+    "restore_row",
     "stats_file",
 ]

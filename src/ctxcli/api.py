@@ -161,6 +161,7 @@ def reduce_file(
     in_place: bool = False,
     counting: CountOptions | None = None,
     write: Callable[[bytes], None] | None = None,
+    cite_as: str | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
@@ -170,6 +171,8 @@ def reduce_file(
     The output is staged first, then the offload directory is renamed into place,
     then the output, under a lock on both directories: an output never exists
     without what it needs to be restored, and racing runs never cross their pairs.
+    ``cite_as`` is the offload directory the hints name when it is not where the files
+    are written (an upload to object storage follows).
 
     Returns:
         The report and the reduced bytes.
@@ -213,6 +216,7 @@ def reduce_file(
         in_place=in_place,
         previous=previous,
         write=write,
+        cite_as=cite_as,
     )
     return reduced.report, reduced.output
 
@@ -263,13 +267,14 @@ def _reduce_and_commit(
     in_place: bool,
     previous: list[str],
     write: Callable[[bytes], None] | None,
+    cite_as: str | None = None,
 ) -> Reduced:
     """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`)."""
     out_path = None if out_name in (None, STDIO) else Path(str(out_name))
     off_path, display = _offload_path(root)
     keep = [Path(input_name)] if input_name != STDIO else []
     check_offload_location(off_path, keep=keep + ([out_path] if out_path is not None else []))
-    store = OffloadStore(off_path, display, force=force)
+    store = OffloadStore(off_path, cite_as or display, force=force)
     try:
         reduced = reduce_bytes(
             data,

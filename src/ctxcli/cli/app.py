@@ -10,10 +10,11 @@ import orjson
 import typer
 import typer.core
 
-from ctxcli import api, batch
+from ctxcli import api, batch, storage
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import boundary, console
+from ctxcli.cli import dataset as cli_dataset
 from ctxcli.cli import info as cli_info
 from ctxcli.cli import mcp as cli_mcp
 from ctxcli.cli import proxy as cli_proxy
@@ -61,6 +62,21 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
+
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="local|ray",
+        help="local, or ray: INPUT is a JSONL/Parquet dataset reduced with Ray Data.",
+    ),
+]
+ColumnOpt = Annotated[
+    str,
+    typer.Option(
+        "--column", metavar="NAME", help="With --engine ray: the column holding trajectories."
+    ),
+]
 
 
 def _config(
@@ -123,6 +139,8 @@ def reduce(
     last: LastOpt = False,
     project: ProjectOpt = None,
     live_seconds: LiveSecondsOpt = 60,
+    engine: EngineOpt = "local",
+    column: ColumnOpt = "messages",
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
@@ -139,10 +157,25 @@ def reduce(
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
         ctx reduce --last --in-place --preset claude-code-resume
+        ctx reduce s3://bucket/run.jsonl -o s3://bucket/out.jsonl
+        ctx reduce --engine ray trajectories/ -o reduced/ --column messages
     """
     with _errors():
         check_on_invalid(on_invalid)
+        cli_dataset.check_engine(engine, in_place)
         cfg = _config(config, tokenizer, format, preset)
+        if engine == "ray":
+            cli_dataset.reduce_ray(
+                inputs,
+                output,
+                cfg,
+                offload_dir=offload_dir,
+                column=column,
+                jobs=jobs,
+                json=json,
+                quiet=quiet,
+            )
+            return
         inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             if in_place:
@@ -179,19 +212,36 @@ def reduce(
             output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
+        remote = storage.is_url(source) or storage.is_url(output) or storage.is_url(offload_dir)
+        if remote and in_place:
+            raise CtxError("--in-place takes a local file; pass -o for a URL.")
         with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
-            report, data = api.reduce_file(
-                source,
-                output,
-                config=cfg,
-                offload_dir=offload_dir,
-                force=force,
-                on_invalid=on_invalid,
-                in_place=in_place,
-                counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
-                # Written before the offload is committed: a reader that fails leaves none.
-                write=console.write_stdout if output == api.STDIO else None,
-            )
+            counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
+            if remote:
+                report, data = storage.reduce_url(
+                    source,
+                    output,
+                    config=cfg,
+                    offload_dir=offload_dir,
+                    force=force,
+                    on_invalid=on_invalid,
+                    counting=counting,
+                )
+                if output == api.STDIO:
+                    console.write_stdout(data)
+            else:
+                report, data = api.reduce_file(
+                    source,
+                    output,
+                    config=cfg,
+                    offload_dir=offload_dir,
+                    force=force,
+                    on_invalid=on_invalid,
+                    in_place=in_place,
+                    counting=counting,
+                    # Written before the offload is committed: a reader that fails leaves none.
+                    write=console.write_stdout if output == api.STDIO else None,
+                )
         if not quiet:
             _warn_all(report.warnings)
         if json:
@@ -381,6 +431,9 @@ def restore(
         bool, typer.Option("--force", help="Restore a session even if it looks in use.")
     ] = False,
     live_seconds: LiveSecondsOpt = 60,
+    engine: EngineOpt = "local",
+    column: ColumnOpt = "messages",
+    jobs: JobsOpt = None,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
 
@@ -395,9 +448,20 @@ def restore(
         ctx restore reduced.jsonl -o original.jsonl
         ctx restore reduced/ -o originals/
         ctx restore --session 4d5611e5 --in-place
+        ctx restore --engine ray reduced/ -o original/ --offload-dir reduced.offload
     """
     with _errors():
+        cli_dataset.check_engine(engine)
         picked = session_input(inputs, session, last, project)
+        if engine == "ray":
+            cli_dataset.restore_ray(
+                _resolve_input(picked[0] if picked else None),
+                output,
+                offload_dir=offload_dir,
+                column=column,
+                jobs=jobs,
+            )
+            return
         if cli_batch.is_batch(picked):
             assert picked is not None
             raise typer.Exit(
@@ -406,6 +470,11 @@ def restore(
                 )
             )
         reduced = _resolve_input(picked[0] if picked else None)
+        if storage.is_url(reduced) or storage.is_url(output) or storage.is_url(offload_dir):
+            data = storage.restore_url(reduced, output, offload_dir=offload_dir)
+            if output == api.STDIO:
+                console.write_stdout(data)
+            return
         if offload_dir is None and reduced != api.STDIO:
             if restore_session_file(reduced, output, in_place, force, live_seconds):
                 return

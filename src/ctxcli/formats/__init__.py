@@ -17,19 +17,26 @@ from ctxcli.formats.base import (
 )
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.codex import Codex
+from ctxcli.formats.collection import Collection, Split
+from ctxcli.formats.dataset_rows import MessageRows
 from ctxcli.formats.json_doc import JsonDocument
 from ctxcli.formats.langchain import LangChain
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.formats.openhands import OpenHandsEvents, OpenHandsOutput
+from ctxcli.formats.taubench import TauBenchRuns
 
 __all__ = [
+    "COLLECTIONS",
     "Document",
     "Format",
     "OutRecord",
     "Record",
+    "Split",
     "State",
     "detect_format",
     "get_format",
     "load",
+    "split_collection",
     "FORMATS",
 ]
 
@@ -54,6 +61,46 @@ register_format(LangChain())
 register_format(Anthropic())  # before openai_chat, whose sniff takes any {role} line
 register_format(OpenAIChat())
 register_format(JsonDocument())  # whole JSON documents, tried before JSONL parsing
+register_format(OpenHandsEvents())
+
+# Files holding many trajectories, each reduced on its own (see formats/collection.py);
+# tried after the documents and before the JSONL formats.
+COLLECTIONS: dict[str, Collection] = {
+    c.name: c for c in (TauBenchRuns(), OpenHandsOutput(), MessageRows())
+}
+
+
+def split_collection(raw: bytes, path: str = "<stdin>", *, format: str = "auto") -> Split | None:
+    """The trajectories of a file holding many, or None for a single transcript.
+
+    Raises:
+        TranscriptError: ``format`` names a collection and ``raw`` is not one.
+    """
+    if format != "auto":
+        if format not in COLLECTIONS:
+            return None
+        split = COLLECTIONS[format].split(raw, path)
+        if split is None:
+            raise TranscriptError(
+                path,
+                None,
+                f"not a {format} file ({COLLECTIONS[format].description})",
+                remedy=Remedy.CHECK_FORMAT,
+            )
+        return split
+    for collection in COLLECTIONS.values():
+        split = collection.split(raw, path)
+        if split is None:
+            continue
+        # One row may also be a whole document (a compact mini-swe-agent trajectory):
+        # its document format knows it better.
+        if len(split.parts) == 1 and any(
+            fmt.units == "document" and fmt.try_load_document(raw, path) is not None  # type: ignore[attr-defined]
+            for fmt in FORMATS.values()
+        ):
+            return None
+        return split
+    return None
 
 
 def get_format(name: str) -> Format:
@@ -61,8 +108,9 @@ def get_format(name: str) -> Format:
     try:
         return FORMATS[name]
     except KeyError:
+        names = ", ".join([*FORMATS, *COLLECTIONS])
         raise TranscriptError(
-            "format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
+            "format", None, f"unknown format {name!r}; choose one of {names}"
         ) from None
 
 

@@ -9,7 +9,13 @@ Three layouts are recognised:
   (``extra.raw_output`` is the untruncated tool output; it is dropped when a stage
   shortens that output, so the file really shrinks);
 - an object with ``history`` (SWE-agent ``*.traj``): ``role: "tool"`` messages name
-  their call through a ``tool_call_ids`` *list*.
+  their call through a ``tool_call_ids`` *list* (v1, function calling). In v0 files the
+  model writes its command in a code fence, ``history[].action`` holds it, and the
+  observation comes back as the next ``role: "user"`` message: ctx reads that pair as a
+  tool call and its result, so tool-output stages apply. SWE-agent also copies the
+  history into every ``trajectory[i].messages`` (and each output into
+  ``trajectory[i].observation``): those copies are rewritten like the history, so the
+  file really shrinks.
 
 Messages are read with the OpenAI chat rules (:mod:`.openai_chat`). Each message is
 one unit of the plan, as a line is for JSONL formats, and the output is the same
@@ -24,9 +30,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
@@ -52,6 +60,9 @@ from ctxcli.formats.openai_chat import OpenAIChat
 
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
+COPIES_KEY = "trajectory"  # SWE-agent: steps repeating the history and the outputs
+SWE_FOOTER = "\n(Open file:"
+V0_CALL = "swe_v0"  # the codec of the tool-call block ctx reads from a v0 ``action``
 
 _NON_SPACE = re.compile(rb"\S")
 
@@ -106,6 +117,13 @@ class Layout:
             return dumps_keeping(value, original.data, text, pretty)
         text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii)
         return text.replace("\n", self.newline + self.item_indent)
+
+    def dump_value(self, value: Any, indent: str) -> str:
+        """Any value in the document's style, its later lines indented by ``indent``."""
+        if self.indent is None:
+            return self.dump_item(value)
+        text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii)
+        return text.replace("\n", self.newline + indent)
 
     def join(self, items: list[str], same_layout: bool) -> str:
         """The list text holding ``items`` (original separators where they still fit)."""
@@ -184,6 +202,12 @@ class JsonDocument(Format):
 
     _chat = OpenAIChat()
 
+    def __init__(self, v0_results: Mapping[int, int] | None = None) -> None:
+        # SWE-agent v0: key of an observation -> key of the action message it answers.
+        # A document of that kind is built by its own instance of the format.
+        self.v0_results = dict(v0_results or {})
+        self.v0_calls = set(self.v0_results.values())
+
     def sniff(self, records: Sequence[Any]) -> bool:
         # Documents are found by try_load_document; a one-line document also sniffs.
         return len(records) == 1 and _message_list(records[0]) is not None
@@ -225,8 +249,17 @@ class JsonDocument(Format):
             line += text.count("\n", counted, s)
             counted = s
             records.append(Record(text[s:e].encode("utf-8", "surrogatepass"), line, data))
-        doc = self.build(raw, path, records)
+        fmt = self
+        if key == "history":
+            v0 = _v0_results(items)
+            if v0:
+                fmt = JsonDocument(v0)
+        doc = fmt.build(raw, path, records)
         doc.extra["layout"] = _layout(text, lead, start, end, seps, [text[s:e] for s, e in spans])
+        if key == "history" and isinstance(value.get(COPIES_KEY), list):
+            copies = _member_span(text, COPIES_KEY)
+            assert copies is not None
+            doc.extra["copies"] = (copies, (start, end), value[COPIES_KEY])
         return doc
 
     def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
@@ -247,6 +280,32 @@ class JsonDocument(Format):
         role = data["role"]
         if role in PASSTHROUGH_ROLES:
             return None
+        if key in self.v0_results:
+            action = self.v0_results[key]
+            return Message(
+                "tool",
+                (
+                    Block(
+                        Kind.TOOL_RESULT,
+                        data["content"],
+                        f"swe-{action}",
+                        _command_name(data.get("action")),
+                        slot=(("content",), "str"),
+                    ),
+                ),
+                key,
+            )
+        if key in self.v0_calls:
+            msg = self._chat.to_message(data, key, line, path)
+            assert msg is not None
+            call = Block(
+                Kind.TOOL_CALL,
+                data["action"],
+                f"swe-{key}",
+                _command_name(data["action"]),
+                slot=(("action",), V0_CALL),
+            )
+            return msg.with_blocks([*msg.blocks, call])
         ids = data.get("tool_call_ids")
         if role == "tool" and "tool_call_id" not in data and isinstance(ids, list) and ids:
             # SWE-agent: one observation answers the listed calls (usually one).
@@ -263,11 +322,15 @@ class JsonDocument(Format):
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
         def plain(msg: Message) -> Message:
+            # Blocks ctx made up (extra result ids, a v0 action read as a call) have no
+            # field of their own to write: the action stays as the model wrote it.
             return msg.with_blocks(
                 [
                     b
                     for b in msg.blocks
-                    if b.slot is None or b.slot[1] != "keep" or b.kind is not Kind.TOOL_RESULT
+                    if b.slot is None
+                    or (b.slot[1] != "keep" or b.kind is not Kind.TOOL_RESULT)
+                    and b.slot[1] != V0_CALL
                 ]
             )
 
@@ -320,6 +383,123 @@ class JsonDocument(Format):
                         "leave it out of the reduction or fix the value",
                     ) from None
         text = layout.head + layout.join(items, same_layout) + layout.tail
+        if "copies" in doc.extra:
+            text = _rewrite_copies(text, layout, doc.extra["copies"], plan)
         script.original(blobs.add_original(doc.raw))
         script.skip()
         return layout.lead + text.encode("utf-8", "surrogatepass"), script
+
+
+# --- SWE-agent ------------------------------------------------------------------------
+
+
+def _command_name(action: Any) -> str | None:
+    """The command an action runs (``open``, ``edit``, ``python``...)."""
+    if not isinstance(action, str) or not action.strip():
+        return None
+    return action.split(None, 1)[0]
+
+
+def _v0_results(history: list[Any]) -> dict[int, int]:
+    """SWE-agent v0: which user message is the observation of which action message.
+
+    v0 history has no ``tool`` role and no ``tool_calls``: an assistant message with an
+    ``action`` is answered by the ``user`` message right after it (demonstrations,
+    marked ``is_demo``, are text).
+    """
+    if any(
+        isinstance(m, dict) and (m.get("role") == "tool" or m.get("tool_calls")) for m in history
+    ):
+        return {}
+    links: dict[int, int] = {}
+    for i in range(1, len(history)):
+        prev, cur = history[i - 1], history[i]
+        if (
+            isinstance(prev, dict)
+            and isinstance(cur, dict)
+            and prev.get("role") == "assistant"
+            and _command_name(prev.get("action")) is not None
+            and not prev.get("is_demo")
+            and cur.get("role") == "user"
+            and not cur.get("is_demo")
+            and isinstance(cur.get("content"), str)
+        ):
+            links[i] = i - 1
+    return links
+
+
+def _canonical(value: Any) -> bytes:
+    try:
+        return orjson.dumps(value)
+    except TypeError:
+        return json.dumps(value).encode("utf-8", "surrogatepass")
+
+
+def _rewrite_copies(
+    text: str,
+    layout: Layout,
+    copies: tuple[tuple[int, int], tuple[int, int], list[Any]],
+    plan: list[OutRecord],
+) -> str:
+    """Rewrite ``trajectory[i].messages`` and ``.observation`` like the history was.
+
+    A copy is replaced when it equals a history message that changed (dropped ones are
+    left out); an observation when it equals a tool output that changed.
+    """
+    (start, end), (list_start, list_end), steps = copies
+    changed: dict[bytes, Any] = {}
+    outputs: dict[str, str] = {}
+    for rec in plan:
+        if rec.orig is None or rec.state is State.COPY or not isinstance(rec.orig.data, dict):
+            continue
+        dropped = rec.state is State.DROPPED
+        changed[_canonical(rec.orig.data)] = None if dropped else rec.data
+        old = rec.orig.data.get("content")
+        new = None if dropped or not isinstance(rec.data, dict) else rec.data.get("content")
+        if isinstance(old, str) and isinstance(new, str) and old != new:
+            outputs[old] = new
+            # SWE-agent's observation is the tool output without the prompt footer
+            # ("\n(Open file: ...)\n(Current directory: ...)\nbash-$") it adds.
+            footer = old.rfind(SWE_FOOTER)
+            if footer > 0:
+                outputs.setdefault(old[:footer], new)
+    new_steps, touched = [], False
+    for step in steps:
+        if not isinstance(step, dict):
+            new_steps.append(step)
+            continue
+        new_step = step
+        msgs = step.get("messages")
+        if isinstance(msgs, list) and msgs:
+            kept, hit = [], False
+            for m in msgs:
+                c = _canonical(m) if isinstance(m, dict) else b""
+                if c in changed:
+                    hit = True
+                    if changed[c] is not None:
+                        kept.append(changed[c])
+                else:
+                    kept.append(m)
+            if hit:
+                new_step = {**new_step, "messages": kept}
+        obs = step.get("observation")
+        if isinstance(obs, str) and obs in outputs:
+            new_step = {**new_step, "observation": outputs[obs]}
+        touched = touched or new_step is not step
+        new_steps.append(new_step)
+    if not touched:
+        return text
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = re.match(r"[ \t]*", text[line_start:start])
+    dumped = layout.dump_value(new_steps, indent.group() if indent else "")
+    # The history was rewritten in ``text``; find the copies' span again from its edges.
+    if end <= list_start:
+        return text[:start] + dumped + text[end:]
+    shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
+    return text[: start + shift] + dumped + text[end + shift :]
+
+
+# Shared with collection formats that write a JSON array in its document's style.
+item_spans = _item_spans
+layout_of = _layout
+skip_ws = _skip_ws

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ctxcli.core.model import Kind
-from ctxcli.formats import Document, load
+from ctxcli.formats import Document, load, split_collection
 from ctxcli.formats.base import Problem
 
 __all__ = ["Problem", "check_document", "validate_bytes"]
@@ -53,6 +55,16 @@ def validate_bytes(
     """Load a transcript and return its pairing problems.
 
     Unlike reducing, checking stops at a line that is not JSON in every format by
-    default: reporting it is the point of a check.
+    default: reporting it is the point of a check. In a file of many trajectories
+    (tau-bench runs, OpenHands output, dataset rows) each is checked on its own; a
+    problem names its trajectory and message.
     """
-    return check_document(load(raw, path, format=format, on_invalid=on_invalid))
+    split = split_collection(raw, path, format=format)
+    if split is None:
+        return check_document(load(raw, path, format=format, on_invalid=on_invalid))
+    problems: list[Problem] = []
+    for part in split.parts:
+        for p in check_document(load(part.raw, part.name, on_invalid=on_invalid)):
+            message = f"{part.label}, message {p.line}: {p.message}"
+            problems.append(replace(p, line=None, message=message))
+    return problems

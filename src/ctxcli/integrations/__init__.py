@@ -1,1 +1,4 @@
-"""Optional integrations (agent frameworks, servers): they import the library, never the reverse."""
+"""Optional integrations (extras): agent frameworks, the proxy, Ray Data, Hugging Face datasets.
+
+They import the library; the library never imports them.
+"""

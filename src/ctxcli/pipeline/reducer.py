@@ -11,11 +11,12 @@ from collections.abc import Callable
 
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
-from ctxcli.formats import load
+from ctxcli.core.restore import RestoreScript
+from ctxcli.formats import Document, Split, load, split_collection
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
-from ctxcli.pipeline.run import run_pipeline
+from ctxcli.pipeline.run import StageReport, run_pipeline
 from ctxcli.services.classifier import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
@@ -56,7 +57,14 @@ def reduce_bytes(
     """
     config = config or load_config()
     offload = offload if offload is not None else DryRunOffload("ctx-offload")
-    doc = load(raw, path, format=config.settings.format, on_invalid=on_invalid)
+    fmt = config.settings.format
+    split = split_collection(raw, path, format=fmt)
+    if split is None:
+        docs = [load(raw, path, format=fmt, on_invalid=on_invalid)]
+    else:
+        # Many trajectories in one file (tau-bench runs, dataset rows): each is reduced
+        # on its own with the same counter and offload store.
+        docs = [load(p.raw, p.name, on_invalid=on_invalid) for p in split.parts]
     counting = counting or CountOptions()
     cache_notes: list[str] = []
     counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
@@ -64,7 +72,8 @@ def reduce_bytes(
         ledger = TokenLedger(counter)
         # Count every text up front, in bulk: the stats need them all, and in bulk
         # they come from the disk cache or from every core.
-        ledger.prime(doc.conversation, counting.progress)
+        for doc in docs:
+            ledger.prime(doc.conversation, counting.progress)
         # Stage notes meant for the user (a classifier falling back) become warnings.
         ctx = StageContext(
             ledger,
@@ -73,33 +82,42 @@ def reduce_bytes(
             log or cache_notes.append,
             services=default_services(cache=counting.cache),
         )
+        # The trace (ctx report) follows a single transcript; a collection has none.
         steps: list[tuple[str, Conversation]] | None = (
-            [("input", doc.conversation)] if trace else None
+            [("input", docs[0].conversation)] if trace and len(docs) == 1 else None
         )
-        conv, reports = run_pipeline(doc.conversation, config.stages, ctx, trace=steps)
+        runs = [run_pipeline(doc.conversation, config.stages, ctx, trace=steps) for doc in docs]
         counter.finish()
         kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
-    output, script = doc.format.dump(doc, conv, offload)
+    if split is None:
+        doc, (conv, reports) = docs[0], runs[0]
+        output, script = doc.format.dump(doc, conv, offload)
+        name, units = doc.format.name, doc.format.units
+    else:
+        output, script = _join(raw, split, docs, [conv for conv, _ in runs], offload)
+        reports = _merge([r for _, r in runs])
+        name, units = split.format, "document"
+    single = split is None
     report = Report(
         input=path,
-        format=doc.format.name,
+        format=name,
         tokenizer=config.settings.tokenizer,
-        messages=len(doc.conversation),
-        tokens_before=ledger.total(doc.conversation),
-        tokens_after=ledger.total(conv),
+        messages=sum(len(d.conversation) for d in docs),
+        tokens_before=sum(ledger.total(d.conversation) for d in docs),
+        tokens_after=sum(ledger.total(conv) for conv, _ in runs),
         bytes_before=len(raw),
         bytes_after=len(output),
         stages=reports,
         offload_dir=offload.root,
-        warnings=list(doc.warnings) + cache_notes,
-        monitors=conversation_monitors(doc.conversation) if monitors else {},
+        warnings=[w for d in docs for w in d.warnings] + cache_notes,
+        monitors=conversation_monitors(docs[0].conversation) if monitors and single else {},
     )
-    if doc.conversation.resume_start is not None:
-        report.resume_tokens_before = _resume_tokens(ledger, doc.conversation)
-        report.resume_tokens_after = _resume_tokens(ledger, conv)
-    return Reduced(output, report, script.ops, doc.format.units, kept)
+    if single and docs[0].conversation.resume_start is not None:
+        report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation)
+        report.resume_tokens_after = _resume_tokens(ledger, runs[0][0])
+    return Reduced(output, report, script.ops, units, kept)
 
 
 def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) -> dict[int, int]:
@@ -111,6 +129,54 @@ def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) 
                 if id(block) not in tokens:
                     tokens[id(block)] = block_tokens(counter, block)
     return tokens
+
+
+def _join(
+    raw: bytes,
+    split: Split,
+    docs: list[Document],
+    convs: list[Conversation],
+    offload: DryRunOffload,
+) -> tuple[bytes, RestoreScript]:
+    """The collection with its reduced parts; the whole file is one restore unit."""
+    outputs: list[bytes | None] = []
+    for doc, conv in zip(docs, convs, strict=True):
+        # A part's own originals are not kept: the file's original bytes are.
+        out, _ = doc.format.dump(doc, conv, DryRunOffload(offload.root))
+        outputs.append(None if out == doc.raw else out)
+    script = RestoreScript()
+    if all(out is None for out in outputs):
+        script.copy()
+        return raw, script
+    output = split.join(outputs)
+    script.original(offload.add_original(raw))
+    script.skip()
+    return output, script
+
+
+def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
+    """One report per stage, summed over the trajectories of a collection."""
+    merged: list[StageReport] = []
+    for reports in zip(*runs, strict=True):
+        first = reports[0]
+        counters: dict[str, int] = {}
+        notes: list[str] = []
+        for r in reports:
+            for key, value in r.counters.items():
+                counters[key] = counters.get(key, 0) + value
+            notes.extend(n for n in r.notes if n not in notes)
+        merged.append(
+            StageReport(
+                stage=first.stage,
+                changed=sum(r.changed for r in reports),
+                offloaded=sum(r.offloaded for r in reports),
+                tokens_before=sum(r.tokens_before for r in reports),
+                tokens_after=sum(r.tokens_after for r in reports),
+                counters=counters,
+                notes=tuple(notes),
+            )
+        )
+    return merged
 
 
 def _resume_tokens(ledger: TokenLedger, conv: Conversation) -> int:

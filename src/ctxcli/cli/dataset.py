@@ -1,0 +1,69 @@
+"""``--engine ray`` for ``ctx reduce``/``ctx restore``, and URL inputs for one transcript.
+
+Parses nothing itself: ``app.py`` hands over the options; this module makes the one
+library call and renders its summary.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import orjson
+
+from ctxcli.cli import console
+from ctxcli.core.errors import CtxError
+from ctxcli.pipeline.config import Config
+
+ENGINES = ("local", "ray")
+
+
+def check_engine(engine: str, in_place: bool = False) -> None:
+    """Refuse an unknown engine or options the Ray engine cannot honour."""
+    if engine not in ENGINES:
+        raise CtxError(f"--engine {engine!r} is invalid: use 'local' or 'ray'.")
+    if engine == "ray" and in_place:
+        raise CtxError("--engine ray writes a new dataset; pass -o instead of --in-place.")
+
+
+def reduce_ray(
+    inputs: list[str] | None,
+    output: str,
+    cfg: Config,
+    *,
+    offload_dir: str | None,
+    column: str,
+    jobs: int | None,
+    json: bool,
+    quiet: bool,
+) -> None:
+    """``ctx reduce --engine ray INPUT -o OUTPUT``."""
+    from ctxcli.integrations.ray import reduce_path
+
+    if not inputs or len(inputs) != 1 or output == "-":
+        raise CtxError("--engine ray takes one dataset (a file or directory) and -o OUTPUT.")
+    summary = reduce_path(
+        inputs[0], output, cfg, offload_uri=offload_dir, column=column, concurrency=jobs
+    )
+    if json:
+        console.write_report(orjson.dumps(summary.to_dict()) + b"\n")
+    elif not quiet:
+        from ctxcli.cli.render import saved_pct
+
+        s = summary
+        sys.stderr.write(
+            f"ctx: {inputs[0]}: {s.rows:,} rows, {s.tokens_before:,} → {s.tokens_after:,} "
+            f"tokens ({saved_pct(s.tokens_before, s.tokens_after)} saved) in {s.seconds:.1f}s; "
+            f"{s.errors} rows kept unread; offload in {s.offload_uri}\n"
+        )
+
+
+def restore_ray(
+    reduced: str, output: str, *, offload_dir: str | None, column: str, jobs: int | None
+) -> None:
+    """``ctx restore --engine ray REDUCED -o OUTPUT``."""
+    from ctxcli.integrations.ray import restore_path
+
+    if output == "-":
+        raise CtxError("--engine ray writes a dataset; pass -o OUTPUT.")
+    rows = restore_path(reduced, output, offload_uri=offload_dir, column=column, concurrency=jobs)
+    sys.stderr.write(f"ctx: {reduced}: {rows:,} rows restored to {output}\n")

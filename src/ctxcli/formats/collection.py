@@ -1,0 +1,163 @@
+"""Files that hold many trajectories: the interface and the shared JSONL-rows machinery.
+
+A tau-bench results file is an array of runs, an OpenHands ``output.jsonl`` and most
+training sets hold one trajectory per line. Each trajectory is reduced on its own
+(budgets and "keep the last N" rules are per trajectory), so a :class:`Collection`
+does not build one conversation: it splits the file into :class:`Part`s, each a
+trajectory written as JSONL (one message or event per line, read by an ordinary
+format), and joins the reduced parts back in the file's own layout. The whole file is
+one restore unit: ``ctx restore`` rebuilds it from its original bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.restore import split_units
+from ctxcli.formats.base import BOM, Record, dumps_like, loads_record, parse_lines
+
+__all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
+
+
+@dataclass(frozen=True)
+class Part:
+    """One trajectory of a collection, as JSONL bytes.
+
+    ``name`` is how errors cite it (``run.jsonl:3``), ``label`` where it is in the file
+    (``line 3``, ``run 0``).
+    """
+
+    raw: bytes
+    name: str
+    label: str
+
+
+@dataclass
+class Split:
+    """The trajectories of a file and how to put the reduced ones back.
+
+    ``join`` gets one entry per part: its reduced JSONL bytes, or None when the
+    part is unchanged, and returns the whole file.
+    """
+
+    format: str
+    parts: list[Part]
+    join: Callable[[list[bytes | None]], bytes]
+
+
+class Collection:
+    """Base class of a file format holding several trajectories."""
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+
+    def split(self, raw: bytes, path: str) -> Split | None:
+        """The trajectories in ``raw``, or None if ``raw`` is not this kind of file."""
+        raise NotImplementedError
+
+
+_NON_SPACE = re.compile(rb"\S")
+
+
+def first_value(raw: bytes) -> int:
+    """Where the first JSON value of ``raw`` starts (after a BOM and blanks), or -1."""
+    m = _NON_SPACE.search(raw, len(BOM) if raw.startswith(BOM) else 0)
+    return m.start() if m else -1
+
+
+def part_bytes(items: Sequence[Any]) -> bytes:
+    """A trajectory's messages or events as JSONL (one compact JSON value per line)."""
+    return b"".join(dumps_like(item, b"") + b"\n" for item in items)
+
+
+def items_of(reduced: bytes) -> list[Any]:
+    """The messages or events of a reduced part."""
+    return [loads_record(unit) for unit in split_units(reduced)]
+
+
+def _is_item_list(value: Any, accept: Callable[[dict[str, Any]], bool]) -> bool:
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, dict) and accept(v) for v in value)
+    )
+
+
+class JsonlRows(Collection):
+    """JSONL whose every line is one trajectory: an object with a list under ``column``.
+
+    Subclasses say which column and which items they accept; unchanged lines keep
+    their bytes, changed ones are written in their own JSON style.
+    """
+
+    columns: ClassVar[tuple[str, ...]] = ()
+
+    def accept_item(self, item: dict[str, Any]) -> bool:
+        """True if ``item`` is a message or event this collection reads."""
+        raise NotImplementedError
+
+    def accept_row(self, row: dict[str, Any], column: str) -> bool:
+        """True if a line with a valid ``column`` is one of this collection's rows."""
+        return True
+
+    def column_of(self, row: Any) -> str | None:
+        """The column of ``row`` holding its trajectory, or None."""
+        if not isinstance(row, dict):
+            return None
+        for column in self.columns:
+            if _is_item_list(row.get(column), self.accept_item) and self.accept_row(row, column):
+                return column
+        return None
+
+    def split(self, raw: bytes, path: str) -> Split | None:
+        # Only the first line is looked at before deciding: no copy of a large input.
+        start = first_value(raw)
+        if start < 0 or raw[start : start + 1] != b"{":
+            return None
+        end = raw.find(b"\n", start)
+        try:
+            first = loads_record(raw[start : end if end >= 0 else len(raw)])
+        except (ValueError, RecursionError):
+            return None
+        if self.column_of(first) is None:
+            return None
+        records = parse_lines(raw, path)
+        parts: list[Part] = []
+        rows: list[tuple[Record, str]] = []
+        for rec in records:
+            if rec.data is None:
+                continue
+            column = self.column_of(rec.data)
+            if column is None:
+                raise TranscriptError(
+                    path,
+                    rec.line,
+                    f"not a {self.name} row (expected an object with a list of "
+                    f"{' or '.join(self.columns)})",
+                    remedy=Remedy.CHECK_FORMAT,
+                )
+            rows.append((rec, column))
+            parts.append(
+                Part(part_bytes(rec.data[column]), f"{path}:{rec.line}", f"line {rec.line}")
+            )
+
+        def join(outputs: list[bytes | None]) -> bytes:
+            reduced = {
+                id(rec): (column, out) for (rec, column), out in zip(rows, outputs, strict=True)
+            }
+            out: list[bytes | memoryview] = []
+            for rec in records:
+                column, part = reduced.get(id(rec), ("", None))
+                if part is None:
+                    out.append(rec.raw)
+                    continue
+                data = {**rec.data, column: items_of(part)}
+                lead = BOM if rec.has_bom else b""
+                out.append(lead + dumps_like(data, rec.body) + rec.terminator)
+            return b"".join(out)
+
+        return Split(self.name, parts, join)

@@ -1,0 +1,125 @@
+"""OpenHands: evaluation ``output.jsonl`` files and their event lists.
+
+``output.jsonl`` holds one instance per line: ``{instance_id, instruction, history:
+[events], metrics, test_result, ...}``; every instance's ``history`` is reduced on its
+own (:class:`OpenHandsOutput`). An event is an action ``{id, source, action, args,
+message, tool_call_metadata?}`` or an observation ``{id, source, observation, content,
+extras, cause, tool_call_metadata?}``. ctx reads (:class:`OpenHandsEvents`):
+
+- a ``system`` action: the system prompt (``args.content``);
+- a ``message`` action: a user or assistant message (``args.content``);
+- an action with ``tool_call_metadata`` (``run``, ``read``, ``edit``, ``think``,
+  ``finish``...): an assistant tool call named ``function_name``, with its
+  ``args.thought`` as text;
+- an observation with ``tool_call_metadata``: that call's result (``content``),
+  including the tool-argument ``error`` observations whose ``cause`` is null;
+- everything else (``recall`` and its observation, state changes): passed through.
+
+Calls and results are linked by ``tool_call_metadata.tool_call_id``. The raw model
+response each event repeats (``tool_call_metadata.model_response``) is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ctxcli.core.model import Block, Kind, Message
+from ctxcli.formats.base import Format, text_block
+from ctxcli.formats.collection import JsonlRows
+
+
+def _is_event(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and isinstance(item.get("source"), str)
+        and ("action" in item or "observation" in item)
+    )
+
+
+def _call_id(event: dict[str, Any]) -> str | None:
+    meta = event.get("tool_call_metadata")
+    if isinstance(meta, dict) and isinstance(meta.get("tool_call_id"), str):
+        return str(meta["tool_call_id"])
+    return None
+
+
+def _function(event: dict[str, Any]) -> str | None:
+    meta = event.get("tool_call_metadata")
+    name = meta.get("function_name") if isinstance(meta, dict) else None
+    return name if isinstance(name, str) else None
+
+
+class OpenHandsEvents(Format):
+    """OpenHands events, one per line (an instance's ``history``)."""
+
+    name = "openhands"
+    description = "OpenHands events, one {source, action|observation, ...} per line"
+
+    def sniff(self, records: Sequence[Any]) -> bool:
+        return bool(records) and _is_event(records[0])
+
+    def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        if not _is_event(data):
+            return None
+        args = data.get("args") if isinstance(data.get("args"), dict) else {}
+        call_id = _call_id(data)
+        if "observation" in data:
+            if call_id is None:
+                return None
+            block = text_block(
+                Kind.TOOL_RESULT,
+                data.get("content"),
+                ("content",),
+                call_id=call_id,
+                name=_function(data),
+                is_error=data.get("observation") == "error",
+            )
+            return Message("tool", (block,), key)
+        action = data.get("action")
+        if call_id is not None:
+            blocks: list[Block] = []
+            if isinstance(args.get("thought"), str) and args["thought"]:
+                blocks.append(text_block(Kind.TEXT, args["thought"], ("args", "thought")))
+            shown = {k: v for k, v in args.items() if k != "thought"}
+            blocks.append(
+                Block(
+                    Kind.TOOL_CALL,
+                    orjson.dumps(shown).decode(),
+                    call_id,
+                    _function(data) or str(action),
+                    slot=(("args",), "keep"),
+                )
+            )
+            return Message("assistant", tuple(blocks), key)
+        if action in ("system", "message") and isinstance(args.get("content"), str):
+            role = {"system": "system", "agent": "assistant"}.get(
+                "system" if action == "system" else data["source"], "user"
+            )
+            return Message(
+                role, (text_block(Kind.TEXT, args["content"], ("args", "content")),), key
+            )
+        return None
+
+    def apply(self, data: Any, old: Message, new: Message) -> Any:
+        # Arguments are shown as JSON text and never written back.
+        keep = [b for b in new.blocks if b.slot is None or b.slot[1] != "keep"]
+        before = [b for b in old.blocks if b.slot is None or b.slot[1] != "keep"]
+        return self.apply_block_texts(data, old.with_blocks(before), new.with_blocks(keep))
+
+    def new_record(self, message: Message, neighbour: Any) -> Any:
+        source = "agent" if message.role == "assistant" else "user"
+        return {"source": source, "action": "message", "args": {"content": message.text}}
+
+
+class OpenHandsOutput(JsonlRows):
+    """An OpenHands evaluation ``output.jsonl``: one instance with its events per line."""
+
+    name = "openhands_output"
+    description = "OpenHands evaluation output.jsonl: one {instance_id, history: [events]} per line"
+    columns = ("history",)
+
+    def accept_item(self, item: dict[str, Any]) -> bool:
+        return _is_event(item)

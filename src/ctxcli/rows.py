@@ -1,0 +1,363 @@
+"""Reduce trajectories as they sit in dataset rows: in memory, blobs content-addressed.
+
+A dataset (Parquet, JSONL, a Hugging Face or Ray dataset) holds one trajectory per row,
+in one column. :func:`reduce_row` takes that cell as it is:
+
+- ``str`` or ``bytes``: a transcript's text (JSONL, or one JSON document such as a
+  SWE-agent ``.traj``); the reduced cell is text of the same type, and restoring it
+  gives the original bytes;
+- a ``list`` of message dicts (a ``messages`` column);
+- a ``dict``: a whole trajectory object of a known format (SWE-agent, mini-swe-agent,
+  a tau-bench run, an OpenHands instance).
+
+It returns the reduced cell, its stats, and its blobs: every removed text and every
+original unit ``restore_row`` needs, keyed by their SHA-256 (the same text in a
+thousand rows is one blob). Nothing touches a file: the caller (a Ray actor, a
+``datasets.map`` function, a Spark UDF) stores the blobs where it keeps them, under
+``<offload_root>/<sha[:2]>/<sha>``, the paths the hints in the reduced rows cite.
+
+A :class:`RowReducer` holds a picklable configuration and loads the tokenizer once when
+it is built, so a worker builds one and calls it for every row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ctxcli.core.errors import CtxError, RestoreError, TranscriptError
+from ctxcli.core.restore import encode_text, sha256, split_units
+from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.pipeline.config import Config, build_config, default_config
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.pipeline.reducer import reduce_bytes
+from ctxcli.services.tokens import CountOptions, load_engine
+
+__all__ = [
+    "RESTORE_VERSION",
+    "STAT_COLUMNS",
+    "BlobStore",
+    "ReducedRow",
+    "RowReducer",
+    "blob_path",
+    "columns_of",
+    "reduce_row",
+    "restore_row",
+]
+
+RESTORE_VERSION = 1
+STAT_COLUMNS = (
+    "ctx_format",
+    "ctx_tokens_before",
+    "ctx_tokens_after",
+    "ctx_bytes_before",
+    "ctx_bytes_after",
+    "ctx_restore",
+    "ctx_error",
+)
+"""The columns :mod:`ctxcli.integrations` add to a reduced dataset."""
+
+
+def blob_path(digest: str) -> str:
+    """Where the blob with SHA-256 ``digest`` sits under an offload root."""
+    return f"{digest[:2]}/{digest}"
+
+
+class BlobStore(DryRunOffload):
+    """An in-memory, content-addressed offload store: identical blobs are kept once.
+
+    Implements the :class:`~ctxcli.core.restore.Offload` and ``OriginalsSink``
+    protocols: stages ``put`` removed texts, formats ``add_original`` the units they
+    changed. ``blobs`` maps each SHA-256 to its bytes; nothing is written anywhere.
+    """
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.blobs: dict[str, bytes] = {}
+        self._texts = 0
+
+    def _keep(self, data: bytes) -> str:
+        digest = sha256(data)
+        self.blobs.setdefault(digest, data)
+        return digest
+
+    def put(self, area: str, key: str, text: str) -> str:
+        """Keep ``text`` under its hash and return the path the hint cites."""
+        digest = self._keep(encode_text(text))
+        self._texts += 1
+        return self._cite(digest)
+
+    def path_for(self, area: str, key: str) -> str:
+        """Every cited path has the same length: a hash of zeros stands in."""
+        return self._cite("0" * 64)
+
+    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+        """Keep an original unit; the op names it by its hash."""
+        data = bytes(raw)
+        return ["b", 0, len(data), self._keep(data)]
+
+    @property
+    def count(self) -> int:
+        """Texts stages offloaded (the stats' ``offloaded``)."""
+        return self._texts
+
+    def _cite(self, digest: str) -> str:
+        rel = blob_path(digest)
+        return f"{self.root}/{rel}" if self.root != "." else rel
+
+
+@dataclass(frozen=True)
+class ReducedRow:
+    """What :func:`reduce_row` returns.
+
+    Attributes:
+        value: the reduced cell, of the input's type (``str``, ``bytes``, list, dict).
+        stats: ``format``, ``messages``, ``tokens_before``/``_after``,
+            ``bytes_before``/``_after`` (of the cell as JSON text), ``offloaded``.
+        blobs: SHA-256 -> bytes of every removed text and original unit.
+        restore: what :func:`restore_row` needs besides the blobs (a JSON string: it
+            goes into a dataset column as it is).
+    """
+
+    value: Any
+    stats: dict[str, Any]
+    blobs: dict[str, bytes] = field(repr=False)
+    restore: str
+
+
+def _encode(value: Any, name: str) -> tuple[str, bytes]:
+    """The cell's kind and the transcript bytes ctx reduces for it."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        return "bytes", bytes(value)
+    if isinstance(value, str):
+        return "str", encode_text(value)
+    if isinstance(value, list | tuple):
+        if not value:
+            raise TranscriptError(name, None, "no messages; there is nothing to reduce")
+        # One message per line, exactly as reduce_records writes records.
+        return "messages", b"".join(dumps_like(m, b"") + b"\n" for m in value)
+    if isinstance(value, dict):
+        return "object", dumps_like(value, b"")
+    raise TranscriptError(
+        name,
+        None,
+        f"a {type(value).__name__} is not a trajectory; pass its text, a list of message "
+        "dicts or a trajectory object",
+    )
+
+
+def _decode(kind: str, data: bytes, units: str) -> Any:
+    if kind == "bytes":
+        return data
+    if kind == "str":
+        return data.decode("utf-8", "surrogatepass")
+    if kind == "messages":
+        return [loads_record(unit) for unit in split_units(data)]
+    return loads_record(data)
+
+
+def _coerce_config(config: Config | Mapping[str, Any] | None) -> Config:
+    if config is None:
+        return default_config()
+    if isinstance(config, Config):
+        return config
+    return build_config(dict(config), "config")
+
+
+class RowReducer:
+    """Reduces rows with one configuration; build one per worker, call it per row.
+
+    Args:
+        config: a :class:`Config`, a mapping shaped like ``ctx.toml``, or None for
+            the built-in defaults (never looked up on disk).
+        offload_root: where the blobs will be stored; the hints cite paths under it.
+        on_invalid: ``"error"`` for a line that is not JSON, or ``"keep"`` it as it is.
+
+    The instance pickles (only the configuration travels); building it loads the
+    tokenizer, which the process then keeps for every later row.
+    """
+
+    def __init__(
+        self,
+        config: Config | Mapping[str, Any] | None = None,
+        offload_root: str = "ctx-offload",
+        *,
+        on_invalid: str = "error",
+    ) -> None:
+        self.config = _coerce_config(config)
+        self.offload_root = offload_root
+        self.on_invalid = on_invalid
+        self._warm()
+
+    def _warm(self) -> None:
+        tokenizer = self.config.settings.tokenizer
+        if tokenizer not in ("anthropic", "approx"):
+            load_engine(tokenizer, None)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {
+            "config": self.config,
+            "offload_root": self.offload_root,
+            "on_invalid": self.on_invalid,
+        }
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._warm()
+
+    def __call__(self, value: Any, *, name: str = "<row>") -> ReducedRow:
+        """Reduce one cell (see :func:`reduce_row`)."""
+        kind, raw = _encode(value, name)
+        store = BlobStore(self.offload_root)
+        # No disk cache and no process pool: the job that maps rows owns the workers.
+        reduced = reduce_bytes(
+            raw,
+            config=self.config,
+            offload=store,
+            path=name,
+            on_invalid=self.on_invalid,
+            counting=CountOptions(cache=False, workers=1),
+            monitors=False,
+        )
+        report = reduced.report
+        out_value = value if reduced.output == raw else _decode(kind, reduced.output, reduced.units)
+        restore = {
+            "v": RESTORE_VERSION,
+            "kind": kind,
+            "units": reduced.units,
+            "script": reduced.script,
+            "input": sha256(raw),
+            # Lists and dicts are checked by their canonical JSON (what _encode makes of
+            # them on restore), not by ctx's output bytes: a dataset keeps the value.
+            "output": sha256(
+                reduced.output if kind in ("str", "bytes") else _encode(out_value, name)[1]
+            ),
+        }
+        stats = {
+            "format": report.format,
+            "messages": report.messages,
+            "tokens_before": report.tokens_before,
+            "tokens_after": report.tokens_after,
+            "bytes_before": report.bytes_before,
+            "bytes_after": report.bytes_after,
+            "offloaded": store.count,
+        }
+        return ReducedRow(out_value, stats, store.blobs, orjson.dumps(restore).decode())
+
+    def many(
+        self, values: Iterable[Any], *, on_error: str = "raise"
+    ) -> list[ReducedRow | CtxError]:
+        """Reduce several cells; with ``on_error="keep"`` a bad cell gives its error."""
+        out: list[ReducedRow | CtxError] = []
+        for i, value in enumerate(values):
+            try:
+                out.append(self(value, name=f"<row {i}>"))
+            except CtxError as exc:
+                if on_error != "keep":
+                    raise
+                out.append(exc)
+        return out
+
+
+def reduce_row(
+    value: Any,
+    config: Config | Mapping[str, Any] | None = None,
+    *,
+    offload_root: str = "ctx-offload",
+    name: str = "<row>",
+) -> ReducedRow:
+    """Reduce one trajectory as it sits in a dataset row.
+
+    For many rows build a :class:`RowReducer` once and call it per row.
+
+    Raises:
+        TranscriptError: the cell is empty or no supported format.
+
+    Example::
+
+        >>> from ctxcli.rows import reduce_row
+        >>> out = reduce_row([{"role": "user", "content": "hi"}])
+        >>> out.value, out.stats["tokens_before"] == out.stats["tokens_after"]
+        ([{'role': 'user', 'content': 'hi'}], True)
+    """
+    return RowReducer(config, offload_root)(value, name=name)
+
+
+def restore_row(
+    value: Any, restore: str, blobs: Mapping[str, bytes] | Callable[[str], bytes]
+) -> Any:
+    """The original cell, from a reduced one, its ``restore`` string and its blobs.
+
+    ``blobs`` maps a SHA-256 to bytes, or is a function that fetches one (from an
+    offload directory or a bucket). Every blob and the result are checked against
+    their hashes.
+
+    Raises:
+        RestoreError: a blob is missing or altered, or ``value`` is not the reduced
+            cell the restore string belongs to.
+    """
+    try:
+        info = orjson.loads(restore)
+        kind, units, script = info["kind"], info["units"], info["script"]
+    except (orjson.JSONDecodeError, TypeError, KeyError):
+        raise RestoreError(
+            "the ctx_restore value is not one ctx wrote; it cannot be used."
+        ) from None
+    data = _encode(value, "<row>")[1]
+    if sha256(data) != info["output"]:
+        raise RestoreError(
+            "the reduced row was changed after ctx reduced it (its sha256 does not match); "
+            "restore it from the dataset ctx wrote."
+        )
+    fetch = blobs if callable(blobs) else blobs.__getitem__
+    pieces = split_units(data) if units == "lines" else [data]
+    out = bytearray()
+    pos = 0
+    for op in script:
+        if op[0] == "c":
+            out += b"".join(pieces[pos : pos + op[1]])
+            pos += op[1]
+        elif op[0] == "s":
+            pos += op[1]
+        else:
+            digest = op[3]
+            try:
+                piece = fetch(digest)
+            except (KeyError, FileNotFoundError):
+                raise RestoreError(
+                    f"blob {digest[:12]}… is missing from the offload store."
+                ) from None
+            if sha256(piece) != digest:
+                raise RestoreError(f"blob {digest[:12]}… was altered (sha256 mismatch).")
+            out += piece
+    original = bytes(out)
+    if sha256(original) != info["input"]:
+        raise RestoreError("the rebuilt row does not match the original's sha256.")
+    return _decode(kind, original, units)
+
+
+def columns_of(
+    values: list[Any], results: list[ReducedRow | CtxError]
+) -> tuple[list[Any], dict[str, list[Any]], dict[str, bytes]]:
+    """What a dataset batch becomes: the new cells, the stats columns, every blob.
+
+    A cell that failed keeps its value, with its error in ``ctx_error``.
+    """
+    cells: list[Any] = []
+    columns: dict[str, list[Any]] = {name: [] for name in STAT_COLUMNS}
+    blobs: dict[str, bytes] = {}
+    for value, r in zip(values, results, strict=True):
+        ok = isinstance(r, ReducedRow)
+        stats = r.stats if isinstance(r, ReducedRow) else {}
+        if isinstance(r, ReducedRow):
+            blobs.update(r.blobs)
+        cells.append(r.value if isinstance(r, ReducedRow) else value)
+        columns["ctx_format"].append(stats.get("format"))
+        for key in ("tokens_before", "tokens_after", "bytes_before", "bytes_after"):
+            columns[f"ctx_{key}"].append(stats.get(key))
+        columns["ctx_restore"].append(r.restore if isinstance(r, ReducedRow) else None)
+        columns["ctx_error"].append(None if ok else str(r))
+    return cells, columns, blobs

@@ -1,0 +1,141 @@
+"""The row-level API: one trajectory per dataset cell, blobs content-addressed, no files."""
+
+from __future__ import annotations
+
+import pickle
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import SHARED, shared_transcripts
+from ctxcli.core.errors import RestoreError, TranscriptError
+from ctxcli.core.restore import sha256
+from ctxcli.pipeline.config import build_config
+from ctxcli.rows import BlobStore, RowReducer, blob_path, reduce_row, restore_row
+
+TIGHT = build_config(
+    {
+        "stages": [
+            {"use": "truncate_tool_output", "max_length": 500},
+            {"use": "clear_tool_results", "max_tokens": 2000},
+        ]
+    },
+    "rows test",
+)
+
+
+def _chat(n: int, output: str) -> list[dict[str, object]]:
+    msgs: list[dict[str, object]] = [{"role": "user", "content": "list the files"}]
+    for i in range(n):
+        msgs.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": f"call_{i}",
+                        "type": "function",
+                        "function": {"name": "ls", "arguments": "{}"},
+                    }
+                ],
+            }
+        )
+        msgs.append({"role": "tool", "tool_call_id": f"call_{i}", "content": output})
+    return msgs
+
+
+def test_messages_row_shrinks_and_restores() -> None:
+    row = _chat(3, "x" * 5000)
+    out = reduce_row(row, TIGHT, offload_root="s3://bucket/offload")
+    assert isinstance(out.value, list)
+    assert out.stats["tokens_after"] < out.stats["tokens_before"]
+    assert out.stats["format"] == "openai_chat"
+    tool = out.value[2]["content"]
+    assert "s3://bucket/offload/" in tool and len(tool) < 5000
+    assert restore_row(out.value, out.restore, out.blobs) == row
+
+
+def test_identical_outputs_are_one_blob() -> None:
+    out = reduce_row(_chat(3, "y" * 5000), TIGHT)
+    # Three identical outputs offloaded: one blob for the text, one per changed line.
+    text_digest = sha256(("y" * 5000).encode())
+    assert text_digest in out.blobs
+    assert out.stats["offloaded"] == 3
+    cited = {m["content"].split("saved to ")[1].split(" ")[0] for m in out.value[2::2]}
+    assert cited == {f"ctx-offload/{blob_path(text_digest)}"}
+
+
+def test_text_and_object_rows_keep_their_type() -> None:
+    row = _chat(2, "z" * 3000)
+    text = "".join(orjson.dumps(m).decode() + "\n" for m in row)
+    for value in (text, text.encode(), {"instance_id": "a", "messages": row}):
+        out = reduce_row(value, TIGHT)
+        assert type(out.value) is type(value)
+        assert out.stats["bytes_after"] < out.stats["bytes_before"]
+        assert restore_row(out.value, out.restore, out.blobs) == value
+
+
+def test_reducer_pickles_and_reduces_the_same() -> None:
+    reducer = RowReducer({"stages": [{"use": "truncate_tool_output", "max_length": 500}]})
+    clone = pickle.loads(pickle.dumps(reducer))
+    row = _chat(1, "w" * 4000)
+    assert clone(row).value == reducer(row).value
+
+
+def test_restore_refuses_missing_or_altered_blobs() -> None:
+    out = reduce_row(_chat(1, "v" * 4000), TIGHT)
+    with pytest.raises(RestoreError, match="missing"):
+        restore_row(out.value, out.restore, {})
+    bad = {k: v + b"!" for k, v in out.blobs.items()}
+    with pytest.raises(RestoreError, match="altered"):
+        restore_row(out.value, out.restore, bad)
+    edited = [*out.value[:-1], {**out.value[-1], "content": "edited"}]
+    with pytest.raises(RestoreError, match="changed after"):
+        restore_row(edited, out.restore, out.blobs)
+
+
+def test_bad_rows_are_one_line_errors() -> None:
+    with pytest.raises(TranscriptError, match="no messages"):
+        reduce_row([])
+    with pytest.raises(TranscriptError, match="is not a trajectory"):
+        reduce_row(42)
+    results = RowReducer().many(["not json\n", _chat(1, "ok")], on_error="keep")
+    assert isinstance(results[0], TranscriptError) and "<row 0>:1" in str(results[0])
+    assert not isinstance(results[1], Exception)
+
+
+def test_store_writes_nothing_and_cites_fixed_length_paths(tmp_path: Path) -> None:
+    store = BlobStore("root")
+    cited = store.put("trunc", "../../etc/passwd", "text")
+    assert cited == f"root/{blob_path(sha256(b'text'))}"
+    assert len(store.path_for("trunc", "anything")) == len(cited)
+    assert list(tmp_path.iterdir()) == [tmp_path / "work"] and not any(
+        (tmp_path / "work").iterdir()
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present")
+@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+def test_real_transcripts_round_trip_as_text_and_values(path: Path) -> None:
+    reducer = RowReducer(TIGHT, on_invalid="keep")
+    raw = path.read_bytes()
+    out = reducer(raw)
+    assert restore_row(out.value, out.restore, out.blobs) == raw
+    text_out = reducer(raw.decode("utf-8"))
+    assert restore_row(text_out.value, text_out.restore, text_out.blobs) == raw.decode()
+    if path.suffix == ".jsonl" and b"\\[REDACTED" not in raw:
+        rows = [orjson.loads(line) for line in raw.splitlines() if line.strip()]
+        listed = reducer(rows)
+        assert restore_row(listed.value, listed.restore, listed.blobs) == rows
+
+
+def test_readme_row_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text("utf-8")
+    section = readme.split("## Datasets of trajectories", 1)[1].split("\n## ", 1)[0]
+    block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
+    exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
+    before, after = (int(x) for x in capsys.readouterr().out.split(" -> "))
+    assert after < before / 10
