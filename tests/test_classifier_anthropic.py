@@ -27,16 +27,15 @@ from conftest import invoke
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
 from ctxcli.pipeline.config import build_config
+from ctxcli.services.anthropic import AnthropicAccess, ReplyError
 from ctxcli.services.classifier import (
-    AnthropicAccess,
     AnthropicClassifier,
-    DiskCache,
     HeuristicClassifier,
-    ReplyError,
     is_informative,
     parse_reply,
 )
 from ctxcli.services.counters import get_counter
+from ctxcli.services.disk_cache import DiskCache
 
 KEY = "test-key"
 

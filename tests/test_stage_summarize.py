@@ -524,7 +524,8 @@ def test_anthropic_long_history_is_summarized_in_chunks(server: AnthropicServer)
 
 
 def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -> None:
-    from ctxcli.services.classifier import AnthropicAccess, DiskCache
+    from ctxcli.services.anthropic import AnthropicAccess
+    from ctxcli.services.disk_cache import DiskCache
 
     services = {
         "anthropic": AnthropicAccess("test-key", server.base_url),

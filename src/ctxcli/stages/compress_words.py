@@ -13,16 +13,15 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
+from ctxcli.services.anthropic import DEFAULT_MODEL, AnthropicAccess
 from ctxcli.services.classifier import (
-    DEFAULT_MODEL,
-    AnthropicAccess,
     AnthropicClassifier,
     Classifier,
-    DiskCache,
     HeuristicClassifier,
     WordStats,
     classify_windows,
 )
+from ctxcli.services.disk_cache import DiskCache
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
 
