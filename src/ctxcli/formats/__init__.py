@@ -1,12 +1,22 @@
-"""Transcript formats: the registry, auto-detection and loading."""
+"""Transcript formats: the registry, auto-detection and loading.
+
+Formats register like stages (one design, :mod:`ctxcli.core.plugins`): each built-in
+module decorates its class with :func:`register_format`, and so does a plugin module
+named by a ``ctxcli.formats.v1`` entry point. Auto-detection tries the built-ins in
+the order of ``BUILTIN_MODULES``, then plugins; any format can be chosen by name.
+A format plugin imports what it needs from here.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ctxcli.core.errors import Remedy, TranscriptError
-from ctxcli.formats.anthropic import Anthropic
+from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.base import (
+    BUILTIN_MODULES,
+    FORMAT_REGISTRY,
+    PLUGIN_GROUP,
     Document,
     Format,
     OutRecord,
@@ -14,68 +24,65 @@ from ctxcli.formats.base import (
     State,
     parse_lines,
     raise_first_invalid,
+    register_format,
 )
-from ctxcli.formats.claude_code import ClaudeCode
-from ctxcli.formats.codex import Codex
-from ctxcli.formats.json_doc import JsonDocument
-from ctxcli.formats.langchain import LangChain
-from ctxcli.formats.openai_chat import OpenAIChat
 
 __all__ = [
+    "BUILTIN_MODULES",
+    "Block",
     "Document",
     "Format",
+    "Kind",
+    "Message",
     "OutRecord",
+    "PLUGIN_GROUP",
     "Record",
     "State",
+    "TranscriptError",
     "detect_format",
     "get_format",
     "load",
+    "register_format",
+    "registry",
     "FORMATS",
 ]
 
 SNIFF_RECORDS = 20
 
-# Order matters: more specific formats are tried first; openai_chat is the fallback
-# for plain {role, content} lines.
-FORMATS: dict[str, Format] = {}
+# Every run needs the formats, so the built-ins load with this package (plugins join
+# on the first registry() call).
+FORMAT_REGISTRY.load_builtins()
+FORMATS: dict[str, Format] = FORMAT_REGISTRY.loaded
+"""The registered formats, in auto-detection order (plugins once :func:`registry` ran)."""
 
 
-def register_format(fmt: Format) -> Format:
-    """Add a format to the registry (names are unique)."""
-    if fmt.name in FORMATS:
-        raise ValueError(f"format {fmt.name!r} is registered twice")
-    FORMATS[fmt.name] = fmt
-    return fmt
-
-
-register_format(ClaudeCode())
-register_format(Codex())
-register_format(LangChain())
-register_format(Anthropic())  # before openai_chat, whose sniff takes any {role} line
-register_format(OpenAIChat())
-register_format(JsonDocument())  # whole JSON documents, tried before JSONL parsing
+def registry() -> dict[str, Format]:
+    """All formats by name: built-ins first, then entry-point plugins (loaded on first use)."""
+    return FORMAT_REGISTRY.items()
 
 
 def get_format(name: str) -> Format:
     """The format called ``name``."""
+    formats = registry()
     try:
-        return FORMATS[name]
+        return formats[name]
     except KeyError:
         raise TranscriptError(
-            "format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
+            "format", None, f"unknown format {name!r}; choose one of {', '.join(formats)}"
         ) from None
 
 
 def detect_format(records: list[Any], path: str) -> Format:
     """Pick the format whose sniffer accepts the first records."""
     sample = [r for r in records if r is not None][:SNIFF_RECORDS]
-    for fmt in FORMATS.values():
+    formats = registry()
+    for fmt in formats.values():
         if fmt.units == "lines" and fmt.sniff(sample):
             return fmt
     raise TranscriptError(
         path,
         1,
-        "unrecognised transcript format (known: " + ", ".join(FORMATS) + ")",
+        "unrecognised transcript format (known: " + ", ".join(formats) + ")",
         remedy=Remedy.NAME_FORMAT,
     )
 
@@ -96,7 +103,7 @@ def load(
     if format != "auto":
         fmt = get_format(format)
         return fmt.load(raw, path, on_invalid=on_invalid)
-    for fmt in FORMATS.values():
+    for fmt in registry().values():
         if fmt.units == "document":
             loaded: Document | None = fmt.try_load_document(raw, path)  # type: ignore[attr-defined]
             if loaded is not None:
