@@ -5,7 +5,8 @@ A block is everything between ``<!-- [[[ctx:NAME]]] -->`` and ``<!-- [[[end]]] -
 - ``stages``: the stage table, from the registry (built-in stages only);
 - ``help``: the output of ``ctx --help``;
 - ``stats``: the output of a real ``ctx stats session.jsonl`` run on the bundled sample;
-- ``plugin``: the example plugin package in tests/plugin_example (which the tests install).
+- ``plugin``: the example plugin package in tests/plugin_example (which the tests install);
+- ``format_plugin``: the example format plugin in tests/plugin_format_example (likewise).
 
 With --check, write nothing and exit 1 with a diff if a block is stale;
 tests/test_docs.py runs the same comparison.
@@ -28,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 SAMPLE = ROOT / "sample_transcripts" / "openai_chat_support.jsonl"
 PLUGIN = ROOT / "tests" / "plugin_example"
+FORMAT_PLUGIN = ROOT / "tests" / "plugin_format_example"
 BLOCK = re.compile(
     r"(?P<open><!-- \[\[\[ctx:(?P<name>[a-z_-]+)\]\]\] -->\n)(?P<body>.*?)(?P<close><!-- \[\[\[end\]\]\] -->)",
     re.DOTALL,
@@ -104,14 +106,24 @@ def stats_block() -> str:
     return f"```console\n$ ctx stats session.jsonl\n{table}\n```\n"
 
 
-def plugin_block() -> str:
-    """The example plugin's two files, verbatim."""
-    pyproject = (PLUGIN / "pyproject.toml").read_text(encoding="utf-8")
-    module = (PLUGIN / "ctx_redact_emails.py").read_text(encoding="utf-8")
+def _package_block(folder: Path, module: str) -> str:
+    """An example plugin's two files, verbatim."""
+    pyproject = (folder / "pyproject.toml").read_text(encoding="utf-8")
+    source = (folder / module).read_text(encoding="utf-8")
     return (
         f"`pyproject.toml`:\n\n```toml\n{pyproject.rstrip()}\n```\n\n"
-        f"`ctx_redact_emails.py`:\n\n```python\n{module.rstrip()}\n```\n"
+        f"`{module}`:\n\n```python\n{source.rstrip()}\n```\n"
     )
+
+
+def plugin_block() -> str:
+    """The example stage plugin's two files, verbatim."""
+    return _package_block(PLUGIN, "ctx_redact_emails.py")
+
+
+def format_plugin_block() -> str:
+    """The example format plugin's two files, verbatim."""
+    return _package_block(FORMAT_PLUGIN, "ctx_chatlog_format.py")
 
 
 GENERATORS: dict[str, Callable[[], str]] = {
@@ -119,6 +131,7 @@ GENERATORS: dict[str, Callable[[], str]] = {
     "help": help_block,
     "stats": stats_block,
     "plugin": plugin_block,
+    "format_plugin": format_plugin_block,
 }
 
 

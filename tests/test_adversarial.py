@@ -246,7 +246,7 @@ def test_parallel_runs_to_one_output_leave_a_restorable_pair(tmp_path: Path) -> 
 
 
 def test_cache_directory_and_files_are_private(tmp_path: Path) -> None:
-    from ctxcli.services.classifier import DiskCache
+    from ctxcli.services.disk_cache import DiskCache
     from ctxcli.services.token_cache import TokenCache
 
     root = tmp_path / "cache"
@@ -265,7 +265,7 @@ def test_cache_directory_and_files_are_private(tmp_path: Path) -> None:
 
 
 def test_an_existing_world_readable_cache_is_made_private(tmp_path: Path) -> None:
-    from ctxcli.services.classifier import DiskCache
+    from ctxcli.services.disk_cache import DiskCache
 
     root = tmp_path / "cache"
     DiskCache(root).put("ns", "k", 1)

@@ -1,4 +1,5 @@
-"""Third-party stages: entry points in ``ctxcli.stages.v1`` join the same registry as built-ins."""
+"""Third-party stages and formats: entry points in ``ctxcli.stages.v1`` and ``ctxcli.formats.v1``
+join the same registries as the built-ins, through the same register path."""
 
 from __future__ import annotations
 
@@ -13,12 +14,14 @@ from typing import Any
 
 import pytest
 
+import ctxcli.formats as formats_pkg
 import ctxcli.stages as stages_pkg
 from conftest import REPO, invoke
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.config import load_config
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
+FORMAT_PLUGIN_SRC = REPO / "tests" / "plugin_format_example"
 EMAILS = [
     {"role": "user", "content": "Who reported the outage?"},
     {
@@ -49,17 +52,15 @@ use = "truncate_tool_output"
 """
 
 
-@pytest.fixture(scope="session")
-def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tests/plugin_example installed with pip into a private directory (not the venv).
+def _pip_install(example: Path, work: Path) -> Path:
+    """An example plugin installed with pip into a private directory (not the venv).
 
     A copy is built, so the source tree gets no build/ or egg-info; ``--target``
     keeps the shared virtualenv untouched while still writing real dist-info
     metadata with the entry point, which is all ctx looks at.
     """
-    work = tmp_path_factory.mktemp("plugin")
     src = work / "src"
-    shutil.copytree(PLUGIN_SRC, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
+    shutil.copytree(example, src, ignore=shutil.ignore_patterns("build", "*.egg-info"))
     site = work / "site"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", site, src],
@@ -67,7 +68,22 @@ def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
         capture_output=True,
         timeout=300,
     )
+    return site
+
+
+@pytest.fixture(scope="session")
+def plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/plugin_example (a stage) installed into a private directory."""
+    site = _pip_install(PLUGIN_SRC, tmp_path_factory.mktemp("plugin"))
     assert list(site.glob("ctx_redact_emails-*.dist-info/entry_points.txt"))
+    return site
+
+
+@pytest.fixture(scope="session")
+def format_plugin_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tests/plugin_format_example (a format) installed into a private directory."""
+    site = _pip_install(FORMAT_PLUGIN_SRC, tmp_path_factory.mktemp("format_plugin"))
+    assert list(site.glob("ctx_chatlog_format-*.dist-info/entry_points.txt"))
     return site
 
 
@@ -144,15 +160,97 @@ def test_ctx_no_plugins_skips_entry_points(plugin_site: Path, tmp_path: Path) ->
     assert f"{tmp_path / 'ctx.toml'}: stages[1]: unknown stage 'redact_emails'" in done.stderr
 
 
+# --- a format plugin: tests/plugin_format_example -------------------------------------
+
+CHATLOG = [
+    {"who": "user", "says": "Find the outage ticket."},
+    {
+        "who": "agent",
+        "says": "Searching.",
+        "calls": [{"id": "c1", "tool": "search", "args": '{"q": "outage"}'}],
+    },
+    {"who": "tool", "id": "c1", "tool": "search", "says": "ticket 41\n" + "log line\n" * 300},
+    {"who": "agent", "says": "Ticket 41 it is.", "mood": "relieved"},
+]
+TRUNCATE_CONFIG = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'
+
+
+def _chatlog(path: Path) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in CHATLOG), encoding="utf-8")
+    return path
+
+
+def test_installed_format_plugin_is_detected_reduced_and_restored(
+    format_plugin_site: Path, tmp_path: Path
+) -> None:
+    src = _chatlog(tmp_path / "log.jsonl")
+    (tmp_path / "ctx.toml").write_text(TRUNCATE_CONFIG, encoding="utf-8")
+    done = _ctx(["reduce", "log.jsonl", "-o", "out.jsonl", "--json"], tmp_path, format_plugin_site)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["format"] == "chatlog"
+    assert report["stages"][0]["counters"]["truncated"] == 1
+    out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert "[ctx: output truncated" in out[2]["says"]
+    assert out[3] == CHATLOG[3]  # an untouched line keeps its unknown field
+    restored = _ctx(["restore", "out.jsonl", "-o", "back.jsonl"], tmp_path, format_plugin_site)
+    assert restored.returncode == 0, restored.stderr
+    assert (tmp_path / "back.jsonl").read_bytes() == src.read_bytes()
+
+
+def test_format_plugin_chosen_by_name_and_gone_without_plugins(
+    format_plugin_site: Path, tmp_path: Path
+) -> None:
+    _chatlog(tmp_path / "log.jsonl")
+    named = _ctx(
+        ["stats", "log.jsonl", "--format", "chatlog", "--json"], tmp_path, format_plugin_site
+    )
+    assert named.returncode == 0, named.stderr
+    assert json.loads(named.stdout)["format"] == "chatlog"
+    off = _ctx(["stats", "log.jsonl"], tmp_path, format_plugin_site, plugins=False)
+    assert off.returncode == 2
+    assert "unrecognised transcript format (known: claude_code, codex," in off.stderr
+    assert "chatlog" not in off.stderr
+
+
+def test_format_plugins_are_tried_after_every_builtin(format_plugin_site: Path) -> None:
+    """Installing a format never changes how a transcript that loads today is read."""
+    code = (
+        "import ctxcli.formats as f; import ctx_chatlog_format as c; "
+        "print(list(f.registry())); print(f.FORMAT_REGISTRY.package('chatlog')); "
+        "print(type(f.get_format('chatlog')) is c.ChatLog)"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "CTX_NO_PLUGINS"}
+    env["PYTHONPATH"] = str(format_plugin_site)
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    names, package, same = done.stdout.splitlines()
+    builtins = [
+        "claude_code",
+        "codex",
+        "langchain",
+        "anthropic",
+        "openai_chat",
+        "json_doc",
+        "openhands",
+    ]
+    assert names == str([*builtins, "chatlog"])
+    assert package == "ctx-chatlog-format"
+    assert same == "True"
+
+
 # --- in-process: plugins written as bare dist-info directories on sys.path -----------
 
 
 @pytest.fixture
 def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """A registry holding only the built-ins, plugins enabled, and a site dir on sys.path."""
-    builtins = dict(stages_pkg.registry())
-    monkeypatch.setattr(stages_pkg, "_REGISTRY", builtins)
-    monkeypatch.setattr(stages_pkg, "_PLUGINS_LOADED", False)
+    for registry in (stages_pkg.STAGE_REGISTRY, formats_pkg.FORMAT_REGISTRY):
+        monkeypatch.setattr(registry, "_items", dict(registry.items()))
+        monkeypatch.setattr(registry, "_packages", dict(registry._packages))
+        monkeypatch.setattr(registry, "_plugins_loaded", False)
     monkeypatch.delenv("CTX_NO_PLUGINS")
     site = tmp_path / "site"
     site.mkdir()
@@ -164,12 +262,19 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
             del sys.modules[name]
 
 
-def _fake_dist(site: Path, dist: str, module: str, source: str, value: str | None = None) -> None:
+def _fake_dist(
+    site: Path,
+    dist: str,
+    module: str,
+    source: str,
+    value: str | None = None,
+    group: str = "ctxcli.stages.v1",
+) -> None:
     info = site / f"{dist.replace('-', '_')}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
-        f"[ctxcli.stages.v1]\n{module} = {value or module}\n", encoding="utf-8"
+        f"[{group}]\n{module} = {value or module}\n", encoding="utf-8"
     )
     (site / f"{module}.py").write_text(source, encoding="utf-8")
 
@@ -262,3 +367,83 @@ def _load_config_from_text(text: str) -> Any:
     path = Path("ctx.toml")
     path.write_text(text, encoding="utf-8")
     return load_config(path)
+
+
+FORMAT_SRC = '''
+from ctxcli.formats import register_format
+from ctxcli.formats.openai_chat import OpenAIChat
+
+@register_format
+class Chat(OpenAIChat):
+    """A second reader of OpenAI chat lines."""
+    name = {name!r}
+'''
+
+
+def test_duplicate_format_name_names_both_packages(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-fmt",
+        "fakeplug_fmt",
+        FORMAT_SRC.format(name="openai_chat"),
+        group="ctxcli.formats.v1",
+    )
+    with pytest.raises(ConfigError) as err:
+        formats_pkg.registry()
+    assert str(err.value) == (
+        "format 'openai_chat' is defined twice: by ctxcli and by fakeplug-fmt; "
+        "uninstall one of them or set CTX_NO_PLUGINS=1."
+    )
+
+
+def test_format_entry_point_that_registers_nothing(fresh_registry: Path) -> None:
+    _fake_dist(
+        fresh_registry, "fakeplug-nofmt", "fakeplug_nofmt", "X = 1\n", group="ctxcli.formats.v1"
+    )
+    with pytest.raises(ConfigError) as err:
+        formats_pkg.load(b'{"role": "user", "content": "hi"}\n')
+    assert str(err.value) == (
+        "entry point fakeplug_nofmt = 'fakeplug_nofmt' of package fakeplug-nofmt registers no "
+        "format; decorate a Format subclass in fakeplug_nofmt with "
+        "@ctxcli.formats.register_format."
+    )
+
+
+def test_format_plugin_shadowed_by_a_builtin_sniff_is_still_named(fresh_registry: Path) -> None:
+    """A plugin reading lines openai_chat also accepts: auto-detection keeps the built-in."""
+    _fake_dist(
+        fresh_registry,
+        "fakeplug-chat2",
+        "fakeplug_chat2",
+        FORMAT_SRC.format(name="chat2"),
+        group="ctxcli.formats.v1",
+    )
+    raw = b'{"role": "user", "content": "hi"}\n'
+    assert formats_pkg.load(raw).format.name == "openai_chat"
+    assert formats_pkg.load(raw, format="chat2").format.name == "chat2"
+    assert formats_pkg.FORMAT_REGISTRY.package("chat2") == "fakeplug-chat2"
+
+
+STAGES_IMPORT = "from ctxcli.stages import Conversation, Kind, StageContext, StageOptions, StageResult, register"
+MODEL_IMPORT = (
+    "from ctxcli.model import Conversation, Kind\n"
+    "from ctxcli.stages import StageContext, StageOptions, StageResult, register"
+)
+
+
+@pytest.mark.parametrize("imports", [STAGES_IMPORT, MODEL_IMPORT], ids=["stages", "model"])
+def test_plugin_example_works_from_both_import_paths(fresh_registry: Path, imports: str) -> None:
+    """The README's plugin imports the model types from ctxcli.stages; ctxcli.model still works."""
+    source = (PLUGIN_SRC / "ctx_redact_emails.py").read_text(encoding="utf-8")
+    assert STAGES_IMPORT in source  # the example shows the plugin-facing module
+    module = "fakeplug_redact_" + ("stages" if imports == STAGES_IMPORT else "model")
+    _fake_dist(
+        fresh_registry, module.replace("_", "-"), module, source.replace(STAGES_IMPORT, imports)
+    )
+    from ctxcli import reduce_records
+
+    done = reduce_records(EMAILS, config={"stages": [{"use": "redact_emails"}]})
+    assert done.records[2]["content"] == "ticket 41 by [email], cc [email]"
+    assert stages_pkg.registry()["redact_emails"].package == module.replace("_", "-")
+    plugin = sys.modules[module]
+    assert plugin.Conversation is stages_pkg.Conversation and plugin.Kind is stages_pkg.Kind

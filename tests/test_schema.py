@@ -126,7 +126,9 @@ class _ProbeOptions(StageOptions):
 
 def test_plugin_stages_join_the_printed_schema(monkeypatch: pytest.MonkeyPatch) -> None:
     """`ctx config schema` describes installed plugins; the shipped file does not."""
-    monkeypatch.setattr(stages_pkg, "_REGISTRY", dict(stages_pkg.registry()))
+    registry = stages_pkg.STAGE_REGISTRY
+    monkeypatch.setattr(registry, "_items", dict(registry.items()))
+    monkeypatch.setattr(registry, "_packages", dict(registry._packages))
 
     @register("probe_schema", options=_ProbeOptions)
     def probe_schema(conv: Any, opts: _ProbeOptions, ctx: Any) -> StageResult:

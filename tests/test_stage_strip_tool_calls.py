@@ -5,11 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, Conversation, Kind, Message
-from ctxcli.formats import FORMATS
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 from stage_helpers import SYNAPTIC as FIXTURES
@@ -63,7 +60,6 @@ def test_offload_file_holds_the_removed_blocks(tmp_path: Path) -> None:
     assert "add subtracts; fixing it." not in text
 
 
-@pytest.mark.skipif("anthropic" not in FORMATS, reason="anthropic format not available")
 def test_anthropic_results_and_text_in_one_turn(tmp_path: Path) -> None:
     _, after = reduce(tmp_path, "anthropic_parallel.jsonl", [{"use": "strip_tool_calls"}])
     records = [json.loads(line) for line in after.splitlines()]

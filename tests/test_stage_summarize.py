@@ -270,10 +270,20 @@ def test_option_mistakes_are_config_errors(options: dict[str, object], message: 
 
 
 def test_keep_tokens_may_reach_max_tokens_when_always_triggered() -> None:
-    build_config(
+    """max_tokens is only the trigger's threshold: with trigger = "always" it bounds nothing."""
+    config = build_config(
         {"stages": [{"use": "summarize", "trigger": "always", "keep_tokens": 5, "max_tokens": 1}]},
         "ctx.toml",
     )
+    opts = config.stages[0].options.model_dump(include={"trigger", "keep_tokens", "max_tokens"})
+    assert opts == {"trigger": "always", "keep_tokens": 5, "max_tokens": 1}
+    conv = fixture("session.jsonl")
+    result = run(conv, trigger="always", keep_tokens=5, max_tokens=1)
+    # Five tokens hold no whole message: all but the leading system message is summarized.
+    assert result.counters == {"summarized": len(conv.messages) - 1, "failures": 0}
+    system, summary = result.conversation.messages
+    assert system is conv.messages[0]
+    assert is_summary(summary.text) and summary.key is None
 
 
 # -- the extractive summarizer on agent-specific tool shapes -------------------------
@@ -524,7 +534,8 @@ def test_anthropic_long_history_is_summarized_in_chunks(server: AnthropicServer)
 
 
 def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -> None:
-    from ctxcli.services.classifier import AnthropicAccess, DiskCache
+    from ctxcli.services.anthropic import AnthropicAccess
+    from ctxcli.services.disk_cache import DiskCache
 
     services = {
         "anthropic": AnthropicAccess("test-key", server.base_url),

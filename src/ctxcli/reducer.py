@@ -217,6 +217,6 @@ def _with_read_tool(config: Config, read_tool: str) -> Config:
     stages: list[StageConfig] = []
     for sc in config.stages:
         if "read_tool_name" in type(sc.options).model_fields:
-            sc = StageConfig(sc.use, sc.options.model_copy(update={"read_tool_name": read_tool}))
+            sc = replace(sc, options=sc.options.model_copy(update={"read_tool_name": read_tool}))
         stages.append(sc)
     return replace(config, stages=tuple(stages))

@@ -50,7 +50,8 @@ from ctxcli.cli.sessions import (
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.report import analyze_file
+from ctxcli.pipeline.report import Report
+from ctxcli.report import ReportData, analyze_file
 from ctxcli.services.tokens import CountOptions
 
 app = typer.Typer(
@@ -242,25 +243,30 @@ def reduce(
                     # Written before the offload is committed: a reader that fails leaves none.
                     write=console.write_stdout if output == api.STDIO else None,
                 )
-        if not quiet:
-            _warn_all(report.warnings)
-        if json:
-            console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
-        elif not quiet:
-            from ctxcli.cli.render import saved_pct
+        _print_reduced(report, json=json, quiet=quiet)
 
+
+def _print_reduced(report: Report, *, json: bool, quiet: bool) -> None:
+    """What ``ctx reduce`` of one file says: warnings, then the report or a summary line."""
+    if not quiet:
+        _warn_all(report.warnings)
+    if json:
+        console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
+    elif not quiet:
+        from ctxcli.cli.render import saved_pct
+
+        sys.stderr.write(
+            f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
+            f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
+            f"offload in {report.offload_dir}\n"
+        )
+        before, after = report.resume_tokens_before, report.resume_tokens_after
+        if before is not None and after is not None:
             sys.stderr.write(
-                f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
-                f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
-                f"offload in {report.offload_dir}\n"
+                f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
+                f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
+                f"{report.bytes_after:,} bytes\n"
             )
-            before, after = report.resume_tokens_before, report.resume_tokens_after
-            if before is not None and after is not None:
-                sys.stderr.write(
-                    f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
-                    f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
-                    f"{report.bytes_after:,} bytes\n"
-                )
 
 
 @app.command()
@@ -351,6 +357,7 @@ def stats(
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
+        data: ReportData | None = None
         with console.progress("counting tokens", enabled=not json) as bar:
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
             if by_tool or top:
@@ -369,36 +376,43 @@ def stats(
                     offload_dir=offload_dir,
                     in_place=in_place,
                 )
-        _warn_all(report.warnings)
-        if json:
-            payload = cli_batch.single_payload(report)
-            if by_tool:
-                payload["by_tool"] = [r.to_dict() for r in data.by_tool]
-            if top:
-                payload["top"] = [it.to_dict() for it in data.top]
-            console.write_report(orjson.dumps(payload) + b"\n")
-        else:
-            from ctxcli.cli.render import (
-                monitors_fired,
-                monitors_table,
-                report_table,
-                tools_table,
-                top_table,
-            )
-
-            console.err_console().print(report_table(report))
-            if monitors or monitors_fired(report):
-                console.err_console().print(monitors_table(report))
-            if by_tool:
-                console.err_console().print(tools_table(data.by_tool))
-            if top:
-                console.err_console().print(top_table(data.top))
+        _print_stats(report, data, json=json, by_tool=by_tool, top=bool(top), monitors=monitors)
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "
                 f"--fail-over {fail_over:,}."
             )
             raise typer.Exit(int(ExitCode.CHECK_FAILED))
+
+
+def _print_stats(
+    report: Report, data: ReportData | None, *, json: bool, by_tool: bool, top: bool, monitors: bool
+) -> None:
+    """What ``ctx stats`` of one file shows: warnings, then the JSON report or the tables."""
+    _warn_all(report.warnings)
+    if json:
+        payload = cli_batch.single_payload(report)
+        if by_tool and data is not None:
+            payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+        if top and data is not None:
+            payload["top"] = [it.to_dict() for it in data.top]
+        console.write_report(orjson.dumps(payload) + b"\n")
+        return
+    from ctxcli.cli.render import (
+        monitors_fired,
+        monitors_table,
+        report_table,
+        tools_table,
+        top_table,
+    )
+
+    console.err_console().print(report_table(report))
+    if monitors or monitors_fired(report):
+        console.err_console().print(monitors_table(report))
+    if by_tool and data is not None:
+        console.err_console().print(tools_table(data.by_tool))
+    if top and data is not None:
+        console.err_console().print(top_table(data.top))
 
 
 @app.command()

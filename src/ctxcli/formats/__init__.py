@@ -1,12 +1,22 @@
-"""Transcript formats: the registry, auto-detection and loading."""
+"""Transcript formats: the registry, auto-detection and loading.
+
+Formats register like stages (one design, :mod:`ctxcli.core.plugins`): each built-in
+module decorates its class with :func:`register_format`, and so does a plugin module
+named by a ``ctxcli.formats.v1`` entry point. Auto-detection tries the built-ins in
+the order of ``BUILTIN_MODULES``, then plugins; any format can be chosen by name.
+A format plugin imports what it needs from here.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from ctxcli.core.errors import Remedy, TranscriptError
-from ctxcli.formats.anthropic import Anthropic
+from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.base import (
+    BUILTIN_MODULES,
+    FORMAT_REGISTRY,
+    PLUGIN_GROUP,
     Document,
     Format,
     OutRecord,
@@ -14,57 +24,50 @@ from ctxcli.formats.base import (
     State,
     parse_lines,
     raise_first_invalid,
+    register_format,
 )
-from ctxcli.formats.claude_code import ClaudeCode
-from ctxcli.formats.codex import Codex
-from ctxcli.formats.collection import Collection, Split
-from ctxcli.formats.dataset_rows import MessageRows
-from ctxcli.formats.json_doc import JsonDocument
-from ctxcli.formats.langchain import LangChain
-from ctxcli.formats.openai_chat import OpenAIChat
-from ctxcli.formats.openhands import OpenHandsEvents, OpenHandsOutput
-from ctxcli.formats.taubench import TauBenchRuns
 
 __all__ = [
-    "COLLECTIONS",
+    "BUILTIN_MODULES",
+    "Block",
     "Document",
     "Format",
+    "Kind",
+    "Message",
     "OutRecord",
+    "PLUGIN_GROUP",
     "Record",
-    "Split",
     "State",
+    "TranscriptError",
     "detect_format",
     "get_format",
     "load",
+    "register_format",
+    "registry",
     "split_collection",
+    "COLLECTIONS",
+    "Collection",
+    "Split",
     "FORMATS",
 ]
 
 SNIFF_RECORDS = 20
 
-# Order matters: more specific formats are tried first; openai_chat is the fallback
-# for plain {role, content} lines.
-FORMATS: dict[str, Format] = {}
+# Every run needs the formats, so the built-ins load with this package (plugins join
+# on the first registry() call).
+FORMAT_REGISTRY.load_builtins()
+FORMATS: dict[str, Format] = FORMAT_REGISTRY.loaded
+"""The registered formats, in auto-detection order (plugins once :func:`registry` ran)."""
 
-
-def register_format(fmt: Format) -> Format:
-    """Add a format to the registry (names are unique)."""
-    if fmt.name in FORMATS:
-        raise ValueError(f"format {fmt.name!r} is registered twice")
-    FORMATS[fmt.name] = fmt
-    return fmt
-
-
-register_format(ClaudeCode())
-register_format(Codex())
-register_format(LangChain())
-register_format(Anthropic())  # before openai_chat, whose sniff takes any {role} line
-register_format(OpenAIChat())
-register_format(JsonDocument())  # whole JSON documents, tried before JSONL parsing
-register_format(OpenHandsEvents())
 
 # Files holding many trajectories, each reduced on its own (see formats/collection.py);
-# tried after the documents and before the JSONL formats.
+# tried after the documents and before the JSONL formats. They are not formats of their
+# own: each part is read by an ordinary format.
+from ctxcli.formats.collection import Collection, Split  # noqa: E402
+from ctxcli.formats.dataset_rows import MessageRows  # noqa: E402
+from ctxcli.formats.openhands import OpenHandsOutput  # noqa: E402
+from ctxcli.formats.taubench import TauBenchRuns  # noqa: E402
+
 COLLECTIONS: dict[str, Collection] = {
     c.name: c for c in (TauBenchRuns(), OpenHandsOutput(), MessageRows())
 }
@@ -103,12 +106,18 @@ def split_collection(raw: bytes, path: str = "<stdin>", *, format: str = "auto")
     return None
 
 
+def registry() -> dict[str, Format]:
+    """All formats by name: built-ins first, then entry-point plugins (loaded on first use)."""
+    return FORMAT_REGISTRY.items()
+
+
 def get_format(name: str) -> Format:
     """The format called ``name``."""
+    formats = registry()
     try:
-        return FORMATS[name]
+        return formats[name]
     except KeyError:
-        names = ", ".join([*FORMATS, *COLLECTIONS])
+        names = ", ".join([*formats, *COLLECTIONS])
         raise TranscriptError(
             "format", None, f"unknown format {name!r}; choose one of {names}"
         ) from None
@@ -117,13 +126,14 @@ def get_format(name: str) -> Format:
 def detect_format(records: list[Any], path: str) -> Format:
     """Pick the format whose sniffer accepts the first records."""
     sample = [r for r in records if r is not None][:SNIFF_RECORDS]
-    for fmt in FORMATS.values():
+    formats = registry()
+    for fmt in formats.values():
         if fmt.units == "lines" and fmt.sniff(sample):
             return fmt
     raise TranscriptError(
         path,
         1,
-        "unrecognised transcript format (known: " + ", ".join(FORMATS) + ")",
+        "unrecognised transcript format (known: " + ", ".join(formats) + ")",
         remedy=Remedy.NAME_FORMAT,
     )
 
@@ -144,7 +154,7 @@ def load(
     if format != "auto":
         fmt = get_format(format)
         return fmt.load(raw, path, on_invalid=on_invalid)
-    for fmt in FORMATS.values():
+    for fmt in registry().values():
         if fmt.units == "document":
             loaded: Document | None = fmt.try_load_document(raw, path)  # type: ignore[attr-defined]
             if loaded is not None:

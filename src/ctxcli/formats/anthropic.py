@@ -28,7 +28,17 @@ import orjson
 
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, OutRecord, Path_, Record, State, encode_slot, get_in, set_in
+from ctxcli.formats.base import (
+    Format,
+    OutRecord,
+    Path_,
+    Record,
+    State,
+    encode_slot,
+    get_in,
+    register_format,
+    set_in,
+)
 
 ROLES = {"user", "assistant"}
 
@@ -279,6 +289,7 @@ def has_anthropic_blocks(content: Any) -> bool:
     return False
 
 
+@register_format
 class Anthropic(Format):
     """Anthropic Messages API ``MessageParam`` JSONL."""
 

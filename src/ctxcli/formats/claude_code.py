@@ -42,7 +42,7 @@ from ctxcli.formats.anthropic import (
     require_recognised,
     write_content,
 )
-from ctxcli.formats.base import Document, Format, OutRecord, Problem, Record, State
+from ctxcli.formats.base import Document, Format, OutRecord, Problem, Record, State, register_format
 
 KNOWN_TYPES = {
     "user",
@@ -89,6 +89,7 @@ def _edit(rec: OutRecord, **fields: Any) -> None:
     rec.touch()
 
 
+@register_format
 class ClaudeCode(Format):
     """Claude Code session/subagent JSONL."""
 

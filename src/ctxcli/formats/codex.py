@@ -46,6 +46,7 @@ from ctxcli.formats.base import (
     encode_slot,
     get_in,
     loads_record,
+    register_format,
     set_in,
 )
 
@@ -142,6 +143,7 @@ def _encode(codec: str, old: Any, text: str) -> Any:
     return encode_slot(codec, old, text)
 
 
+@register_format
 class Codex(Format):
     """OpenAI Codex CLI rollout JSONL."""
 

@@ -49,6 +49,7 @@ from ctxcli.formats.base import (
     State,
     dumps_like,
     loads_record,
+    register_format,
     style_of,
 )
 from ctxcli.formats.jsontext import Style, dumps_keeping
@@ -191,6 +192,7 @@ def _layout(
     )
 
 
+@register_format
 class JsonDocument(Format):
     """A JSON document holding a message list (mini-swe-agent, SWE-agent, arrays)."""
 

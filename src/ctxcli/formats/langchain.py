@@ -34,6 +34,7 @@ from ctxcli.formats.base import (
     dumps_like,
     encode_slot,
     get_in,
+    register_format,
     set_in,
 )
 
@@ -96,6 +97,7 @@ def _text_parts(parts: list[Any]) -> str:
     )
 
 
+@register_format
 class LangChain(Format):
     """LangChain serialised messages (``messages_to_dict`` or ``dumpd``) JSONL."""
 

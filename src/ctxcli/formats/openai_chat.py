@@ -12,11 +12,12 @@ from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, delete_many, set_in, text_block
+from ctxcli.formats.base import Format, delete_many, register_format, set_in, text_block
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
+@register_format
 class OpenAIChat(Format):
     """OpenAI chat-completions JSONL (tau-bench and most chat logs)."""
 

@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, text_block
+from ctxcli.formats.base import Format, register_format, text_block
 from ctxcli.formats.collection import JsonlRows
 
 
@@ -52,6 +52,7 @@ def _function(event: dict[str, Any]) -> str | None:
     return name if isinstance(name, str) else None
 
 
+@register_format
 class OpenHandsEvents(Format):
     """OpenHands events, one per line (an instance's ``history``)."""
 

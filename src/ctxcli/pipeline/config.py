@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.presets import resolve_preset
-from ctxcli.stages import StageOptions, get_stage, registry
+from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
 
 CONFIG_NAME = "ctx.toml"
 
@@ -46,10 +46,16 @@ class Settings(BaseModel):
 
 @dataclass(frozen=True)
 class StageConfig:
-    """One configured stage: its name and validated options."""
+    """One configured stage: its name, validated options and (once loaded) its spec."""
 
     use: str
     options: StageOptions
+    spec: StageSpec | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def stage(self) -> StageSpec:
+        """The registered stage, as looked up when the config was loaded."""
+        return self.spec if self.spec is not None else get_stage(self.use)
 
 
 @dataclass(frozen=True)
@@ -190,7 +196,7 @@ def build_config(data: dict[str, Any], label: str) -> Config:
             opts = spec.options.model_validate(options)
         except ValidationError as exc:
             raise ConfigError(_render(exc, f"{where} ({name})", spec.options)) from None
-        stages.append(StageConfig(name, opts))
+        stages.append(StageConfig(name, opts, spec))
     return Config(settings, tuple(stages), label)
 
 

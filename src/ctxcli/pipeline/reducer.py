@@ -17,7 +17,7 @@ from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
 from ctxcli.pipeline.run import StageReport, run_pipeline
-from ctxcli.services.classifier import default_services
+from ctxcli.services.anthropic import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from ctxcli.core.model import Conversation, RecordEdits
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.stages import StageContext, StageResult, get_stage
+from ctxcli.stages import StageContext, StageResult
 
 
 @dataclass
@@ -63,7 +63,7 @@ def run_pipeline(
     """
     done: list[tuple[StageConfig, Conversation, Conversation, StageResult, int, int]] = []
     for sc in stages:
-        spec = get_stage(sc.use)
+        spec = sc.stage
         files_before = _offload_count(ctx)
         result = spec.fn(conv, sc.options, ctx)
         new = result.conversation

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ctxcli._version import __version__
-from ctxcli.formats import FORMATS
+from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.report import Report
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.token_cache import TokenCache
@@ -88,7 +88,7 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
     described = orjson.dumps(
         {
             # A format plugin could read the same bytes differently.
-            "formats": [[name, type(fmt).__module__] for name, fmt in FORMATS.items()],
+            "formats": [[name, type(fmt).__module__] for name, fmt in format_registry().items()],
             "settings": config.settings.model_dump(mode="json"),
             "stages": [[sc.use, sc.options.model_dump(mode="json")] for sc in config.stages],
             "path": path,

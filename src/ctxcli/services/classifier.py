@@ -14,33 +14,35 @@ words. Two ship with ctx:
   to the heuristic and is counted; successful answers are cached on disk so a rerun
   makes no request.
 
-The disk cache and the API access are created by the api layer and reach the stage
+The disk cache (:mod:`ctxcli.services.disk_cache`) and the API access
+(:mod:`ctxcli.services.anthropic`) are created by the api layer and reach the stage
 through ``ctx.services`` (stages do no I/O of their own).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
-import os
 import re
-import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ctxcli.services.token_cache import cache_dir, cache_disabled, make_private
+from ctxcli.services.anthropic import (
+    DEFAULT_MODEL,
+    AnthropicAccess,
+    ReplyError,
+    describe_api_error,
+    make_client,
+)
+from ctxcli.services.disk_cache import DiskCache, digest
 
 if TYPE_CHECKING:
     import anthropic
 
-DEFAULT_MODEL = "claude-haiku-4-5"
 PROMPT_VERSION = "keep-indices-v1"
 
 
@@ -203,161 +205,6 @@ class HeuristicClassifier:
         if word[:1] in "\"'" and not word.rstrip(",;]}").endswith(":"):
             bits += LITERAL_BONUS
         return bits
-
-
-# -- the disk cache -------------------------------------------------------------------
-
-
-class DiskCache:
-    """A small JSON key-value store in one SQLite file, safe across threads and processes.
-
-    Nothing touches the disk until the first ``put``. A cache that cannot be opened
-    (read-only home, corrupt file) is switched off, and :attr:`problem` says why:
-    the cache saves money and time but is never a reason to fail a run.
-    """
-
-    FILE = "cache.sqlite3"
-
-    def __init__(self, root: Path) -> None:
-        self.root = Path(root)
-        self.path = self.root / self.FILE
-        self.problem: str | None = None
-        self._lock = threading.Lock()
-
-    def _connect(self) -> sqlite3.Connection:
-        make_private(self.path)
-        conn = sqlite3.connect(self.path, timeout=10)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS entries (ns TEXT, key TEXT, value TEXT, PRIMARY KEY (ns, key))"
-        )
-        return conn
-
-    def _fail(self, exc: Exception) -> None:
-        self.problem = (
-            f"cache {self.path} is unusable ({type(exc).__name__}: {exc}); continuing without it"
-        )
-
-    def get_many(self, namespace: str, keys: Sequence[str]) -> dict[str, Any]:
-        """The cached values of ``keys`` that exist (missing keys are left out)."""
-        if self.problem or not keys or not self.path.exists():
-            return {}
-        found: dict[str, Any] = {}
-        with self._lock:
-            try:
-                with closing(self._connect()) as conn:
-                    for start in range(0, len(keys), 500):
-                        chunk = list(keys[start : start + 500])
-                        marks = ",".join("?" * len(chunk))
-                        rows = conn.execute(
-                            f"SELECT key, value FROM entries WHERE ns = ? AND key IN ({marks})",
-                            [namespace, *chunk],
-                        ).fetchall()
-                        for key, value in rows:
-                            found[key] = json.loads(value)
-            except (sqlite3.Error, OSError, ValueError) as exc:
-                self._fail(exc)
-                return {}
-        return found
-
-    def get(self, namespace: str, key: str) -> Any | None:
-        """One cached value, or None."""
-        return self.get_many(namespace, [key]).get(key)
-
-    def put_many(self, namespace: str, items: Mapping[str, Any]) -> None:
-        """Store JSON-serialisable values."""
-        if self.problem or not items:
-            return
-        with self._lock:
-            try:
-                with closing(self._connect()) as conn, conn:
-                    conn.executemany(
-                        "INSERT OR REPLACE INTO entries (ns, key, value) VALUES (?, ?, ?)",
-                        [(namespace, k, json.dumps(v)) for k, v in items.items()],
-                    )
-            except (sqlite3.Error, OSError) as exc:
-                self._fail(exc)
-
-    def put(self, namespace: str, key: str, value: Any) -> None:
-        """Store one JSON-serialisable value."""
-        self.put_many(namespace, {key: value})
-
-
-def digest(*parts: str) -> str:
-    """A cache key for ``parts`` (separated so ``("ab", "c")`` and ``("a", "bc")`` differ)."""
-    h = hashlib.sha256()
-    for part in parts:
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
-
-
-# -- Anthropic access -------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class AnthropicAccess:
-    """What a client needs from the environment; the key never shows in a repr."""
-
-    api_key: str | None = field(default=None, repr=False)
-    base_url: str | None = None
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> AnthropicAccess:
-        """Read ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``."""
-        env = os.environ if env is None else env
-        return cls(env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None)
-
-
-def default_services(*, cache: bool = True) -> dict[str, Any]:
-    """The services the api layer hands every stage: API access and the answer cache.
-
-    The cache sits beside the token-count cache (``$CTX_CACHE_DIR``, else
-    ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
-    ``CTX_NO_CACHE`` is set.
-    """
-
-    answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
-    return {"anthropic": AnthropicAccess.from_env(), "cache": answers}
-
-
-def make_client(
-    access: AnthropicAccess,
-    *,
-    base_url: str | None = None,
-    timeout_seconds: float = 30.0,
-    max_retries: int = 2,
-) -> anthropic.Anthropic:
-    """An SDK client with an explicit key (never a profile found on disk)."""
-    import anthropic
-
-    return anthropic.Anthropic(
-        api_key=access.api_key,
-        base_url=base_url or access.base_url,
-        timeout=timeout_seconds,
-        max_retries=max_retries,
-    )
-
-
-def describe_api_error(exc: BaseException) -> str:
-    """A short, key-free reason for a failed request, for notes and counters."""
-    import anthropic
-
-    if isinstance(exc, anthropic.APITimeoutError):
-        return "timeout"
-    if isinstance(exc, anthropic.RateLimitError):
-        return "HTTP 429 rate limited"
-    if isinstance(exc, anthropic.APIStatusError):
-        return f"HTTP {exc.status_code}"
-    if isinstance(exc, anthropic.APIConnectionError):
-        return "connection failed"
-    if isinstance(exc, ReplyError):
-        return str(exc)
-    return type(exc).__name__
-
-
-class ReplyError(ValueError):
-    """The model answered, but not with a usable list of KEEP indices."""
 
 
 _SYSTEM = """\

@@ -28,15 +28,20 @@ from ctxcli.core.cuts import is_user_turn, render_message
 from ctxcli.core.errors import ClassifierError
 from ctxcli.core.hints import is_ctx_marked, is_summary
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
-from ctxcli.services.classifier import AnthropicAccess, describe_api_error, digest, make_client
+from ctxcli.services.anthropic import (
+    DEFAULT_MODEL,
+    AnthropicAccess,
+    describe_api_error,
+    make_client,
+)
+from ctxcli.services.disk_cache import digest
 
 if TYPE_CHECKING:
     import anthropic
 
-    from ctxcli.services.classifier import AnthropicAccess, DiskCache
+    from ctxcli.services.disk_cache import DiskCache
 
 CountTokens = Callable[[str], int]
-DEFAULT_MODEL = "claude-haiku-4-5"
 PROMPT_VERSION = "summarize-v1"
 
 

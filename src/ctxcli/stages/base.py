@@ -1,16 +1,20 @@
-"""The stage interface: options, context, result and the registry decorator."""
+"""The stage interface: options, context, result, the registry and its decorator."""
 
 from __future__ import annotations
 
 import inspect
+import pkgutil
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation, Message
+from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.restore import Offload
 from ctxcli.services.tokens import (
     Progress,
@@ -139,30 +143,53 @@ class StageSpec:
 
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9_]*$")
-_PENDING: list[StageSpec] = []
+PLUGIN_GROUP = "ctxcli.stages.v1"
+"""Entry-point group of third-party stages (versioned, so a v2 interface can coexist)."""
+
+
+def _builtin_modules() -> list[str]:
+    # Every module of the stages package except the plumbing is one stage.
+    package = __name__.rsplit(".", 1)[0]
+    return sorted(
+        f"{package}.{m.name}"
+        for m in pkgutil.iter_modules([str(Path(__file__).parent)])
+        if not m.name.startswith("_") and m.name != "base"
+    )
+
+
+def _admit(spec: StageSpec, package: str) -> StageSpec:
+    if not (isinstance(spec.options, type) and issubclass(spec.options, StageOptions)):
+        raise ConfigError(
+            f"stage {spec.name!r} from {package}: its options must subclass "
+            "ctxcli.stages.StageOptions (unknown keys are errors, values frozen)."
+        )
+    # Errors and listings name the distribution users installed.
+    return replace(spec, package=package)
+
+
+STAGE_REGISTRY: Registry[StageSpec] = Registry(
+    kind="stage",
+    group=PLUGIN_GROUP,
+    builtins=_builtin_modules,
+    name_of=lambda spec: spec.name,
+    module_of=lambda spec: getattr(spec.fn, "__module__", "") or "",
+    how="decorate a function in {module} with @ctxcli.stages.register(name, options=...)",
+    admit=_admit,
+    same=lambda a, b: a.fn is b.fn,
+)
+"""Every stage: the built-in modules of this package, then ``ctxcli.stages.v1`` plugins."""
 
 
 def register(
     name: str, *, options: type[StageOptions]
 ) -> Callable[[Callable[..., StageResult]], Callable[..., StageResult]]:
-    """Declare a stage; the registry picks it up when its module is imported."""
+    """Declare a stage; the registry adds it when it loads the stage's module."""
     if not NAME_RE.match(name):
         raise ValueError(f"invalid stage name {name!r}: must match {NAME_RE.pattern}")
 
     def decorate(fn: Callable[..., StageResult]) -> Callable[..., StageResult]:
-        _PENDING.append(StageSpec(name, fn, options, package=_package_of(fn)))
+        module = getattr(fn, "__module__", "") or ""
+        STAGE_REGISTRY.register(StageSpec(name, fn, options, package=package_of_module(module)))
         return fn
 
     return decorate
-
-
-def _package_of(fn: Callable[..., Any]) -> str:
-    module = getattr(fn, "__module__", "") or ""
-    return "ctxcli" if module.startswith("ctxcli.") else module.split(".")[0]
-
-
-def take_pending() -> list[StageSpec]:
-    """Hand over the stages registered since the last call."""
-    specs = list(_PENDING)
-    _PENDING.clear()
-    return specs

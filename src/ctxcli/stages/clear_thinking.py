@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from pydantic import Field
 
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
@@ -61,25 +63,7 @@ def clear_thinking(
     replace: dict[int, Message | None] = {}
     keep: set[int] = set()
     for members in old:
-        removed: list[str] = []
-        for mi in members:
-            msg = conv.messages[mi]
-            thinking = [b for b in msg.blocks if b.kind is Kind.THINKING]
-            if not thinking:
-                continue
-            removed += [b.text for b in thinking if b.text]
-            counters["blocks_removed"] += len(thinking)
-            counters["chars_removed"] += sum(len(b.text) for b in thinking)
-            rest = [b for b in msg.blocks if b.kind is not Kind.THINKING]
-            if rest:
-                replace[mi] = msg.with_blocks(rest)
-                continue
-            # Never an empty assistant record: drop it. What followed it (progress,
-            # snapshots) belongs to the same response, which goes on: keep those.
-            replace[mi] = None
-            counters["records_dropped"] += 1
-            if msg.key is not None:
-                keep.update(trailing_records(conv.records, msg.key))
+        removed = _clear_turn(conv, members, replace, keep, counters)
         counters["turns_cleared"] += 1
         if removed:
             first = conv.messages[members[0]]
@@ -97,3 +81,33 @@ def clear_thinking(
         ctx.log(f"clear_thinking: {note}")
         return StageResult(conv, dict.fromkeys(counters, 0), (note,))
     return StageResult(out, counters)
+
+
+def _clear_turn(
+    conv: Conversation,
+    members: Sequence[int],
+    replace: dict[int, Message | None],
+    keep: set[int],
+    counters: dict[str, int],
+) -> list[str]:
+    """Plan one turn's messages without thinking (in ``replace``, ``keep``); its reasoning."""
+    removed: list[str] = []
+    for mi in members:
+        msg = conv.messages[mi]
+        thinking = [b for b in msg.blocks if b.kind is Kind.THINKING]
+        if not thinking:
+            continue
+        removed += [b.text for b in thinking if b.text]
+        counters["blocks_removed"] += len(thinking)
+        counters["chars_removed"] += sum(len(b.text) for b in thinking)
+        rest = [b for b in msg.blocks if b.kind is not Kind.THINKING]
+        if rest:
+            replace[mi] = msg.with_blocks(rest)
+            continue
+        # Never an empty assistant record: drop it. What followed it (progress,
+        # snapshots) belongs to the same response, which goes on: keep those.
+        replace[mi] = None
+        counters["records_dropped"] += 1
+        if msg.key is not None:
+            keep.update(trailing_records(conv.records, msg.key))
+    return removed

@@ -13,16 +13,15 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
+from ctxcli.services.anthropic import DEFAULT_MODEL, AnthropicAccess
 from ctxcli.services.classifier import (
-    DEFAULT_MODEL,
-    AnthropicAccess,
     AnthropicClassifier,
     Classifier,
-    DiskCache,
     HeuristicClassifier,
     WordStats,
     classify_windows,
 )
+from ctxcli.services.disk_cache import DiskCache
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
 
@@ -282,6 +281,26 @@ def compress_words(
     if not jobs:
         return StageResult(conv, dict(counters))
     classifier = _make_classifier(conv, opts, ctx)
+    masks = _classify(jobs, classifier)
+    changed: dict[BlockRef, Block] = {}
+    piece_tokens: dict[str, int] = {}
+    for job, mask in zip(jobs, masks, strict=True):
+        new_text = _compressed(job, mask, ctx, piece_tokens)
+        if new_text is None:
+            continue
+        changed[job.ref] = job.block.with_text(new_text)
+        counters["compressions"] += 1
+        counters["chars_saved"] += len(job.block.text) - len(new_text)
+        counters["words_total"] += len(job.words)
+        counters["words_kept"] += sum(mask)
+    notes = _classifier_notes(classifier, counters)
+    for note in notes:
+        ctx.log(f"compress_words: {note}")
+    return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+
+
+def _classify(jobs: list[_Job], classifier: Any) -> list[list[bool]]:
+    """One keep-mask per job, over all its words; jobs of one keep ratio go in one batch."""
     masks: dict[int, list[bool]] = {}
     try:
         for ratio in sorted({j.ratio for j in jobs}):
@@ -294,41 +313,35 @@ def compress_words(
         close = getattr(classifier, "close", None)
         if callable(close):
             close()
-    changed: dict[BlockRef, Block] = {}
+    return [masks[i] for i in range(len(jobs))]
+
+
+def _compressed(
+    job: _Job, mask: list[bool], ctx: StageContext, piece_tokens: dict[str, int]
+) -> str | None:
+    """The job's new text (its original offloaded), or None when it would not get shorter."""
+    kept = sum(mask)
+    if len(mask) != len(job.words) or kept >= len(job.words):
+        return None
     count = ctx.tokens.counter.count
-    piece_tokens: dict[str, int] = {}
     mark = _MARK.get(ctx.language, _MARK["en"])
-    for i, job in enumerate(jobs):
-        mask = masks[i]
-        kept = sum(mask)
-        if len(mask) != len(job.words) or kept >= len(job.words):
-            continue
-        pct = round(100 * kept / len(job.words))
-        # Price the result with the path it will get before writing anything, so a
-        # text that would not get shorter is never offloaded. Which words a window
-        # keeps depends on word counts over the whole transcript, and compressing
-        # changes those counts; so the decision uses a bound that depends only on how
-        # many words are kept, or a rerun would compress a text this run left alone.
-        planned = ctx.offload.path_for(AREA, job.key)
-        old_text = job.block.text
-        old_tokens = count(old_text)
-        tail = count(f"\n{mark.format(pct=pct, path=planned)}")
-        if _body_bound(job, kept, count, piece_tokens) + tail >= old_tokens:
-            continue
-        body = join_lines(job.lines, mask)
-        if count(body) + tail >= old_tokens:  # only if the tokenizer is not subadditive
-            continue
-        path = ctx.offload.put(AREA, job.key, old_text)
-        new_text = f"{body}\n{mark.format(pct=pct, path=path)}"
-        changed[job.ref] = job.block.with_text(new_text)
-        counters["compressions"] += 1
-        counters["chars_saved"] += len(old_text) - len(new_text)
-        counters["words_total"] += len(job.words)
-        counters["words_kept"] += kept
-    notes = _classifier_notes(classifier, counters)
-    for note in notes:
-        ctx.log(f"compress_words: {note}")
-    return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+    pct = round(100 * kept / len(job.words))
+    # Price the result with the path it will get before writing anything, so a
+    # text that would not get shorter is never offloaded. Which words a window
+    # keeps depends on word counts over the whole transcript, and compressing
+    # changes those counts; so the decision uses a bound that depends only on how
+    # many words are kept, or a rerun would compress a text this run left alone.
+    planned = ctx.offload.path_for(AREA, job.key)
+    old_text = job.block.text
+    old_tokens = count(old_text)
+    tail = count(f"\n{mark.format(pct=pct, path=planned)}")
+    if _body_bound(job, kept, count, piece_tokens) + tail >= old_tokens:
+        return None
+    body = join_lines(job.lines, mask)
+    if count(body) + tail >= old_tokens:  # only if the tokenizer is not subadditive
+        return None
+    path = ctx.offload.put(AREA, job.key, old_text)
+    return f"{body}\n{mark.format(pct=pct, path=path)}"
 
 
 def _body_bound(job: _Job, kept: int, count: Callable[[str], int], cache: dict[str, int]) -> int:

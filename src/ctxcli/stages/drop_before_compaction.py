@@ -66,31 +66,11 @@ def drop_before_compaction(
     added to the summary), the file shrinks.
     """
     counters = {"messages_dropped": 0, "records_dropped": 0, "records_kept": 0}
-    start = conv.resume_start
-    if start is None:
-        return StageResult(conv, counters, (f"not applicable to {conv.format} transcripts",))
-    if start < 0 or start >= len(conv.records):
-        return StageResult(conv, counters, ("no compaction boundary",))
-    if _preserves_segment(conv.records[start].data):
-        return StageResult(conv, counters, ("the boundary preserves earlier messages; kept",))
-    strays = _continuing_earlier(conv, start)
-    if strays:
-        note = (
-            f"left unchanged: {len(strays)} record(s) after the boundary continue the "
-            f"conversation before it (first: {strays[0]!r})"
-        )
-        ctx.log(f"drop_before_compaction: {note}")
-        return StageResult(conv, counters, (note,))
+    start = _boundary(conv, ctx)
+    if isinstance(start, str):
+        return StageResult(conv, counters, (start,))
     gone = [i for i, m in enumerate(conv.messages) if m.key is not None and m.key < start]
-    drop: set[int] = set()
-    keep: set[int] = set()
-    for rec in conv.records[:start]:
-        if rec.message:
-            continue
-        if matches(rec.data, opts.records):
-            drop.add(rec.key)
-        elif rec.data is not None:
-            keep.add(rec.key)
+    drop, keep = _unseen_records_before(conv, start, opts.records)
     if not gone and not drop:
         return StageResult(conv, counters)
     counters.update(messages_dropped=len(gone), records_dropped=len(drop), records_kept=len(keep))
@@ -117,6 +97,42 @@ def drop_before_compaction(
         ctx.log(f"drop_before_compaction: {note}")
         return StageResult(conv, dict.fromkeys(counters, 0), (note,))
     return StageResult(out, counters, tuple(notes))
+
+
+def _boundary(conv: Conversation, ctx: StageContext) -> int | str:
+    """The key of the compaction boundary record, or a note saying why nothing goes."""
+    start = conv.resume_start
+    if start is None:
+        return f"not applicable to {conv.format} transcripts"
+    if start < 0 or start >= len(conv.records):
+        return "no compaction boundary"
+    if _preserves_segment(conv.records[start].data):
+        return "the boundary preserves earlier messages; kept"
+    strays = _continuing_earlier(conv, start)
+    if strays:
+        note = (
+            f"left unchanged: {len(strays)} record(s) after the boundary continue the "
+            f"conversation before it (first: {strays[0]!r})"
+        )
+        ctx.log(f"drop_before_compaction: {note}")
+        return note
+    return start
+
+
+def _unseen_records_before(
+    conv: Conversation, start: int, patterns: list[str]
+) -> tuple[set[int], set[int]]:
+    """Keys of the records before ``start`` the model never sees: to drop, to keep."""
+    drop: set[int] = set()
+    keep: set[int] = set()
+    for rec in conv.records[:start]:
+        if rec.message:
+            continue
+        if matches(rec.data, patterns):
+            drop.add(rec.key)
+        elif rec.data is not None:
+            keep.add(rec.key)
+    return drop, keep
 
 
 def _preserves_segment(data: Any) -> bool:

@@ -87,13 +87,36 @@ def prune_sidecars(
     records = conv.records
     if not records:
         return StageResult(conv, counters, ("the format exposes no records",))
-    fields = frozenset(opts.fields)
     # Records whose message an earlier stage removed are dropped already.
     live = {m.key for m in conv.messages if m.key is not None}
+    strip, drop = _sidecars(conv, opts, ctx, live, counters)
+    for key, present in _constant_fields(conv, opts.constant_fields, drop, live).items():
+        strip[key] = strip.get(key, frozenset()) | present
+        counters["constant_fields_removed"] += len(present)
+    if not strip and not drop:
+        return StageResult(conv, counters)
+    out = conv.with_record_edits(RecordEdits(drop=frozenset(drop), strip=strip))
+    problems = validity_problems(conv, out)
+    if problems:
+        note = "left unchanged: " + "; ".join(problems)
+        ctx.log(f"prune_sidecars: {note}")
+        return StageResult(conv, dict.fromkeys(counters, 0), (note,))
+    return StageResult(out, counters)
+
+
+def _sidecars(
+    conv: Conversation,
+    opts: PruneSidecarsOptions,
+    ctx: StageContext,
+    live: Collection[int | None],
+    counters: dict[str, int],
+) -> tuple[dict[int, frozenset[str]], set[int]]:
+    """The ``fields`` to strip from live message records, and the records to drop."""
+    fields = frozenset(opts.fields)
     strip: dict[int, frozenset[str]] = {}
     drop: set[int] = set()
     latest: dict[str, int] = {}
-    for rec in records:
+    for rec in conv.records:
         data = rec.data
         if not isinstance(data, dict) or rec.key in conv.record_edits.drop:
             continue
@@ -120,18 +143,7 @@ def prune_sidecars(
                 drop.add(earlier)
                 counters["snapshots_dropped"] += 1
             latest[group] = rec.key
-    for key, present in _constant_fields(conv, opts.constant_fields, drop, live).items():
-        strip[key] = strip.get(key, frozenset()) | present
-        counters["constant_fields_removed"] += len(present)
-    if not strip and not drop:
-        return StageResult(conv, counters)
-    out = conv.with_record_edits(RecordEdits(drop=frozenset(drop), strip=strip))
-    problems = validity_problems(conv, out)
-    if problems:
-        note = "left unchanged: " + "; ".join(problems)
-        ctx.log(f"prune_sidecars: {note}")
-        return StageResult(conv, dict.fromkeys(counters, 0), (note,))
-    return StageResult(out, counters)
+    return strip, drop
 
 
 def _constant_fields(

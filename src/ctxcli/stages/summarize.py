@@ -9,7 +9,8 @@ from pydantic import Field, ValidationInfo, field_validator
 from ctxcli.core.cuts import latest_safe_cut, leading_system, range_key, render_messages
 from ctxcli.core.hints import is_summary, summary_hint
 from ctxcli.core.model import Block, Conversation, Kind, Message
-from ctxcli.services.summarizer import DEFAULT_MODEL, SummarizerError, build_summarizer
+from ctxcli.services.anthropic import DEFAULT_MODEL
+from ctxcli.services.summarizer import SummarizerError, build_summarizer
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 MIN_SAVING_TOKENS = 64
@@ -123,28 +124,13 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
     if before <= MIN_SAVING_TOKENS:
         # No summary can save enough here: do not even ask for one.
         return StageResult(conv, counters, (f"only {before} tokens to summarize; kept",))
-    summarizer = build_summarizer(
-        opts.summarizer,
-        ctx.services,
-        model=opts.model,
-        base_url=opts.base_url,
-        prompt=opts.prompt,
-        chunk_tokens=opts.chunk_tokens,
-        summary_max_tokens=opts.summary_max_tokens,
-        timeout_seconds=opts.timeout_seconds,
-        max_retries=opts.max_retries,
-    )
     try:
-        body = summarizer.summarize(conv.with_messages(dropped), ctx.tokens.counter.count)
+        body = _ask(conv.with_messages(dropped), opts, ctx)
     except SummarizerError as exc:
         counters["failures"] = 1
         reason = f"summary failed, transcript left unchanged: {exc}"
         ctx.log(f"summarize: {reason}")
         return StageResult(conv, counters, (reason,))
-    finally:
-        close = getattr(summarizer, "close", None)
-        if callable(close) and summarizer is not ctx.services.get("summarizer"):
-            close()
     key = range_key(conv, start, cut - 1)
     # Whether a summary pays is decided without the offload path, so a transcript gets
     # the same answer whatever directory the run writes to; the margin leaves room
@@ -166,6 +152,31 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
     )
     messages = (*conv.messages[:start], summary, *conv.messages[cut:])
     return StageResult(conv.with_messages(messages), counters, (note,))
+
+
+def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> str:
+    """The configured summarizer's summary of ``history`` (raises SummarizerError).
+
+    A summarizer this stage built is closed after use; one handed in through
+    ``ctx.services`` belongs to the caller.
+    """
+    summarizer = build_summarizer(
+        opts.summarizer,
+        ctx.services,
+        model=opts.model,
+        base_url=opts.base_url,
+        prompt=opts.prompt,
+        chunk_tokens=opts.chunk_tokens,
+        summary_max_tokens=opts.summary_max_tokens,
+        timeout_seconds=opts.timeout_seconds,
+        max_retries=opts.max_retries,
+    )
+    try:
+        return summarizer.summarize(history, ctx.tokens.counter.count)
+    finally:
+        close = getattr(summarizer, "close", None)
+        if callable(close) and summarizer is not ctx.services.get("summarizer"):
+            close()
 
 
 def _tail_start(conv: Conversation, start: int, opts: SummarizeOptions, ctx: StageContext) -> int:

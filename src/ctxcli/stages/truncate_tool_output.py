@@ -103,23 +103,7 @@ def truncate_tool_output(
             continue
         mi, bi = ref
         path = ctx.offload.put("trunc", block.call_id or f"result-{mi}-{bi}", text)
-        # Size the preview with the longest possible hint, then fill in the real count.
-        widest = truncation_hint(
-            ctx.language,
-            path=path,
-            total=len(text),
-            omitted=len(text),
-            read_tool=opts.read_tool_name,
-        )
-        head, tail = split_preview(text, limit - len(widest) - 2)
-        hint = truncation_hint(
-            ctx.language,
-            path=path,
-            total=len(text),
-            omitted=len(text) - len(head) - len(tail),
-            read_tool=opts.read_tool_name,
-        )
-        new_text = f"{head}\n{hint}\n{tail}" if head or tail else hint
+        new_text = _preview(text, limit, path, opts.read_tool_name, ctx.language)
         msg = messages[mi]
         blocks: list[Block] = list(msg.blocks)
         blocks[bi] = block.with_text(new_text)
@@ -129,3 +113,20 @@ def truncate_tool_output(
     if not counters["truncated"]:
         return StageResult(conv, counters)
     return StageResult(conv.with_messages(messages), counters)
+
+
+def _preview(text: str, limit: int, path: str, read_tool: str, language: str) -> str:
+    """Head, hint and tail of ``text``, at most ``limit`` characters together."""
+    # Size the preview with the longest possible hint, then fill in the real count.
+    widest = truncation_hint(
+        language, path=path, total=len(text), omitted=len(text), read_tool=read_tool
+    )
+    head, tail = split_preview(text, limit - len(widest) - 2)
+    hint = truncation_hint(
+        language,
+        path=path,
+        total=len(text),
+        omitted=len(text) - len(head) - len(tail),
+        read_tool=read_tool,
+    )
+    return f"{head}\n{hint}\n{tail}" if head or tail else hint
