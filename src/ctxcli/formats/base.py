@@ -301,6 +301,9 @@ class Format:
                 else:
                     keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
                 plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
+                if keep and key in edits.replace:
+                    plan[-1].touch()
+                    plan[-1].data = edits.replace[key]
                 _strip_fields(plan[-1], edits.strip.get(key))
                 continue
             if not seen_message:
