@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test lint fix bench eval clean schema docs dist
+.PHONY: setup demo test e2e lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -21,6 +21,13 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# Real-client end-to-end tests (pytest -m e2e): the pinned Claude Code and Codex CLIs and
+# ccusage from npm (scripts/install_clients.sh caches them in $$CTX_E2E_CACHE, else
+# ~/.cache/ctx-e2e) resume real sessions against loopback fake APIs. Skip if npm is missing.
+e2e: $(STAMP)
+	scripts/install_clients.sh
+	$(BIN)/python -m pytest -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
