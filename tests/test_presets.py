@@ -32,17 +32,32 @@ def uses(path_or_config: object) -> list[str]:
 
 
 def test_shipped_presets() -> None:
-    assert preset_names() == ["claude-code-resume", "eino", "reasonblocks", "synaptic"]
+    assert preset_names() == [
+        "claude-code-resume",
+        "codex-resume",
+        "eino",
+        "reasonblocks",
+        "synaptic",
+    ]
     chains = {name: uses(build_config({"preset": name}, name)) for name in preset_names()}
     assert chains == {
         "claude-code-resume": RESUME,
+        "codex-resume": [
+            "clear_thinking",
+            "dedupe_outputs",
+            "truncate_tool_output",
+            "clear_tool_results",
+            "update_usage",
+        ],
         "eino": ["truncate_tool_output", "clear_tool_results"],
         "reasonblocks": ["head_tail", "compress_words", "nudge_early_exit"],
         "synaptic": ["strip_and_truncate"],
     }
 
 
-@pytest.mark.parametrize("name", ["claude-code-resume", "eino", "reasonblocks", "synaptic"])
+@pytest.mark.parametrize(
+    "name", ["claude-code-resume", "codex-resume", "eino", "reasonblocks", "synaptic"]
+)
 def test_every_preset_is_documented_and_a_valid_ctx_toml(name: str, tmp_path: Path) -> None:
     preset = get_preset(name)
     assert preset.summary and len(preset.doc.splitlines()) >= 3
@@ -81,7 +96,7 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, eino, reasonblocks, synaptic. "
+        "valid presets: claude-code-resume, codex-resume, eino, reasonblocks, synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
     (tmp_path / "ctx.toml").write_text('preset = "einoo"\n')

@@ -1,0 +1,138 @@
+"""codex-resume's Codex stages: old reasoning items go whole, the saved context size follows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ctxcli.api import reduce_file, restore_file
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.reducer import reduce_bytes
+
+WINDOW = 272_000
+
+
+def rec(rtype: str, payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": "2025-09-25T14:02:05.435Z", "type": rtype, "payload": payload}
+
+
+def token_count(total: int) -> dict[str, Any]:
+    usage = {
+        "input_tokens": total - 100,
+        "cached_input_tokens": 0,
+        "output_tokens": 100,
+        "reasoning_output_tokens": 0,
+        "total_tokens": total,
+    }
+    info = {"total_token_usage": usage, "last_token_usage": usage, "model_context_window": WINDOW}
+    return rec("event_msg", {"type": "token_count", "info": info})
+
+
+def rollout(saved_total: int, turns: int = 4) -> bytes:
+    records = [
+        rec("session_meta", {"id": "0199812e-64f0-7f73-91fc-095dda01c36e", "cwd": "/w"}),
+        rec(
+            "response_item",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "fix it"}],
+            },
+        ),
+    ]
+    for n in range(turns):
+        summary = [] if n == 1 else [{"type": "summary_text", "text": f"**step {n}**"}]
+        records += [
+            rec(
+                "response_item",
+                {
+                    "type": "reasoning",
+                    "summary": summary,
+                    "content": None,
+                    "encrypted_content": "gAAAA" + "x" * 3000,
+                },
+            ),
+            rec("event_msg", {"type": "agent_reasoning", "text": f"step {n}"}),
+            rec(
+                "response_item",
+                {
+                    "type": "function_call",
+                    "name": "shell",
+                    "arguments": json.dumps({"command": ["cat", f"f{n}.py"]}),
+                    "call_id": f"call_{n}",
+                },
+            ),
+            rec(
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": f"call_{n}",
+                    "output": json.dumps({"output": "line\n" * 2000, "metadata": {"exit_code": 0}}),
+                },
+            ),
+            token_count(saved_total if n == turns - 1 else 1000 * (n + 1)),
+        ]
+    return b"".join(json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in records)
+
+
+def reduce(raw: bytes, tmp_path: Path) -> tuple[Any, list[dict[str, Any]]]:
+    src = tmp_path / "rollout.jsonl"
+    src.write_bytes(raw)
+    out = tmp_path / "out.jsonl"
+    report, data = reduce_file(src, out, config=build_config({"preset": "codex-resume"}, "t"))
+    assert restore_file(out) == raw
+    assert validate_bytes(data, str(out)) == []
+    again = reduce_bytes(data, config=build_config({"preset": "codex-resume"}, "t"), path=str(out))
+    assert again.output == data and not again.report.changed
+    return report, [json.loads(line) for line in data.splitlines()]
+
+
+def items(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [
+        r["payload"]
+        for r in records
+        if r["type"] == "response_item" and r["payload"]["type"] == kind
+    ]
+
+
+def test_old_reasoning_items_go_whole_and_the_events_after_them_stay(tmp_path: Path) -> None:
+    _, records = reduce(rollout(5_000), tmp_path)
+    reasoning = items(records, "reasoning")
+    assert [r["summary"][0]["text"] for r in reasoning] == ["**step 3**"]  # the last response's
+    # The one without a summary (encrypted only) went too; the UI events stay.
+    assert len([r for r in records if r["payload"].get("type") == "agent_reasoning"]) == 4
+    assert len(items(records, "function_call")) == len(items(records, "function_call_output")) == 4
+    saved = tmp_path / "out.jsonl.offload" / "clear_thinking"
+    assert "**step 0**" in "".join(p.read_text() for p in saved.iterdir())
+
+
+def test_a_saved_context_size_over_half_the_window_is_scaled_down(tmp_path: Path) -> None:
+    raw = rollout(int(WINDOW * 0.95))
+    report, records = reduce(raw, tmp_path)
+    counts = [r["payload"]["info"] for r in records if r["payload"].get("type") == "token_count"]
+    last = counts[-1]["last_token_usage"]
+    original = json.loads(raw.splitlines()[-1])["payload"]["info"]["last_token_usage"]
+    assert last["total_tokens"] < original["total_tokens"] * 0.5
+    # What usage trackers price stays.
+    for field in (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+    ):
+        assert last[field] == original[field]
+    assert counts[-1]["total_token_usage"] == original
+    stage = next(s for s in report.stages if s.stage == "update_usage")
+    assert stage.counters == {"records_updated": 1}
+    assert stage.changed == 1
+
+
+def test_a_small_saved_context_size_is_left_alone(tmp_path: Path) -> None:
+    raw = rollout(50_000)
+    report, records = reduce(raw, tmp_path)
+    assert records[-1] == json.loads(raw.splitlines()[-1])
+    stage = next(s for s in report.stages if s.stage == "update_usage")
+    assert stage.counters == {"records_updated": 0}
+    assert "no client compacts on it" in stage.notes[0]
