@@ -90,7 +90,8 @@ def lay_out_claude(home: Path, cwd: Path, session: Path, sid: str) -> Path:
 
 def lay_out_codex(home: Path, session: Path, sid: str) -> Path:
     """Put ``session`` where ``codex exec resume sid`` finds it."""
-    first = json.loads(session.open("rb").readline())
+    with session.open("rb") as fh:
+        first = json.loads(fh.readline())
     stamp = str(first["payload"].get("timestamp") or first.get("timestamp"))
     day = home / ".codex" / "sessions" / stamp[:4] / stamp[5:7] / stamp[8:10]
     day.mkdir(parents=True, exist_ok=True)
@@ -111,6 +112,14 @@ class Resume:
     def turns(self, path: str) -> list[Recorded]:
         """The requests to ``path`` that carry the probe prompt (the resumed turn)."""
         return [r for r in self.requests if r.path == path and MARKER in json.dumps(r.body)]
+
+    def accepted_turn(self, path: str, label: str) -> Recorded:
+        """The resumed turn, after checking the client exited 0 and the server accepted it."""
+        turns = self.turns(path)
+        assert self.returncode == 0, f"{label}: the client failed\n{self.describe()}"
+        assert turns, f"{label}: the client sent no resumed turn\n{self.describe()}"
+        assert all(t.accepted for t in turns), f"{label}: rejected\n{self.describe()}"
+        return max(turns, key=lambda t: t.size)
 
     def describe(self) -> str:
         seen = [f"{r.method} {r.path} -> {r.status} {r.error or ''}" for r in self.requests]
@@ -215,6 +224,18 @@ def _anthropic_texts(node: Any) -> Iterator[str]:
             yield from _anthropic_texts(node.get("content"))
 
 
+def _inner_output(text: str) -> str:
+    """Codex stores shell output as a JSON string ``{"output", "metadata"}``: its text."""
+    if text.startswith("{"):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        if isinstance(value, dict) and isinstance(value.get("output"), str):
+            return str(value["output"])
+    return text
+
+
 def _responses_texts(items: Any) -> Iterator[str]:
     for item in items if isinstance(items, list) else []:
         if not isinstance(item, dict):
@@ -234,7 +255,7 @@ def _responses_texts(items: Any) -> Iterator[str]:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             out = item.get("output")
             if isinstance(out, str):
-                yield out
+                yield _inner_output(out)
             for part in out if isinstance(out, list) else []:
                 if isinstance(part, dict) and isinstance(part.get("text"), str):
                     yield part["text"]
@@ -287,27 +308,20 @@ def ctx_json(*args: str) -> dict[str, Any]:
 
 
 def reduce(session: Path, preset: str, out: Path) -> dict[str, Any]:
-    """``ctx reduce --preset PRESET`` into ``out``; the stats ``ctx stats`` predicted."""
+    """``ctx reduce --preset PRESET`` into ``out``; the stats ``ctx stats`` predicted.
+
+    The reduction runs in ``out``'s directory with the offload directory ``ctx stats``
+    assumes (``ctx-offload``), so the hints it writes are the ones it counted.
+    """
     predicted = ctx_json("stats", str(session), "--preset", preset, "--on-invalid", "keep")
     subprocess.run(
         [
-            sys.executable,
-            "-m",
-            "ctxcli",
-            "reduce",
-            str(session),
-            "--preset",
-            preset,
-            "-o",
-            str(out),
-            "--offload-dir",
-            str(out.parent / "offload"),
-            "--force",
-            "-q",
-            "--on-invalid",
-            "keep",
+            *(sys.executable, "-m", "ctxcli", "reduce", str(session.resolve())),
+            *("--preset", preset, "-o", out.name, "--offload-dir", "ctx-offload"),
+            *("--force", "-q", "--on-invalid", "keep"),
         ],
         check=True,
+        cwd=out.parent,
         env={**os.environ, "CTX_NO_PLUGINS": "1"},
     )
     return predicted

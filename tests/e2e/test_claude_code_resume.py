@@ -37,14 +37,6 @@ def _needs_client() -> None:
     require("claude")
 
 
-def _accepted_turn(run, label: str):
-    turns = run.turns(MESSAGES)
-    assert run.returncode == 0, f"{label}: claude failed\n{run.describe()}"
-    assert turns, f"{label}: the client sent no resumed turn\n{run.describe()}"
-    assert all(t.accepted for t in turns), f"{label}: rejected\n{run.describe()}"
-    return max(turns, key=lambda t: t.size)
-
-
 @pytest.mark.parametrize(
     "session", [p for p in SESSIONS if p.name not in BROKEN], ids=lambda p: p.name
 )
@@ -52,8 +44,8 @@ def test_original_and_reduced_resume(session: Path, tmp_path: Path) -> None:
     reduced = tmp_path / "reduced" / session.name
     reduced.parent.mkdir()
     stats = reduce(session, "claude-code-resume", reduced)
-    before = _accepted_turn(resume_claude(tmp_path / "orig", session), "original")
-    after = _accepted_turn(resume_claude(tmp_path / "red", reduced), "reduced")
+    before = resume_claude(tmp_path / "orig", session).accepted_turn(MESSAGES, "original")
+    after = resume_claude(tmp_path / "red", reduced).accepted_turn(MESSAGES, "reduced")
     b, a = measure(before), measure(after)
     measured = 1 - a.conversation_tokens / b.conversation_tokens
     predicted = predicted_share(stats)
@@ -86,7 +78,7 @@ def test_malformed_session_resumes_after_repair(session: Path, tmp_path: Path) -
     fixed.write_bytes(session.read_bytes())
     ctx = [sys.executable, "-m", "ctxcli"]
     subprocess.run([*ctx, "doctor", str(fixed), "--fix"], check=True, capture_output=True)
-    _accepted_turn(resume_claude(tmp_path / "fixed", fixed), "repaired")
+    resume_claude(tmp_path / "fixed", fixed).accepted_turn(MESSAGES, "repaired")
     subprocess.run([*ctx, "restore", str(fixed)], check=True, capture_output=True)
     assert fixed.read_bytes() == session.read_bytes()
 
@@ -109,4 +101,4 @@ def test_subagent_file_beside_its_parent(tmp_path: Path) -> None:
         where = home / ".claude" / "projects" / claude_slug(work / "project") / sid / "subagents"
         where.mkdir(parents=True)
         (where / f"{agent}.jsonl").write_bytes(reduced.read_bytes())
-        _accepted_turn(resume_claude(work, parent, sid), f"parent of {sub.name}")
+        resume_claude(work, parent, sid).accepted_turn(MESSAGES, f"parent of {sub.name}")
