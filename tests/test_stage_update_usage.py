@@ -136,3 +136,42 @@ def test_a_small_saved_context_size_is_left_alone(tmp_path: Path) -> None:
     stage = next(s for s in report.stages if s.stage == "update_usage")
     assert stage.counters == {"records_updated": 0}
     assert "no client compacts on it" in stage.notes[0]
+
+
+def test_a_long_call_input_is_cleared_though_its_result_is_short(tmp_path: Path) -> None:
+    patch = "*** Begin Patch\n*** Update File: app.py\n" + "+x = 1\n" * 400 + "*** End Patch"
+    records = [
+        rec("session_meta", {"id": "0199812e-64f0-7f73-91fc-095dda01c36e", "cwd": "/w"}),
+        rec(
+            "response_item",
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]},
+        ),
+        rec(
+            "response_item",
+            {
+                "type": "custom_tool_call",
+                "name": "apply_patch",
+                "input": patch,
+                "call_id": "call_p",
+            },
+        ),
+        rec(
+            "response_item",
+            {"type": "custom_tool_call_output", "call_id": "call_p", "output": "Success."},
+        ),
+    ]
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+    stage = {
+        "use": "clear_tool_results",
+        "max_tokens": 0,
+        "keep_rounds": 0,
+        "clear_arguments": True,
+    }
+    out = tmp_path / "out.jsonl"
+    report, data = reduce_file(src, out, config=build_config({"stages": [stage]}, "t"))
+    call = json.loads(data.splitlines()[2])["payload"]
+    assert "ctx_cleared" in call["input"] and len(call["input"]) < 300
+    assert json.loads(data.splitlines()[3])["payload"]["output"] == "Success."
+    assert (tmp_path / "out.jsonl.offload" / "clear" / "call_p.args").read_text() == patch
+    assert restore_file(out) == src.read_bytes()

@@ -27,7 +27,9 @@ class ClearToolResultsOptions(StageOptions):
         1, ge=0, description="The last this many rounds (assistant turn + its results) stay."
     )
     clear_arguments: bool = Field(
-        False, description="Also offload the arguments of the calls whose results are cleared."
+        False,
+        description="Also offload the arguments of the older calls (those of short "
+        "results too: an apply_patch input is long, its result short).",
     )
     tools: dict[str, ClearToolOverride] = Field(
         default_factory=dict, description="Per-tool overrides, keyed by tool name."
@@ -79,12 +81,12 @@ def clear_tool_results(
             continue
         key = block.call_id or f"result-{mi}-{bi}"
         path = ctx.offload.path_for("clear", key)
-        if len(text) <= len(clear_hint(ctx.language, path=path)):
-            continue
-        path = ctx.offload.put("clear", key, text)
-        _set(messages, mi, bi, block.with_text(clear_hint(ctx.language, path=path)))
-        counters["cleared"] += 1
+        if len(text) > len(clear_hint(ctx.language, path=path)):
+            path = ctx.offload.put("clear", key, text)
+            _set(messages, mi, bi, block.with_text(clear_hint(ctx.language, path=path)))
+            counters["cleared"] += 1
         call = conv.call_of(ref)
+        # A call's input can be long though its result is short (an apply_patch patch).
         if opts.clear_arguments and call is not None:
             cmi, cbi = call
             call_block = messages[cmi].blocks[cbi]
