@@ -364,6 +364,11 @@ def main() -> int:
     print("\ntargets:")
     for name, ok in targets:
         print(f"  [{'met' if ok else 'MISSED'}] {name}")
+    if SHARED.is_dir():
+        # The real clients' resume requests (needs scripts/install_clients.sh; says why not).
+        from resume_requests import measure_resumes, print_resumes
+
+        print_resumes(measure_resumes())
     return 0
 
 
