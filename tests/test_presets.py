@@ -23,6 +23,7 @@ RESUME = [
     "dedupe_outputs",
     "truncate_tool_output",
     "clear_tool_results",
+    "update_usage",
 ]
 
 

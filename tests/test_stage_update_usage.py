@@ -175,3 +175,49 @@ def test_a_long_call_input_is_cleared_though_its_result_is_short(tmp_path: Path)
     assert json.loads(data.splitlines()[3])["payload"]["output"] == "Success."
     assert (tmp_path / "out.jsonl.offload" / "clear" / "call_p.args").read_text() == patch
     assert restore_file(out) == src.read_bytes()
+
+
+CLAUDE = Path(__file__).resolve().parent / "fixtures" / "claude_code_resume" / "session.jsonl"
+
+
+def claude_session(tmp_path: Path, cache_read: dict[str, int]) -> Path:
+    records = [json.loads(line) for line in CLAUDE.read_bytes().splitlines()]
+    for r in records:
+        if r.get("uuid") in cache_read:
+            r["message"]["usage"]["cache_read_input_tokens"] = cache_read[r["uuid"]]
+    src = tmp_path / "session.jsonl"
+    src.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+    return src
+
+
+def test_claude_code_last_usage_is_scaled_on_a_record_trackers_skip(tmp_path: Path) -> None:
+    # The last response is a-10 (thinking) + a-11 (text): trackers count a-10, the
+    # client reads a-11 as the context size.
+    src = claude_session(tmp_path, {"a-10": 150_000, "a-11": 150_000})
+    out = tmp_path / "out.jsonl"
+    stages = [{"use": "truncate_tool_output", "max_length": 256}, {"use": "update_usage"}]
+    report, data = reduce_file(src, out, config=build_config({"stages": stages}, "t"))
+    assert restore_file(out) == src.read_bytes()
+    by_uuid = {r.get("uuid"): r for r in map(json.loads, data.splitlines())}
+    assert by_uuid["a-10"]["message"]["usage"]["cache_read_input_tokens"] == 150_000
+    scaled = by_uuid["a-11"]["message"]["usage"]
+    assert 0 < scaled["cache_read_input_tokens"] < 150_000
+    assert by_uuid["a-11"]["message"]["content"][0]["type"] == "text"
+    assert next(s for s in report.stages if s.stage == "update_usage").counters == {
+        "records_updated": 1
+    }
+
+
+def test_claude_code_usage_trackers_count_is_left(tmp_path: Path) -> None:
+    # a-07 is the only record of its response: trackers count it, so it stays.
+    records = [json.loads(line) for line in CLAUDE.read_bytes().splitlines()]
+    src = claude_session(tmp_path, {"a-07": 150_000})
+    cut = next(i for i, r in enumerate(records) if r.get("uuid") == "a-07") + 1
+    src.write_bytes(b"".join(src.read_bytes().splitlines(keepends=True)[:cut]))
+    out = tmp_path / "out.jsonl"
+    report, data = reduce_file(
+        src, out, config=build_config({"stages": [{"use": "update_usage"}]}, "t")
+    )
+    assert data == src.read_bytes()
+    stage = report.stages[0]
+    assert "usage trackers count that record" in stage.notes[0]

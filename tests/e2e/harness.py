@@ -327,6 +327,13 @@ def reduce(session: Path, preset: str, out: Path) -> dict[str, Any]:
     return predicted
 
 
+def reduced_copy(session: Path, preset: str, work: Path) -> tuple[Path, dict[str, Any]]:
+    """:func:`reduce` into ``work/reduced/<name>``: (the reduced session, the prediction)."""
+    out = work / "reduced" / session.name
+    out.parent.mkdir(parents=True, exist_ok=True)
+    return out, reduce(session, preset, out)
+
+
 def predicted_share(stats: dict[str, Any]) -> float:
     """The share of a resume's tokens ``ctx stats`` says the reduction saves."""
     before = stats.get("resume_tokens_before") or stats["tokens_before"]

@@ -10,12 +10,21 @@ predicted, within 10 points.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from harness import claude_slug, measure, predicted_share, reduce, resume_claude, session_id_of
+from harness import (
+    claude_slug,
+    measure,
+    predicted_share,
+    reduce,
+    reduced_copy,
+    resume_claude,
+    session_id_of,
+)
 
 from conftest import require, require_shared, shared
 
@@ -41,9 +50,7 @@ def _needs_client() -> None:
     "session", [p for p in SESSIONS if p.name not in BROKEN], ids=lambda p: p.name
 )
 def test_original_and_reduced_resume(session: Path, tmp_path: Path) -> None:
-    reduced = tmp_path / "reduced" / session.name
-    reduced.parent.mkdir()
-    stats = reduce(session, "claude-code-resume", reduced)
+    reduced, stats = reduced_copy(session, "claude-code-resume", tmp_path)
     before = resume_claude(tmp_path / "orig", session).accepted_turn(MESSAGES, "original")
     after = resume_claude(tmp_path / "red", reduced).accepted_turn(MESSAGES, "reduced")
     b, a = measure(before), measure(after)
@@ -102,3 +109,40 @@ def test_subagent_file_beside_its_parent(tmp_path: Path) -> None:
         where.mkdir(parents=True)
         (where / f"{agent}.jsonl").write_bytes(reduced.read_bytes())
         resume_claude(work, parent, sid).accepted_turn(MESSAGES, f"parent of {sub.name}")
+
+
+COMPACT_PROMPT = "Your task is to create a detailed summary of the conversation so far"
+
+
+def _compactions(run) -> int:
+    return sum(1 for r in run.requests if COMPACT_PROMPT in json.dumps(r.body))
+
+
+def _stale(session: Path, out: Path) -> Path:
+    """``session`` whose last response is two records (as the client writes a text turn
+    after thinking) stating 185k context tokens: over the client's auto-compact threshold."""
+    lines = session.read_bytes().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if b'"type":"assistant"' in line)
+    record = json.loads(lines[last])
+    head = json.loads(lines[last])
+    head["uuid"] = record["uuid"][:-4] + "beef"
+    head["message"]["content"] = [{"type": "text", "text": "Looking at it."}]
+    record["parentUuid"] = head["uuid"]
+    usage = record["message"]["usage"]
+    usage["cache_read_input_tokens"] = 185_000 - usage.get("cache_creation_input_tokens", 0)
+    head["message"]["usage"] = dict(usage)
+    dumps = [json.dumps(r, separators=(",", ":")).encode() + b"\n" for r in (head, record)]
+    out.write_bytes(b"".join([*lines[:last], *dumps, *lines[last + 1 :]]))
+    return out
+
+
+def test_a_stale_usage_no_longer_compacts_after_claude_code_resume(tmp_path: Path) -> None:
+    """The client compacts first when the last usage is over its threshold; reduced, not."""
+    session = next(p for p in SESSIONS if p.name not in BROKEN)
+    stale = _stale(session, tmp_path / session.name)
+    orig = resume_claude(tmp_path / "orig", stale)
+    assert _compactions(orig) >= 1, orig.describe()
+    reduced, _ = reduced_copy(stale, "claude-code-resume", tmp_path)
+    red = resume_claude(tmp_path / "red", reduced)
+    red.accepted_turn(MESSAGES, "reduced")
+    assert _compactions(red) == 0, red.describe()

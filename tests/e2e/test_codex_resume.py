@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import measure, reduce, resume_codex
+from harness import measure, reduced_copy, resume_codex
 
 from conftest import require, require_shared, shared
 
@@ -43,9 +43,7 @@ def _has_tool_calls(path: Path) -> bool:
 
 @pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda p: p.name)
 def test_original_and_reduced_resume(rollout: Path, tmp_path: Path) -> None:
-    reduced = tmp_path / "reduced" / rollout.name
-    reduced.parent.mkdir()
-    stats = reduce(rollout, "codex-resume", reduced)
+    reduced, stats = reduced_copy(rollout, "codex-resume", tmp_path)
     orig_run = resume_codex(tmp_path / "orig", rollout)
     red_run = resume_codex(tmp_path / "red", reduced)
     before = orig_run.accepted_turn(RESPONSES, "original")
@@ -86,9 +84,7 @@ def test_a_stale_token_count_no_longer_compacts_after_codex_resume(tmp_path: Pat
     big = _inflated(rollout, tmp_path / rollout.name)
     orig_run = resume_codex(tmp_path / "orig", big)
     assert _compactions(orig_run) >= 1, orig_run.describe()
-    reduced = tmp_path / "reduced" / rollout.name
-    reduced.parent.mkdir()
-    reduce(big, "codex-resume", reduced)
+    reduced, _ = reduced_copy(big, "codex-resume", tmp_path)
     red_run = resume_codex(tmp_path / "red", reduced)
     red_run.accepted_turn(RESPONSES, "reduced")
     assert _compactions(red_run) == 0, red_run.describe()

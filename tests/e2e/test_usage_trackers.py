@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import reduce
+from harness import reduced_copy
 
 from conftest import require, require_shared, shared
 
@@ -70,9 +70,7 @@ def test_tracker_reports_the_same_after_the_resume_preset(
 ) -> None:
     require_shared()
     require(tracker)
-    reduced = tmp_path / "reduced" / session.name
-    reduced.parent.mkdir()
-    reduce(session, TRACKERS[tracker][1], reduced)
+    reduced, _ = reduced_copy(session, TRACKERS[tracker][1], tmp_path)
     for report in ("session", "daily"):
         before = report_of(tracker, session, tmp_path / f"orig-{report}", report)
         after = report_of(tracker, reduced, tmp_path / f"red-{report}", report)

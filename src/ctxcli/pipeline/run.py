@@ -46,7 +46,7 @@ def _records_touched(before: RecordEdits, after: RecordEdits) -> int:
     if after is before:
         return 0
     stripped = {k for k, f in after.strip.items() if f - before.strip.get(k, frozenset())}
-    replaced = {k for k, v in after.replace.items() if before.replace.get(k) != v}
+    replaced = {k for k, v in after.set_values.items() if before.set_values.get(k) != v}
     return len((after.drop - before.drop) | ((stripped | replaced) - after.drop))
 
 
