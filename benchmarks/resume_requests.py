@@ -20,7 +20,7 @@ sys.path.insert(0, str(E2E))
 
 from harness import SHARED, client, measure, reduce, resume_claude, resume_codex  # noqa: E402
 
-# Sessions a client cannot resume as they are (see tests/e2e/test_claude_code_resume.py).
+# Sessions a client cannot resume as they are (see tests/e2e/test_e2e_claude_code.py).
 SKIP = {"cc_mclaude_c76e5be5.jsonl": "malformed line: the API rejects the original"}
 
 

@@ -58,6 +58,31 @@ def client(name: str) -> tuple[Path | None, str]:
     return path, ""
 
 
+def shared(prefix: str) -> list[Path]:
+    """The real sessions in ../shared/transcripts whose name starts with ``prefix``."""
+    if not SHARED.is_dir():
+        return []
+    return sorted(p for p in SHARED.glob(f"{prefix}*.jsonl") if p.is_file())
+
+
+def require(name: str) -> Path:
+    """The installed CLI ``name``, or skip the calling test saying why it is missing."""
+    import pytest
+
+    path, why = client(name)
+    if path is None:
+        pytest.skip(why)
+    return path
+
+
+def require_shared() -> None:
+    """Skip the calling test when the real transcripts are not beside the checkout."""
+    import pytest
+
+    if not SHARED.is_dir():
+        pytest.skip(f"{SHARED} is absent (the real transcripts live beside the checkout)")
+
+
 def session_id_of(path: Path) -> str:
     """The session id a client resumes ``path`` by."""
     with path.open("rb") as fh:

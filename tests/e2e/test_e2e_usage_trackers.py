@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from harness import reduced_copy
-
-from conftest import require, require_shared, shared
+from harness import reduced_copy, require, require_shared, shared
 
 pytestmark = pytest.mark.e2e
 

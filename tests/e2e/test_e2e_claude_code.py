@@ -22,11 +22,12 @@ from harness import (
     predicted_share,
     reduce,
     reduced_copy,
+    require,
+    require_shared,
     resume_claude,
     session_id_of,
+    shared,
 )
-
-from conftest import require, require_shared, shared
 
 pytestmark = pytest.mark.e2e
 

@@ -15,9 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
-from harness import measure, reduced_copy, resume_codex
-
-from conftest import require, require_shared, shared
+from harness import measure, reduced_copy, require, require_shared, resume_codex, shared
 
 pytestmark = pytest.mark.e2e
 
