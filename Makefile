@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test e2e lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-browser e2e lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,19 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
+# when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
+# own browser download is never used. Screenshots land in build/.
+$(VENV)/.browser-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,browser]'
+	touch $@
+
+test-browser: $(VENV)/.browser-installed
+	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+		echo "test-browser: could not install chromium; the browser tests will skip"
+	$(BIN)/python -m pytest -m browser
+
 # Real-client end-to-end tests (pytest -m e2e): the pinned Claude Code and Codex CLIs and
 # ccusage from npm (scripts/install_clients.sh caches them in $$CTX_E2E_CACHE, else
 # ~/.cache/ctx-e2e) resume real sessions against loopback fake APIs. Skip if npm is missing.
@@ -33,6 +46,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts
 	$(BIN)/ruff format --check src tests scripts
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 fix: $(STAMP)
 	$(BIN)/ruff check --fix src tests scripts
@@ -47,8 +61,11 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 
-eval: $(STAMP)
+# eval_peers.py: ctx's clear vs LangChain's, observation masking, and the Claude Code
+# preset vs cozempic, on ../shared/transcripts (a few seconds).
+eval: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/eval.py
+	$(BIN)/python benchmarks/eval_peers.py
 
 # Regenerate src/ctxcli/ctx.schema.json after changing a stage's options or a setting.
 schema: $(STAMP)

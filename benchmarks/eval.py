@@ -34,7 +34,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.run import run_pipeline
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 
 PAST_SHARE = 0.6

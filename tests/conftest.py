@@ -31,6 +31,7 @@ def _isolate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("CTX_NO_PLUGINS", "1")
     monkeypatch.setenv("CTX_CACHE_DIR", str(tmp_path / ".ctx-cache"))
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / ".ctx-data"))
     work = tmp_path / "work"
     work.mkdir()
     monkeypatch.chdir(work)

@@ -36,7 +36,7 @@ from ctxcli.services.classifier import (
     is_informative,
     parse_reply,
 )
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 
 KEY = "test-key"
 

@@ -21,7 +21,7 @@ from conftest import SHARED, invoke
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 from ctxcli.stages import TokenLedger
 
 pytestmark = pytest.mark.slow

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -36,7 +37,9 @@ def test_reduce_to_stdout_carries_only_jsonl(tmp_path: Path) -> None:
     result = invoke(["reduce", str(src)])
     lines = result.stdout_bytes.splitlines()
     assert lines and all(json.loads(line)["role"] for line in lines)
-    assert Path("ctx-offload/manifest.json").is_file()
+    # Output to stdout: one directory per input (by its hash) under ./ctx-offload.
+    (manifest,) = Path("ctx-offload").glob("*/manifest.json")
+    assert manifest.parent.name == hashlib.sha256(src.read_bytes()).hexdigest()[:12]
 
 
 def test_reduce_from_stdin_pipe(tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
 from ctxcli.services import tokens
-from ctxcli.services.tokens import CountOptions, count_texts, get_counter, load_engine
+from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens import CountOptions, count_texts, load_engine
 from ctxcli.stages import StageContext, TokenLedger
 
 EDGE_TEXTS = [

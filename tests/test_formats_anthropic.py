@@ -90,7 +90,7 @@ def test_cleared_arguments_stay_an_object(tmp_path: Path) -> None:
     assert call["type"] == "tool_use" and call["id"] == "toolu_A"
     assert set(call["input"]) == {"ctx_cleared"}
     assert call["input"]["ctx_cleared"].startswith("[ctx: arguments cleared")
-    assert after[2]["content"][0]["content"].startswith("[ctx: old tool result cleared")
+    assert after[2]["content"][0]["content"].startswith("[ctx cleared: ")
     # The thinking block of the same turn is untouched.
     assert after[1]["content"][0] == records[1]["content"][0]
 

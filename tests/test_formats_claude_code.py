@@ -211,7 +211,8 @@ def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
     assert b'"uuid":"u-2"' in broken
     data = b"".join([*raw_lines[:14], broken, *raw_lines[15:]])
     with pytest.raises(Exception, match=":15:"):
-        load(data)
+        load(data, on_invalid="error")
+    assert any(":15: not valid JSON" in w for w in load(data).warnings)  # kept by default
     problems = validate_bytes(data, on_invalid="keep")
     assert problems == []
 
@@ -219,13 +220,13 @@ def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
 def test_default_and_clearing_configs(tmp_path: Path) -> None:
     cfg = config(
         {"use": "truncate_tool_output", "max_length": 300},
-        {"use": "clear_tool_results", "max_tokens": 0, "clear_arguments": True},
+        {"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 0, "clear_arguments": True},
     )
     out = golden_roundtrip(SRC, "claude_code", tmp_path, cfg)
     new = by_uuid(out)
     for uuid in ("r-1", "q-1"):
         text = new[uuid]["message"]["content"][0]["content"]
-        assert text.startswith("[ctx: old tool result cleared")
+        assert text.startswith("[ctx cleared: ")
         assert "toolUseResult" not in new[uuid]
     assert get_format("claude_code") is load(out).format
 

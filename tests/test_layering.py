@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 
@@ -27,3 +28,99 @@ def test_library_does_not_import_the_cli(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+REPO = Path(__file__).resolve().parent.parent
+LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
+
+
+def _lint_imports(src: Path, config: Path) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": str(Path(sys.executable).parent), "PYTHONPATH": str(src)}
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--config", str(config), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=config.parent,
+        env=env,
+        check=False,
+    )
+
+
+def test_layer_contracts_hold() -> None:
+    """The import-linter contracts in pyproject.toml (cli > ... > core) are kept."""
+    result = _lint_imports(REPO / "src", REPO / "pyproject.toml")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_layer_contracts_catch_an_upward_import(tmp_path: Path) -> None:
+    """The contracts are not vacuous: a core module importing the pipeline breaks them."""
+    import shutil
+
+    shutil.copytree(REPO / "src" / "ctxcli", tmp_path / "src" / "ctxcli")
+    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
+    model = tmp_path / "src" / "ctxcli" / "core" / "hints.py"
+    model.write_text(model.read_text() + "\nfrom ctxcli.pipeline import reducer  # noqa\n")
+    result = _lint_imports(tmp_path / "src", tmp_path / "pyproject.toml")
+    assert result.returncode != 0
+    assert "ctxcli.core.hints -> ctxcli.pipeline.reducer" in result.stdout
+
+
+def _cli_flags() -> set[str]:
+    """Every long option of every ctx command (``--offload-dir``, ``--on-invalid``...)."""
+    import typer.main
+
+    from ctxcli.cli import app
+
+    flags: set[str] = set()
+
+    def walk(cmd: Any) -> None:
+        for param in cmd.params:
+            flags.update(o for o in param.opts if o.startswith("--"))
+        for sub in getattr(cmd, "commands", {}).values():
+            walk(sub)
+
+    walk(typer.main.get_command(app))
+    return flags - {"--help", "--version"}
+
+
+def _library_strings() -> list[tuple[str, int, str]]:
+    """String literals of every library module (not cli/), docstrings left out."""
+    import ast
+
+    found = []
+    root = REPO / "src" / "ctxcli"
+    for path in sorted(root.rglob("*.py")):
+        if "cli" in path.relative_to(root).parts[:1]:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {
+            id(node.body[0].value)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.body
+            and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) not in docstrings:
+                    found.append((str(path.relative_to(REPO)), node.lineno, node.value))
+    return found
+
+
+def test_library_errors_name_no_cli_flag() -> None:
+    """Messages below the CLI never name its flags; the boundary words remedies with them."""
+    import re
+
+    flags = _cli_flags()
+    assert "--offload-dir" in flags and "--on-invalid" in flags
+    pattern = re.compile(
+        "|".join(re.escape(f) + r"\b" for f in sorted(flags, key=len, reverse=True))
+    )
+    offenders = [
+        f"{path}:{line}: {text!r}"
+        for path, line, text in _library_strings()
+        if pattern.search(text)
+    ]
+    assert offenders == []

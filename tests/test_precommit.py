@@ -97,7 +97,9 @@ def test_validate_json_for_several_files(staged: dict[str, Path]) -> None:
     ]
     assert payload["files"][1]["problems"][0]["kind"] == "orphan_result"
     single = json.loads(invoke(["validate", "--json", str(staged["good"])]).stdout)
-    assert single == {"input": str(staged["good"]), "valid": True, "problems": []}
+    # One shape for one file or many: the file's entry at the top, plus files and failed.
+    entry = {"input": str(staged["good"]), "valid": True, "problems": []}
+    assert single == {**entry, "files": [entry], "failed": 0}
 
 
 def test_token_budget_hook(staged: dict[str, Path]) -> None:

@@ -37,7 +37,9 @@ def test_shipped_presets() -> None:
         "claude-code-resume",
         "codex-resume",
         "eino",
+        "mini-swe-agent",
         "reasonblocks",
+        "swe-agent",
         "synaptic",
     ]
     chains = {name: uses(build_config({"preset": name}, name)) for name in preset_names()}
@@ -51,14 +53,14 @@ def test_shipped_presets() -> None:
             "update_usage",
         ],
         "eino": ["truncate_tool_output", "clear_tool_results"],
+        "mini-swe-agent": ["clear_tool_results"],
         "reasonblocks": ["head_tail", "compress_words", "nudge_early_exit"],
+        "swe-agent": ["clear_tool_results"],
         "synaptic": ["strip_and_truncate"],
     }
 
 
-@pytest.mark.parametrize(
-    "name", ["claude-code-resume", "codex-resume", "eino", "reasonblocks", "synaptic"]
-)
+@pytest.mark.parametrize("name", preset_names())
 def test_every_preset_is_documented_and_a_valid_ctx_toml(name: str, tmp_path: Path) -> None:
     preset = get_preset(name)
     assert preset.summary and len(preset.doc.splitlines()) >= 3
@@ -97,7 +99,8 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, codex-resume, eino, reasonblocks, synaptic. "
+        "valid presets: claude-code-resume, codex-resume, eino, mini-swe-agent, reasonblocks, "
+        "swe-agent, synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
     (tmp_path / "ctx.toml").write_text('preset = "einoo"\n')

@@ -19,7 +19,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.classifier import HeuristicClassifier, WordStats, is_informative
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.compress_words import (
     CompressWordsOptions,
@@ -337,3 +337,47 @@ def test_chained_stages_save_more_than_either_alone() -> None:
     assert len(compressed) == 3
     assert all("chars truncated ...]\n[ctx: full output saved to" in o for o in compressed)
     assert not reduce_bytes(both.output, config=chain).report.changed  # idempotent chain
+
+
+def test_a_text_mid_cutoff_calls_old_is_old() -> None:
+    # ReasonBlocks: calls_back < mid_cutoff is mid, so exactly mid_cutoff is old.
+    text = _output(9, lines=30)
+    at_cutoff = compress_words(_conv([text], rounds_after=10), CompressWordsOptions(), _ctx())
+    assert "compressed to 30% of words" in _results(at_cutoff.conversation)[0]
+    before = compress_words(_conv([text], rounds_after=9), CompressWordsOptions(), _ctx())
+    assert re.search(r"compressed to 5[56]% of words", _results(before.conversation)[0])
+
+
+def test_real_transcript_tiers_match_reasonblocks() -> None:
+    path = SHARED / "sweagent_marshmallow-1867_fc.traj"
+    if not path.is_file():
+        pytest.skip(f"{path.name} is not present")
+    conv = load(path.read_bytes(), str(path)).conversation
+    ages = model_call_ages(conv)
+    out = compress_words(conv, CompressWordsOptions(), _ctx()).conversation
+    pcts = {
+        ages[mi]: int(m.group(1))
+        for (mi, _bi), block in out.iter_blocks(Kind.TOOL_RESULT)
+        if (m := re.search(r"compressed to (\d+)% of words", block.text))
+    }
+    assert pcts[10] <= 31  # mid_cutoff calls old: the old tier
+    assert all(pct >= 54 for age, pct in pcts.items() if age < 10)
+
+
+@pytest.mark.parametrize(
+    ("name", "tokenizer"),
+    [
+        ("codex_agentcmd_2025-09-25T08-02-05.jsonl", "cl100k"),
+        ("anthropic_derived_from_cc_mclaude_3cfce0ff.jsonl", "approx"),
+    ],
+)
+def test_rerun_on_real_transcripts_changes_nothing(name: str, tokenizer: str) -> None:
+    # A text left alone because compressing it saved nothing must stay alone on a
+    # rerun, although the compressed texts around it changed the word statistics.
+    path = SHARED / name
+    if not path.is_file():
+        pytest.skip(f"{name} is not present")
+    stage = {"use": "compress_words", "recent_cutoff": 1, "mid_cutoff": 2, "min_content_words": 10}
+    config = build_config({"tokenizer": tokenizer, "stages": [stage]}, "test")
+    once = reduce_bytes(path.read_bytes(), config=config).output
+    assert reduce_bytes(once, config=config).output == once

@@ -13,7 +13,7 @@ from ctxcli.core.hints import truncation_hint
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.services.tokens import get_counter
+from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.head_tail import HeadTailOptions, head_tail, is_head_tailed
 
@@ -119,13 +119,17 @@ def test_reading_our_own_offload_file_is_not_cut_again() -> None:
 
 
 def test_head_plus_tail_must_be_shorter_than_threshold() -> None:
-    with pytest.raises(
-        ConfigError,
-        match=r"head_chars \+ tail_chars \(2000\) must be less than threshold_chars \(1800\)",
-    ):
+    with pytest.raises(ConfigError) as info:
         build_config(
             {"stages": [{"use": "head_tail", "head_chars": 1000, "tail_chars": 1000}]}, "ctx.toml"
         )
+    # A check across fields names them all, with no empty field name or stray prefix.
+    assert str(info.value) == (
+        "ctx.toml: stages[1] (head_tail): head_chars + tail_chars (1000 + 1000 = 2000) must "
+        "be less than threshold_chars (1800), or no result would get shorter; raise "
+        "threshold_chars or lower head_chars or tail_chars. Run 'ctx stages head_tail' for "
+        "options."
+    )
 
 
 def test_registered_with_a_docstring() -> None:

@@ -95,12 +95,14 @@ def test_anthropic_results_and_text_in_one_turn(tmp_path: Path) -> None:
 
 
 def test_keep_last_rounds_leaves_the_work_in_progress() -> None:
-    # A round is an assistant turn with its results; the final answer is one too.
+    # A round is a response that calls tools, with its results; an answer without
+    # calls is none, so the two rounds kept are the last two that used tools.
     conv = fixture("parallel.jsonl")
     result = run("strip_tool_calls", conv, keep_last_rounds=2)
     keys = [m.key for m in result.conversation.messages]
-    assert keys == [0, 1, 6, 10, 11, 12, 13, 14, 15]
-    assert [len(m.tool_calls) for m in result.conversation.messages] == [0, 0, 0, 0, 0, 2, 0, 0, 0]
+    assert keys == [0, 1, 6, 8, 9, 10, 11, 12, 13, 14, 15]
+    calls = [len(m.tool_calls) for m in result.conversation.messages]
+    assert calls == [0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0]
     # Mid-loop (the results just came back), one round keeps the calls being answered.
     mid_loop = conv.with_messages(conv.messages[:15])
     result = run("strip_tool_calls", mid_loop, keep_last_rounds=1)

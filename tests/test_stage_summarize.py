@@ -31,8 +31,8 @@ from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.services.counters import get_counter
 from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
-from ctxcli.services.tokens import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 
@@ -250,15 +250,15 @@ def test_anthropic_without_a_key_fails_softly_and_names_the_offline_choice() -> 
     [
         (
             {"max_tokens": 1000, "keep_tokens": 1000},
-            "keep_tokens = 1000 is invalid: value error, must be below max_tokens (1000)",
+            "keep_tokens = 1000 is invalid: must be below max_tokens (1000)",
         ),
         (
             {"keep_tokens": 10, "keep_messages": 3},
-            "keep_messages = 3 is invalid: value error, set keep_tokens or keep_messages, not both",
+            "keep_messages = 3 is invalid: set keep_tokens or keep_messages, not both",
         ),
         (
             {"chunk_tokens": 4000, "summary_max_tokens": 2000},
-            "summary_max_tokens = 2000 is invalid: value error, must be at most a quarter of "
+            "summary_max_tokens = 2000 is invalid: must be at most a quarter of "
             "chunk_tokens (4000)",
         ),
     ],

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, SHARED
 from ctxcli.api import Report, reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.usage import is_usage_stub
@@ -87,6 +87,7 @@ def test_prune_sidecars_drops_ui_copies_and_relinks(tmp_path: Path) -> None:
         "fields_removed": 5,
         "records_dropped": 4,
         "snapshots_dropped": 1,
+        "constant_fields_removed": 0,
     }
     # The stats count the records it touched, though no message changed.
     assert report.stages[0].changed == 4 + 1 + 5
@@ -128,7 +129,7 @@ def test_prune_sidecars_undoes_itself_rather_than_split_the_tree(tmp_path: Path)
     assert [r["uuid"] for r in out] == ["p-01", "u-01", "u-07"]
     assert any("left unchanged" in n and "roots" in n for n in notes(report))
     assert counters(report, "prune_sidecars") == dict.fromkeys(
-        ("fields_removed", "records_dropped", "snapshots_dropped"), 0
+        ("fields_removed", "records_dropped", "snapshots_dropped", "constant_fields_removed"), 0
     )
 
 
@@ -360,7 +361,8 @@ def test_drop_before_compaction_without_citing(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("change", "note"),
     [
-        ("split", "left unchanged: 2 record(s) after the boundary continue the conversation"),
+        # The leaf's chain never reaches the boundary: the client resumes the whole file.
+        ("split", "no compaction boundary"),
         ("preserved", "the boundary preserves earlier messages; kept"),
     ],
 )
@@ -432,3 +434,26 @@ def test_validate_reports_a_second_root(tmp_path: Path) -> None:
     # A subagent's sidechain has a root of its own.
     records[3]["isSidechain"] = True
     assert validate_bytes(write(tmp_path / "in.jsonl", records).read_bytes()) == []
+
+
+def test_constant_envelope_fields_stay_on_the_first_record_only(tmp_path: Path) -> None:
+    # cozempic's envelope-strip, done losslessly: the value is kept once, and the
+    # restore pack holds every original record.
+    src = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
+    if not src.is_file():
+        pytest.skip(f"{src.name} is not present")
+    fields = ["cwd", "version", "gitBranch", "slug", "userType"]
+    stage = {"use": "prune_sidecars", "records": [], "constant_fields": [*fields, "uuid"]}
+    config = build_config({"stages": [stage]}, "t")
+    report, out = reduce_file(src, tmp_path / "out", config=config, offload_dir=tmp_path / "off")
+    records = [json.loads(line) for line in out.splitlines()]
+    originals = [json.loads(line) for line in src.read_bytes().splitlines()]
+    for name in fields:
+        first = next(i for i, r in enumerate(originals) if name in r)
+        assert [i for i, r in enumerate(records) if name in r] == [first], name
+        assert records[first][name] == originals[first][name]
+    assert all("uuid" in r for r in records)  # differs per record: never constant
+    assert report.bytes_after < report.bytes_before
+    assert reduce_bytes(out, config=config).output == out
+    assert restore_file(tmp_path / "out", offload_dir=tmp_path / "off") == src.read_bytes()
+    assert validate_bytes(out) == []

@@ -64,3 +64,22 @@ def test_rows_add_up() -> None:
     rows = report_rows(_report())
     assert rows[-1] == ("total", "231", "115", "169,343", "17,420", "89.7%")
     assert saved_pct(0, 0) == "0.0%"
+
+
+def test_stats_table_fits_80_columns_without_cutting_numbers() -> None:
+    """Longest stage names and 9-digit counts: every number is printed whole in 80 columns."""
+    report = _report()
+    report.tokens_before = report.tokens_after = 123_456_789
+    report.stages = [
+        StageReport("strip_system_reminders", 12_345, 12_345, 123_456_789, 123_456_789),
+        StageReport("drop_before_compaction", 12_345, 12_345, 123_456_789, 123_456_789),
+    ]
+    buf = io.StringIO()
+    Console(file=buf, width=80, color_system=None, highlight=False).print(report_table(report))
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 80
+    rows = [line for line in lines if "strip_system_reminders" in line or "total" in line]
+    assert len(rows) == 2
+    for row in rows:
+        assert row.count("123,456,789") == 2, row
+        assert "…" not in row

@@ -14,7 +14,7 @@ from conftest import invoke
 from ctxcli.api import stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
-from ctxcli.services import tokens
+from ctxcli.services import counters, tokens
 from ctxcli.services.token_cache import DB_NAME, TokenCache, cache_dir
 from ctxcli.services.tokens import CACHE_MIN_CHARS, CountOptions
 
@@ -41,7 +41,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return "test", fn
 
-    monkeypatch.setattr(tokens, "load_engine", fake)
+    monkeypatch.setattr(counters, "load_engine", fake)
     return seen
 
 
@@ -160,7 +160,7 @@ def every_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def fake(name: str, engine: str | None = None) -> tuple[str, Callable[[str], int]]:
         return "test", lambda text: seen.append(text) or real(text)
 
-    monkeypatch.setattr(tokens, "load_engine", fake)
+    monkeypatch.setattr(counters, "load_engine", fake)
     return seen
 
 

@@ -10,6 +10,7 @@ An abstract conversation is a list of turns:
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 Turn = tuple[Any, ...]
@@ -225,3 +226,24 @@ FORMATS = ("openai_chat", "anthropic", "claude_code", "codex", "langchain")
 def to_jsonl(records: list[dict[str, Any]]) -> bytes:
     """One compact JSON object per line, UTF-8."""
     return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode()
+
+
+def tool_session(tag: str, size: int = 2000) -> bytes:
+    """An openai_chat transcript with one tool result of about ``size`` bytes."""
+    turns: list[Turn] = [
+        ("user", f"look {tag}"),
+        ("assistant", None, [(f"call_{tag}", "grep", {"q": tag})]),
+        ("results", [(f"call_{tag}", f"{tag} line\n" * (size // 8), False)]),
+        ("assistant", "done", []),
+    ]
+    return to_jsonl(build("openai_chat", turns))
+
+
+def write_sessions(root: Path, count: int, size: int, step: int = 500) -> list[Path]:
+    """``count`` different transcripts ``root/in<i>.jsonl`` (see :func:`tool_session`)."""
+    paths = []
+    for i in range(count):
+        path = root / f"in{i}.jsonl"
+        path.write_bytes(tool_session(f"s{i}", size + step * i))
+        paths.append(path)
+    return paths

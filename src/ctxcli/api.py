@@ -11,26 +11,32 @@ from pathlib import Path
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, TranscriptError
 from ctxcli.core.restore import sha256
+from ctxcli.pipeline.chain import Restored, match_reduction, restore_chain
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import (
     MANIFEST_VERSION,
     DryRunOffload,
     OffloadStore,
-    read_manifest,
-    restore_bytes,
+    check_offload_location,
+    commit_lock,
+    remove_stale,
 )
 from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.pipeline.report import Reduced, Report
+from ctxcli.pipeline.stats_cache import cached_stats, store_report
+from ctxcli.services.ledger import Entry, Ledger
 from ctxcli.services.tokens import CountOptions
 
 __all__ = [
     "STDIO",
     "Reduced",
     "Report",
+    "Restored",
     "read_input",
     "reduce_bytes",
     "reduce_file",
     "restore_file",
+    "restore_transcript",
     "stats_file",
     "write_atomic",
 ]
@@ -38,13 +44,52 @@ __all__ = [
 STDIO = "-"
 
 
-def default_offload_dir(output: str | None, config: Config) -> str:
-    """Where removed text goes when ``--offload-dir`` is not given."""
+def default_offload_dir(output: str | None, config: Config, data: bytes | None = None) -> str:
+    """Where removed text goes when no offload directory is given.
+
+    One rule: beside a file output (``OUT.offload``); for output to stdout, a directory
+    per input under ``./ctx-offload`` (named by the input's hash), so two pipes never
+    share one. A ``offload_dir`` setting in the config wins.
+    """
     if config.settings.offload_dir:
         return config.settings.offload_dir
     if output and output != STDIO:
         return f"{output}.offload"
-    return "ctx-offload"
+    if data is None:
+        return "ctx-offload"
+    return f"ctx-offload/{sha256(data)[:12]}"
+
+
+def offload_siblings(root: str) -> list[Path]:
+    """``root`` and the ``root.N`` directories later in-place reductions made, newest first."""
+    base = Path(root)
+    numbered = []
+    for path in base.parent.glob(f"{glob_escape(base.name)}.*"):
+        suffix = path.name[len(base.name) + 1 :]
+        if suffix.isdigit() and path.is_dir():
+            numbered.append((int(suffix), path))
+    return [p for _, p in sorted(numbered, reverse=True)] + [base]
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob characters escaped."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
+
+
+def _per_input_dirs(root: Path) -> list[Path]:
+    """The per-input offload directories under a root (what output to stdout writes)."""
+    try:
+        return sorted(p.parent for p in root.glob("*/manifest.json"))
+    except OSError:
+        return []
+
+
+def _free_sibling(root: str) -> str:
+    """The first ``root.N`` (N >= 2) that does not exist."""
+    n = 2
+    while Path(f"{root}.{n}").exists():
+        n += 1
+    return f"{root}.{n}"
 
 
 def read_input(path: str) -> bytes:
@@ -63,7 +108,21 @@ def read_input(path: str) -> bytes:
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename."""
+    tmp = _stage_file(path, data, mode=mode)
+    try:
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _stage_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
+    """Write ``data`` to a synced temporary file beside ``path``; return its name.
+
+    Temporary files of killed runs (their process is gone) are removed first.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale(path.parent, path.name, "tmp")
     tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
         with open(tmp, "wb") as fh:
@@ -72,10 +131,21 @@ def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         tmp.unlink(missing_ok=True)
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(path)
         raise
+    return tmp
+
+
+def _offload_path(root: str) -> tuple[Path, str]:
+    """The offload directory to write and how hints cite it (``w/sub/..`` is ``w``)."""
+    path = Path(root)
+    if ".." in path.parts or path.name in ("", "."):
+        normal = os.path.normpath(root)
+        return Path(os.path.realpath(normal)), normal
+    return path, root.rstrip("/") or "."
 
 
 def reduce_file(
@@ -85,45 +155,39 @@ def reduce_file(
     config: Config | None = None,
     offload_dir: str | Path | None = None,
     force: bool = False,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     raw: bytes | None = None,
     log: Callable[[str], None] | None = None,
     in_place: bool = False,
     counting: CountOptions | None = None,
+    write: Callable[[bytes], None] | None = None,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
-    ``output`` of ``None`` or ``"-"`` writes nothing but returns the bytes (the CLI
-    prints them). The offload directory is always written, atomically, before the
-    output, so an output never exists without what it needs to be restored.
+    ``output`` of ``None`` or ``"-"`` writes no file but returns the bytes; give
+    ``write`` (the CLI passes stdout) to have them written before the offload
+    directory is committed, so a reader that fails leaves no orphan offload.
+    The output is staged first, then the offload directory is renamed into place,
+    then the output, under a lock on both directories: an output never exists
+    without what it needs to be restored, and racing runs never cross their pairs.
 
     Returns:
         The report and the reduced bytes.
     """
     config = config or load_config()
     input_name = str(input)
-    out_name = None if output is None else str(output)
-    if in_place:
-        if input_name == STDIO:
-            raise OffloadError("--in-place needs a file, not stdin.")
-        if out_name not in (None, STDIO, input_name):
-            raise OffloadError("--in-place and -o cannot be combined; pick one.")
-        # The offload directory sits beside the file, so `ctx restore FILE` still works.
-        out_name = input_name
-    elif out_name not in (None, STDIO) and input_name != STDIO:
-        if Path(str(out_name)).resolve() == Path(input_name).resolve():
-            raise OffloadError(
-                f"{out_name}: output would overwrite the input; choose another -o "
-                "(the input is never modified)."
-            )
+    out_name = _check_output(input_name, None if output is None else str(output), in_place)
     data = raw if raw is not None else read_input(input_name)
-    root = str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config)
+    root = (
+        str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config, data)
+    )
+    previous: list[str] = []
     if in_place:
-        previous = read_manifest(Path(root))
-        if previous is not None and previous["output"]["sha256"] == sha256(data):
-            # Already reduced in place: its offload directory holds the original, and
-            # replacing it would lose that. A rerun that changes nothing is fine.
-            reduced = reduce_bytes(
+        previous = [str(p.resolve()) for p in _reductions_of(data, input_name, root)]
+        if previous:
+            # Already a ctx output: a rerun that changes nothing writes nothing; one that
+            # does change it gets a directory of its own, so every original is kept.
+            rerun = reduce_bytes(
                 data,
                 config=config,
                 offload=DryRunOffload(root),
@@ -131,14 +195,81 @@ def reduce_file(
                 on_invalid=on_invalid,
                 log=log,
             )
-            if reduced.output != data:
-                raise OffloadError(
-                    f"{input_name} was already reduced in place and {root} holds its original; "
-                    "reduce it to another file with -o, or restore it first."
-                )
-            reduced.report.output = input_name
-            return reduced.report, reduced.output
-    store = OffloadStore(Path(root), root.rstrip("/") or ".", force=force)
+            if rerun.output == data:
+                rerun.report.output = input_name
+                return rerun.report, rerun.output
+            if offload_dir is None and Path(root).exists():
+                root = _free_sibling(root)
+    reduced = _reduce_and_commit(
+        data,
+        input_name,
+        out_name,
+        root,
+        config,
+        force=force,
+        on_invalid=on_invalid,
+        log=log,
+        counting=counting,
+        in_place=in_place,
+        previous=previous,
+        write=write,
+    )
+    return reduced.report, reduced.output
+
+
+def _check_output(input_name: str, out_name: str | None, in_place: bool) -> str | None:
+    """The output path, after refusing combinations that would lose the input."""
+    if in_place:
+        if input_name == STDIO:
+            raise OffloadError("an in-place reduction needs a file, not stdin.")
+        if out_name not in (None, STDIO, input_name):
+            raise OffloadError(
+                "an in-place reduction writes to its input; do not give an output path too."
+            )
+        return input_name
+    if out_name not in (None, STDIO) and input_name != STDIO:
+        if Path(str(out_name)).resolve() == Path(input_name).resolve():
+            raise OffloadError(
+                f"{out_name}: output would overwrite the input; choose another output "
+                "(the input is never modified)."
+            )
+    return out_name
+
+
+def _reductions_of(data: bytes, name: str, root: str) -> list[Path]:
+    """Offload directories whose output ``data`` is (exactly, or plus appended lines)."""
+    candidates = [*offload_siblings(root), *_ledger_dirs(data, name)]
+    return [p for p in dict.fromkeys(candidates) if match_reduction(data, p) is not None]
+
+
+def _ledger_dirs(data: bytes, name: str) -> list[Path]:
+    """Directories the ledger knows for this content or this path."""
+    path = str(Path(name).resolve()) if name != STDIO else None
+    entries = Ledger().find(output_sha256=sha256(data), path=path)
+    return [Path(e.offload_dir) for e in entries]
+
+
+def _reduce_and_commit(
+    data: bytes,
+    input_name: str,
+    out_name: str | None,
+    root: str,
+    config: Config,
+    *,
+    force: bool,
+    on_invalid: str,
+    log: Callable[[str], None] | None,
+    counting: CountOptions | None,
+    in_place: bool,
+    previous: list[str],
+    write: Callable[[bytes], None] | None,
+) -> Reduced:
+    """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`)."""
+    out_path = None if out_name in (None, STDIO) else Path(str(out_name))
+    off_path, display = _offload_path(root)
+    keep = [Path(input_name)] if input_name != STDIO else []
+    check_offload_location(off_path, keep=keep + ([out_path] if out_path is not None else []))
+    store = OffloadStore(off_path, display, force=force)
     try:
         reduced = reduce_bytes(
             data,
@@ -150,53 +281,99 @@ def reduce_file(
             counting=counting,
             monitors=False,
         )
-        store.commit(
-            {
-                "tool": "ctx",
-                "version": MANIFEST_VERSION,
-                "ctx_version": __version__,
-                "format": reduced.report.format,
-                "units": reduced.units,
-                "input": {"name": input_name, "sha256": sha256(data), "bytes": len(data)},
-                "output": {"sha256": sha256(reduced.output), "bytes": len(reduced.output)},
-                "script": reduced.script,
-            }
-        )
-        if out_name not in (None, STDIO):
-            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
-            write_atomic(Path(str(out_name)), reduced.output, mode=mode)
-    except BaseException:
+        manifest = {
+            "tool": "ctx",
+            "version": MANIFEST_VERSION,
+            "ctx_version": __version__,
+            "format": reduced.report.format,
+            "units": reduced.units,
+            "input": {"name": input_name, "sha256": sha256(data), "bytes": len(data)},
+            "output": {"sha256": sha256(reduced.output), "bytes": len(reduced.output)},
+            "script": reduced.script,
+        }
+        if previous:
+            manifest["previous"] = previous
+        _commit(store, manifest, out_path, reduced.output, in_place, input_name, write)
+    except BaseException as exc:
         store.abort()
+        if isinstance(exc, OSError) and exc.filename is None:
+            exc.filename = str(out_path or root)
         raise
+    written = str(out_path.resolve()) if out_path is not None else ""
+    Ledger(log=log).record(
+        Entry(
+            sha256(reduced.output),
+            len(reduced.output),
+            sha256(data),
+            str(off_path.resolve()),
+            written,
+        )
+    )
     reduced.report.output = out_name or STDIO
-    return reduced.report, reduced.output
+    return reduced
+
+
+def _commit(
+    store: OffloadStore,
+    manifest: dict[str, object],
+    out_path: Path | None,
+    output: bytes,
+    in_place: bool,
+    input_name: str,
+    write: Callable[[bytes], None] | None,
+) -> None:
+    """Stage the output, rename the offload directory, then the output, under a lock."""
+    with commit_lock(store.path, *([out_path] if out_path is not None else [])):
+        tmp = None
+        if out_path is not None:
+            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
+            tmp = _stage_file(out_path, output, mode=mode)
+        elif write is not None:
+            write(output)
+        try:
+            store.commit(manifest)
+            if tmp is not None and out_path is not None:
+                os.replace(tmp, out_path)
+        except BaseException:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+            raise
+        store.finish()
 
 
 def stats_file(
     input: str | Path,
     *,
     config: Config | None = None,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     raw: bytes | None = None,
     counting: CountOptions | None = None,
+    output: str | Path | None = None,
+    offload_dir: str | Path | None = None,
+    in_place: bool = False,
 ) -> Report:
     """Run the reduction without writing anything and report what it would save.
 
-    With the cache on (the default), the report of an unchanged file under the same
-    configuration and ctx is remembered (:mod:`ctxcli.pipeline.stats_cache`).
+    ``output``, ``offload_dir`` and ``in_place`` are those :func:`reduce_file` would get:
+    the hints cite the offload directory, so the same paths give the same numbers as
+    the file reduce writes. With the cache on (the default), the report of an unchanged
+    file under the same configuration and ctx is remembered
+    (:mod:`ctxcli.pipeline.stats_cache`).
     """
-    from ctxcli.pipeline.stats_cache import cached_stats, store_report
 
     config = config or load_config()
     data = raw if raw is not None else read_input(str(input))
+    out_name = _check_output(str(input), None if output is None else str(output), in_place)
+    if offload_dir is not None:
+        root = str(offload_dir)
+    else:
+        root = default_offload_dir(out_name, config, data)
     cache, key, hit = (None, None, None)
     if counting is None or counting.cache:
-        cache, key, hit = cached_stats(data, str(input), config, on_invalid)
+        cache, key, hit = cached_stats(data, f"{input}\0{root}", config, on_invalid)
     try:
         if hit is not None:
             return hit
-        # The hints cite the directory `ctx reduce INPUT` (output to stdout) would use.
-        root = default_offload_dir(None, config)
         reduced = reduce_bytes(
             data,
             config=config,
@@ -213,6 +390,50 @@ def stats_file(
             cache.close()
 
 
+def restore_transcript(
+    reduced: str | Path,
+    output: str | Path | None = None,
+    *,
+    offload_dir: str | Path | None = None,
+    raw: bytes | None = None,
+    in_place: bool = False,
+) -> Restored:
+    """Rebuild the original transcript from a reduced one, through every reduction made.
+
+    Without ``offload_dir`` it looks beside the file (``FILE.offload`` and the
+    ``FILE.offload.N`` of later in-place runs) and in the ledger of reductions made on this
+    machine. Lines appended after a reduction (a resumed session) are carried over. With
+    ``in_place`` the file itself is replaced, atomically, keeping its mode.
+
+    Raises:
+        RestoreError: something is missing, altered or does not belong together.
+    """
+    name = str(reduced)
+    if in_place:
+        if name == STDIO:
+            raise CtxError("an in-place restore needs a file, not stdin.")
+        if output not in (None, STDIO, name):
+            raise CtxError("an in-place restore writes to its input; do not give an output too.")
+        output = name
+    data = raw if raw is not None else read_input(name)
+    if offload_dir is not None:
+        first = [Path(offload_dir), *_per_input_dirs(Path(offload_dir))]
+    elif name == STDIO:
+        first = [
+            *_per_input_dirs(Path(default_offload_dir(None, load_config()))),
+            *_ledger_dirs(data, name),
+        ]
+    else:
+        first = [*offload_siblings(f"{name}.offload"), *_ledger_dirs(data, name)]
+    if not first:
+        raise CtxError("restoring from stdin needs the offload directory to be named.")
+    restored = restore_chain(data, first, lambda content: _ledger_dirs(content, name), name=name)
+    if output is not None and str(output) != STDIO:
+        mode = Path(name).stat().st_mode & 0o777 if in_place else None
+        write_atomic(Path(output), restored.data, mode=mode)
+    return restored
+
+
 def restore_file(
     reduced: str | Path,
     output: str | Path | None = None,
@@ -220,18 +441,5 @@ def restore_file(
     offload_dir: str | Path | None = None,
     raw: bytes | None = None,
 ) -> bytes:
-    """Rebuild the original transcript from a reduced one and its offload directory.
-
-    Raises:
-        RestoreError: something is missing, altered or does not belong together.
-    """
-    name = str(reduced)
-    data = raw if raw is not None else read_input(name)
-    if offload_dir is None:
-        if name == STDIO:
-            raise CtxError("restoring from stdin needs --offload-dir.")
-        offload_dir = f"{name}.offload"
-    original = restore_bytes(data, Path(offload_dir), reduced_name=name)
-    if output is not None and str(output) != STDIO:
-        write_atomic(Path(output), original)
-    return original
+    """The original bytes (see :func:`restore_transcript`, which also says how)."""
+    return restore_transcript(reduced, output, offload_dir=offload_dir, raw=raw).data

@@ -9,13 +9,14 @@ others go on. Results come back in input order, whatever order the workers finis
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxcli import api
-from ctxcli.core.errors import CtxError, ExitCode, TranscriptError
+from ctxcli.core.errors import CtxError, ExitCode, Remedy, TranscriptError
 from ctxcli.pipeline.config import Config
 from ctxcli.services.tokens import CountOptions, ignore_sigint
 
@@ -68,7 +69,9 @@ class _Job:
     error: str | None = field(default=None)
 
 
-def expand_inputs(paths: Iterable[str | Path]) -> list[tuple[str, str]]:
+def expand_inputs(
+    paths: Iterable[str | Path], *, allow_empty: bool = False
+) -> list[tuple[str, str]]:
     """The transcript files named by ``paths``, each with its name relative to its root.
 
     A file stands for itself (its relative name is its base name); a directory for
@@ -76,13 +79,23 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[tuple[str, str]]:
     sorted, skipping hidden entries and ``*.offload`` directories.
 
     Raises:
-        TranscriptError: a path does not exist.
+        TranscriptError: a path does not exist, or (unless ``allow_empty``) a directory
+            holds no transcript file.
     """
     found: list[tuple[str, str]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            for item in sorted(_walk(path)):
+            items = sorted(_walk(path))
+            if not items and not allow_empty:
+                raise TranscriptError(
+                    str(raw),
+                    None,
+                    f"no transcript files ({', '.join('*' + s for s in TRANSCRIPT_SUFFIXES)}) "
+                    "in this directory; name a file or a directory that holds some, "
+                    "or allow an empty input",
+                )
+            for item in items:
                 found.append((str(item), str(item.relative_to(path))))
         elif path.exists():
             found.append((str(raw), path.name))
@@ -91,9 +104,17 @@ def expand_inputs(paths: Iterable[str | Path]) -> list[tuple[str, str]]:
     return found
 
 
+_OFFLOAD_DIR = re.compile(r"(\.offload(\.\d+)?|^ctx-offload)$")
+
+
+def _is_offload_dir(name: str) -> bool:
+    """Offload directories (``X.offload``, ``X.offload.2``, ``ctx-offload``) hold no transcript."""
+    return _OFFLOAD_DIR.search(name) is not None
+
+
 def _walk(root: Path) -> Iterable[Path]:
     for entry in os.scandir(root):
-        if entry.name.startswith(".") or entry.name.endswith(".offload"):
+        if entry.name.startswith(".") or _is_offload_dir(entry.name):
             continue
         if entry.is_dir(follow_symlinks=False):
             yield from _walk(Path(entry.path))
@@ -126,6 +147,51 @@ def _plan(
                 job.offload_dir = str(Path(offload_root) / rel)
         jobs.append(job)
     return jobs
+
+
+def _refuse_overlaps(jobs: Sequence[_Job]) -> None:
+    """Refuse the whole batch, before anything is written, if a write would hit an input.
+
+    An output (or offload directory) that is, or holds, another input would replace
+    it before that input is read: its bytes would be gone, never reduced, so no
+    offload directory would hold them.
+
+    Raises:
+        CtxError: naming the output and the input it would overwrite.
+    """
+    inputs: dict[str, str] = {}
+    ids: dict[tuple[int, int], str] = {}
+    for job in jobs:
+        inputs[os.path.realpath(job.input)] = job.input
+        try:
+            st = os.stat(job.input)
+        except OSError:
+            continue
+        ids[(st.st_dev, st.st_ino)] = job.input
+    for job in jobs:
+        if job.output is None:
+            continue
+        offload = job.offload_dir or f"{job.output}.offload"
+        for target, what in ((job.output, "output"), (offload, "offload directory")):
+            hit = _input_at(target, inputs, ids)
+            if hit is not None:
+                raise CtxError(
+                    f"{target}: the {what} of {job.input} would overwrite the input {hit}; "
+                    "nothing was written. Choose an output directory that holds no input."
+                )
+
+
+def _input_at(target: str, inputs: dict[str, str], ids: dict[tuple[int, int], str]) -> str | None:
+    """The input that ``target`` is (same file) or holds, if any."""
+    real = os.path.realpath(target)
+    for path, name in inputs.items():
+        if path == real or path.startswith(real.rstrip("/") + "/"):
+            return name
+    try:
+        st = os.stat(target)
+    except OSError:
+        return None
+    return ids.get((st.st_dev, st.st_ino))
 
 
 def _run_one(
@@ -161,6 +227,13 @@ def _try_one(
         if job.input not in message:
             message = f"{job.input}: {message}"
         return FileResult(job.input, error=message, exit_code=int(exc.exit_code))
+    except OSError as exc:  # the environment (permissions, full disk), not a bug
+        where = exc.filename if exc.filename is not None else job.input
+        return FileResult(
+            job.input,
+            error=f"{job.input}: {where}: {exc.strerror or exc}",
+            exit_code=int(ExitCode.USAGE_ERROR),
+        )
     except Exception as exc:  # one broken file must not stop the batch
         return FileResult(
             job.input,
@@ -243,9 +316,10 @@ def reduce_many(
     jobs: int = 1,
     offload_dir: str | Path | None = None,
     force: bool = False,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     cache: bool = True,
     progress: FileProgress | None = None,
+    allow_empty: bool = False,
 ) -> list[FileResult]:
     """Reduce every transcript in ``paths`` into ``out_dir``, ``jobs`` files at a time.
 
@@ -260,12 +334,13 @@ def reduce_many(
     Raises:
         TranscriptError: a path does not exist (nothing is processed then).
     """
-    inputs = expand_inputs(paths)
+    inputs = expand_inputs(paths, allow_empty=allow_empty)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
-        raise CtxError(f"-o {out}: with several inputs, -o must be a directory, not a file.")
+        raise CtxError(f"{out} is a file", remedy=Remedy.OUTPUT_DIRECTORY)
     root = offload_dir if offload_dir is not None else config.settings.offload_dir
     plan = _plan(inputs, out, None if root is None else str(root))
+    _refuse_overlaps(plan)
     return _run_all(
         plan,
         "reduce",
@@ -283,12 +358,13 @@ def stats_many(
     config: Config,
     *,
     jobs: int = 1,
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     cache: bool = True,
     progress: FileProgress | None = None,
+    allow_empty: bool = False,
 ) -> list[FileResult]:
     """Preview the reduction of every transcript in ``paths``, ``jobs`` files at a time."""
-    plan = _plan(expand_inputs(paths), None, None)
+    plan = _plan(expand_inputs(paths, allow_empty=allow_empty), None, None)
     return _run_all(
         plan,
         "stats",
@@ -304,3 +380,50 @@ def stats_many(
 def exit_code(results: Sequence[FileResult]) -> int:
     """2 if any file failed, else 0."""
     return int(ExitCode.USAGE_ERROR) if any(not r.ok for r in results) else int(ExitCode.OK)
+
+
+@dataclass
+class RestoreResult:
+    """What happened to one input of a batch restore."""
+
+    input: str
+    output: str | None = None
+    restored: api.Restored | None = None
+    error: str | None = None
+    exit_code: int = int(ExitCode.OK)
+
+    @property
+    def ok(self) -> bool:
+        """True if the file was restored."""
+        return self.error is None
+
+
+def restore_many(
+    paths: Iterable[str | Path],
+    out_dir: str | Path | None,
+    *,
+    in_place: bool = False,
+    allow_empty: bool = False,
+) -> list[RestoreResult]:
+    """Restore every reduced transcript in ``paths``, like :func:`reduce_many` reduced them.
+
+    Each goes to ``out_dir/<name>`` (a directory's files keep their relative paths), or
+    back over itself with ``in_place``; each finds its own offload directory (beside it,
+    or in the ledger). A file that fails is reported and the others go on.
+    """
+    if (out_dir is None) == (not in_place):
+        raise CtxError("restoring several files needs an output directory, or in place.")
+    inputs = expand_inputs(paths, allow_empty=allow_empty)
+    plan = _plan(inputs, None if out_dir is None else Path(out_dir), None)
+    results: list[RestoreResult] = []
+    for job in plan:
+        if job.error is not None:
+            results.append(RestoreResult(job.input, error=job.error, exit_code=2))
+            continue
+        try:
+            restored = api.restore_transcript(job.input, job.output, in_place=in_place)
+        except CtxError as exc:
+            results.append(RestoreResult(job.input, error=str(exc), exit_code=int(exc.exit_code)))
+            continue
+        results.append(RestoreResult(job.input, job.output or job.input, restored))
+    return results

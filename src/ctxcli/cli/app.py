@@ -8,16 +8,45 @@ from typing import Annotated, Any
 
 import orjson
 import typer
+import typer.core
 
-from ctxcli import api
+from ctxcli import api, batch
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
-from ctxcli.cli import console
+from ctxcli.cli import boundary, console
 from ctxcli.cli import info as cli_info
+from ctxcli.cli import report as cli_report
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
+from ctxcli.cli.doctor import doctor
+from ctxcli.cli.options import (
+    AllowEmptyOpt,
+    ConfigOpt,
+    FormatOpt,
+    Inputs,
+    JobsOpt,
+    JsonOpt,
+    NoCacheOpt,
+    OnInvalidOpt,
+    PresetOpt,
+    TokenizerOpt,
+    check_on_invalid,
+)
+from ctxcli.cli.sessions import (
+    LastOpt,
+    LiveSecondsOpt,
+    ProjectOpt,
+    SessionOpt,
+    is_session_file,
+    reduce_session_in_place,
+    restore_session_file,
+    session_input,
+    sessions,
+)
 from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
+from ctxcli.report import analyze_file
 from ctxcli.services.tokens import CountOptions
 
 app = typer.Typer(
@@ -30,60 +59,11 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-Input = Annotated[str, typer.Argument(help="Transcript file, or - for stdin.", show_default=False)]
-ConfigOpt = Annotated[
-    Path | None, typer.Option("--config", "-c", help="ctx.toml to use.", dir_okay=False)
-]
-TokenizerOpt = Annotated[
-    str | None,
-    typer.Option("--tokenizer", help="cl100k, o200k, approx or anthropic (overrides config)."),
-]
-FormatOpt = Annotated[
-    str | None, typer.Option("--format", help="Transcript format (default: auto-detect).")
-]
-PresetOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--preset", help="Run a named stage chain (see 'ctx presets') instead of the config's."
-    ),
-]
-OnInvalidOpt = Annotated[
-    str,
-    typer.Option(
-        "--on-invalid", help="error: stop at a line that is not JSON; keep: pass it through."
-    ),
-]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
-Inputs = Annotated[
-    list[str] | None,
-    typer.Argument(
-        help="Transcript file, - for stdin, or several files or directories.", show_default=False
-    ),
-]
-JobsOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--jobs",
-        "-j",
-        min=1,
-        help="Processes: files at once for several inputs (default 1), "
-        "else counting processes for one large file (default: every core).",
-    ),
-]
-NoCacheOpt = Annotated[
-    bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
-]
-
 
 def _config(
     path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
 ) -> Config:
     return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
-
-
-def _check_on_invalid(value: str) -> None:
-    if value not in ("error", "keep"):
-        raise CtxError(f"--on-invalid {value!r} is invalid: use 'error' or 'keep'.")
 
 
 def _resolve_input(path: str | None) -> str:
@@ -105,19 +85,27 @@ def reduce(
     output: Annotated[
         str,
         typer.Option(
-            "--output", "-o", help="Output file, or - for stdout; a directory for several inputs."
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="Output file, or - for stdout; a directory for several inputs.",
         ),
     ] = "-",
     offload_dir: Annotated[
-        str | None, typer.Option("--offload-dir", help="Where removed text goes.")
+        str | None, typer.Option("--offload-dir", metavar="DIR", help="Where removed text goes.")
     ] = None,
     config: ConfigOpt = None,
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = "auto",
     force: Annotated[
-        bool, typer.Option("--force", help="Replace an offload directory that holds other data.")
+        bool,
+        typer.Option(
+            "--force",
+            help="Replace the offload directory of another transcript (never other data); "
+            "change a session even if it looks in use.",
+        ),
     ] = False,
     in_place: Annotated[
         bool,
@@ -127,21 +115,32 @@ def reduce(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Reduce a transcript; write it and an offload directory holding what was removed.
 
     Several files or a directory go into the directory -o, each with its
     offload directory beside it; a file that fails does not stop the others.
+    A Claude Code or Codex session (--session, --last, or a file under their
+    session directories) reduced --in-place keeps its offload in ctx's data
+    directory, and 'ctx restore --session ID --in-place' undoes every change;
+    a session written to in the last --live-seconds is left alone unless --force.
 
     Example:
 
     \b
         ctx reduce session.jsonl -o reduced.jsonl
         ctx reduce sessions/ -o reduced/ --jobs 2
+        ctx reduce --last --in-place --preset claude-code-resume
     """
     with _errors():
-        _check_on_invalid(on_invalid)
+        check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
@@ -157,9 +156,22 @@ def reduce(
                 cache=not no_cache,
                 json=json,
                 quiet=quiet,
+                allow_empty=allow_empty,
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
+        if in_place and offload_dir is None and (session or last or is_session_file(source)):
+            reduce_session_in_place(
+                source,
+                cfg,
+                force=force,
+                live_seconds=live_seconds,
+                on_invalid=on_invalid,
+                json=json,
+                quiet=quiet,
+                counting=CountOptions(cache=not no_cache, workers=jobs),
+            )
+            return
         if in_place:
             output = source
         if json and output == api.STDIO:
@@ -174,13 +186,13 @@ def reduce(
                 on_invalid=on_invalid,
                 in_place=in_place,
                 counting=CountOptions(cache=not no_cache, workers=jobs, progress=bar),
+                # Written before the offload is committed: a reader that fails leaves none.
+                write=console.write_stdout if output == api.STDIO else None,
             )
         if not quiet:
             _warn_all(report.warnings)
-        if output == api.STDIO:
-            console.write_stdout(data)
         if json:
-            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
+            console.write_report(orjson.dumps(cli_batch.single_payload(report)) + b"\n")
         elif not quiet:
             from ctxcli.cli.render import saved_pct
 
@@ -205,16 +217,58 @@ def stats(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = "auto",
     json: JsonOpt = False,
     fail_over: Annotated[
         int | None,
-        typer.Option("--fail-over", help="Exit 1 if the reduced transcript has more tokens."),
+        typer.Option(
+            "--fail-over",
+            metavar="TOKENS",
+            help="Exit 1 if the reduced transcript has more tokens.",
+        ),
     ] = None,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    allow_empty: AllowEmptyOpt = False,
+    monitors: Annotated[
+        bool,
+        typer.Option(
+            "--monitors", help="Always show the stuck-agent monitors (default: when one fires)."
+        ),
+    ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="PATH",
+            help="The -o reduce would get (hints cite its offload directory); nothing is written.",
+        ),
+    ] = None,
+    offload_dir: Annotated[
+        str | None,
+        typer.Option("--offload-dir", metavar="DIR", help="The --offload-dir reduce would get."),
+    ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Preview an in-place reduce.")
+    ] = False,
+    by_tool: Annotated[
+        bool, typer.Option("--by-tool", help="Also show tokens per tool, before and after.")
+    ] = False,
+    top: Annotated[
+        int | None,
+        typer.Option(
+            "--top", metavar="N", min=1, help="Also show the N largest removed or shortened blocks."
+        ),
+    ] = None,
 ) -> None:
     """Preview what reduce would save, without writing anything.
+
+    Give it the paths reduce would get (-o, --offload-dir, --in-place): the hints cite
+    the offload directory, so the numbers then equal those of the file reduce writes.
 
     Several files or a directory give one table row per file.
 
@@ -222,11 +276,15 @@ def stats(
 
     \b
         ctx stats session.jsonl --json --fail-over 100000
+        ctx stats session.jsonl --by-tool --top 5
     """
     with _errors():
-        _check_on_invalid(on_invalid)
+        check_on_invalid(on_invalid)
         cfg = _config(config, tokenizer, format, preset)
+        inputs = session_input(inputs, session, last, project)
         if cli_batch.is_batch(inputs):
+            if by_tool or top:
+                raise CtxError("--by-tool and --top take one file; run them file by file.")
             assert inputs is not None
             code = cli_batch.stats_batch(
                 inputs,
@@ -236,20 +294,52 @@ def stats(
                 cache=not no_cache,
                 json=json,
                 fail_over=fail_over,
+                allow_empty=allow_empty,
             )
             raise typer.Exit(code)
         source = _resolve_input(inputs[0] if inputs else None)
         with console.progress("counting tokens", enabled=not json) as bar:
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
-            report = api.stats_file(source, config=cfg, on_invalid=on_invalid, counting=counting)
+            if by_tool or top:
+                # The breakdown `ctx report` shows: the same run, kept in detail.
+                data = analyze_file(
+                    source, config=cfg, on_invalid=on_invalid, counting=counting, top=top or 0
+                )
+                report = data.report
+            else:
+                report = api.stats_file(
+                    source,
+                    config=cfg,
+                    on_invalid=on_invalid,
+                    counting=counting,
+                    output=output,
+                    offload_dir=offload_dir,
+                    in_place=in_place,
+                )
         _warn_all(report.warnings)
         if json:
-            console.write_report(orjson.dumps(report.to_dict()) + b"\n")
+            payload = cli_batch.single_payload(report)
+            if by_tool:
+                payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+            if top:
+                payload["top"] = [it.to_dict() for it in data.top]
+            console.write_report(orjson.dumps(payload) + b"\n")
         else:
-            from ctxcli.cli.render import monitors_table, report_table
+            from ctxcli.cli.render import (
+                monitors_fired,
+                monitors_table,
+                report_table,
+                tools_table,
+                top_table,
+            )
 
             console.err_console().print(report_table(report))
-            console.err_console().print(monitors_table(report))
+            if monitors or monitors_fired(report):
+                console.err_console().print(monitors_table(report))
+            if by_tool:
+                console.err_console().print(tools_table(data.by_tool))
+            if top:
+                console.err_console().print(top_table(data.top))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "
@@ -260,39 +350,98 @@ def stats(
 
 @app.command()
 def restore(
-    reduced: Input,
+    inputs: Inputs = None,
     output: Annotated[
-        str, typer.Option("--output", "-o", help="Where to write the original, or - for stdout.")
+        str,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="Where to write the original, or - for stdout."
+        ),
     ] = "-",
     offload_dir: Annotated[
         str | None,
-        typer.Option("--offload-dir", help="The offload directory (default: REDUCED.offload)."),
+        typer.Option(
+            "--offload-dir",
+            metavar="DIR",
+            help="The offload directory (default: REDUCED.offload, its later siblings, "
+            "and the reductions ctx recorded on this machine).",
+        ),
     ] = None,
+    in_place: Annotated[
+        bool, typer.Option("--in-place", help="Replace REDUCED by its original, atomically.")
+    ] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
+    allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Restore a session even if it looks in use.")
+    ] = False,
+    live_seconds: LiveSecondsOpt = 60,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
+
+    A file or session reduced several times (reduce --in-place, doctor --fix) is restored
+    through every reduction; lines a client appended after the reduction (a resumed
+    session) are kept at the end. Several files or a directory go into the directory -o
+    (or back in place), like reduce.
 
     Example:
 
     \b
-        ctx restore reduced.jsonl -o original.jsonl --offload-dir reduced.jsonl.offload
+        ctx restore reduced.jsonl -o original.jsonl
+        ctx restore reduced/ -o originals/
+        ctx restore --session 4d5611e5 --in-place
     """
     with _errors():
-        data = api.restore_file(reduced, output, offload_dir=offload_dir)
-        if output == api.STDIO:
-            console.write_stdout(data)
+        picked = session_input(inputs, session, last, project)
+        if cli_batch.is_batch(picked):
+            assert picked is not None
+            raise typer.Exit(
+                cli_batch.restore_batch(
+                    picked, output, in_place=in_place, quiet=quiet, allow_empty=allow_empty
+                )
+            )
+        reduced = _resolve_input(picked[0] if picked else None)
+        if offload_dir is None and reduced != api.STDIO:
+            if restore_session_file(reduced, output, in_place, force, live_seconds):
+                return
+        restored = api.restore_transcript(
+            reduced, None if in_place else output, offload_dir=offload_dir, in_place=in_place
+        )
+        if output == api.STDIO and not in_place:
+            console.write_stdout(restored.data)
+        if not quiet:
+            for step in restored.steps:
+                carried = (
+                    f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
+                )
+                sys.stderr.write(
+                    f"ctx: {reduced}: restored {step.restored_bytes:,} bytes "
+                    f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
+                )
 
 
 @app.command()
 def validate(
     inputs: Annotated[
         list[str] | None,
-        typer.Argument(help="Transcript files, or - for stdin.", show_default=False),
+        typer.Argument(
+            help="Transcript files, or - for stdin.", show_default=False, metavar="FILE..."
+        ),
     ] = None,
     format: FormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
     json: JsonOpt = False,
+    allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
 ) -> None:
     """Check that every tool call has its result and every result its call; exit 1 if not.
+
+    A line that is not JSON is an error here in every format (a checker reports it);
+    pass --on-invalid keep (or auto) to check the rest.
 
     Several files are checked one after another (as pre-commit passes them); a file
     that cannot be read is reported and the others are still checked. The exit code
@@ -303,11 +452,10 @@ def validate(
     \b
         ctx validate reduced.jsonl
     """
-    from ctxcli.formats.validate import validate_bytes
 
     with _errors():
-        _check_on_invalid(on_invalid)
-        paths = inputs or [_resolve_input(None)]
+        check_on_invalid(on_invalid)
+        paths = _validate_paths(session_input(inputs, session, last, project), allow_empty)
         payloads: list[dict[str, Any]] = []
         code = ExitCode.OK
         for path in paths:
@@ -317,7 +465,7 @@ def validate(
             except CtxError as exc:
                 if len(paths) == 1:
                     raise
-                console.error(str(exc))
+                console.error(boundary.message(exc))
                 code = max(code, exc.exit_code)
                 continue
             payloads.append(
@@ -339,16 +487,35 @@ def validate(
                     sys.stderr.write(f"ctx: {path}: valid\n")
         if json:
             failed = len(paths) - sum(1 for p in payloads if p["valid"])
-            payload = payloads[0] if len(paths) == 1 else {"files": payloads, "failed": failed}
+            # One shape for one file or many (as for stats and reduce): files + failed,
+            # and a single file's own entry at the top level too.
+            single = payloads[0] if len(paths) == 1 and payloads else {}
+            payload = {**single, "files": payloads, "failed": failed}
             console.write_stdout(orjson.dumps(payload) + b"\n")
         if code:
             raise typer.Exit(int(code))
+
+
+def _validate_paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
+    """Files to validate: a directory stands for its transcripts, as for reduce and stats."""
+    if not inputs:
+        return [_resolve_input(None)]
+    paths: list[str] = []
+    for item in inputs:
+        if item != api.STDIO and Path(item).is_dir():
+            paths += [f for f, _ in batch.expand_inputs([item], allow_empty=allow_empty)]
+        else:
+            paths.append(item)
+    return paths
 
 
 # Commands that describe ctx itself live in cli_info; registered here to keep the order.
 app.command()(cli_info.stages)
 app.command()(cli_info.presets)
 app.command()(cli_info.init)
+app.command()(sessions)
+app.command()(doctor)
+app.command()(cli_report.report)
 
 
 def _version(value: bool) -> None:

@@ -32,11 +32,34 @@ def _check_inputs(inputs: Sequence[str]) -> None:
 
 
 def _json(results: Sequence[batch.FileResult]) -> None:
-    payload = {
-        "files": [r.to_dict() for r in results],
-        "failed": sum(1 for r in results if not r.ok),
-    }
-    console.write_report(orjson.dumps(payload) + b"\n")
+    console.write_report(orjson.dumps(json_payload(results)) + b"\n")
+
+
+TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
+
+
+def single_payload(report: api.Report) -> dict[str, object]:
+    """:func:`json_payload` of a single-file run."""
+    return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
+
+
+def json_payload(results: Sequence[batch.FileResult]) -> dict[str, object]:
+    """The one JSON shape of ``ctx reduce/stats --json``, for one file or many.
+
+    Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
+    succeeded), ``files`` (one entry per input) and ``failed``; for a single file the
+    top level also carries that file's whole report. See ``docs/report.schema.json``.
+    """
+    files = [r.to_dict() for r in results]
+    reports = [r.report for r in results if r.report is not None]
+    payload: dict[str, object] = {}
+    if len(results) == 1 and results[0].report is not None:
+        payload.update(results[0].report.to_dict())
+    for key in TOTALS:
+        payload[key] = sum(int(getattr(rep, key)) for rep in reports)
+    payload["files"] = files
+    payload["failed"] = sum(1 for r in results if not r.ok)
+    return payload
 
 
 def reduce_batch(
@@ -51,6 +74,7 @@ def reduce_batch(
     cache: bool,
     json: bool,
     quiet: bool,
+    allow_empty: bool = False,
 ) -> int:
     """Reduce every input into the directory ``output``; return the exit code."""
     from ctxcli.cli.render import saved_pct
@@ -69,6 +93,7 @@ def reduce_batch(
             on_invalid=on_invalid,
             cache=cache,
             progress=lambda _r, done, total: bar(done, total),
+            allow_empty=allow_empty,
         )
     failed = 0
     for r in results:
@@ -99,6 +124,7 @@ def stats_batch(
     cache: bool,
     json: bool,
     fail_over: int | None,
+    allow_empty: bool = False,
 ) -> int:
     """Preview every input: one table row per file; return the exit code."""
     _check_inputs(inputs)
@@ -110,6 +136,7 @@ def stats_batch(
             on_invalid=on_invalid,
             cache=cache,
             progress=lambda _r, done, total: bar(done, total),
+            allow_empty=allow_empty,
         )
     for r in results:
         if r.report is None:
@@ -138,3 +165,28 @@ def stats_batch(
     if code == int(ExitCode.OK) and over:
         return int(ExitCode.CHECK_FAILED)
     return code
+
+
+def restore_batch(
+    inputs: Sequence[str], output: str, *, in_place: bool, quiet: bool, allow_empty: bool
+) -> int:
+    """Restore every input into the directory ``output`` (or in place); return the exit code."""
+    _check_inputs(inputs)
+    if not in_place and output == api.STDIO:
+        raise CtxError("with several inputs, -o must name a directory (or restore in place).")
+    results = batch.restore_many(
+        inputs, None if in_place else output, in_place=in_place, allow_empty=allow_empty
+    )
+    for r in results:
+        if r.restored is None:
+            console.error(r.error or f"{r.input}: failed")
+        elif not quiet:
+            steps = len(r.restored.steps)
+            sys.stderr.write(
+                f"ctx: {r.input} → {r.output}: restored {len(r.restored.data):,} bytes "
+                f"({steps} reduction{'s' if steps != 1 else ''} undone)\n"
+            )
+    failed = sum(1 for r in results if not r.ok)
+    if not quiet:
+        sys.stderr.write(f"ctx: {len(results) - failed} restored, {failed} failed\n")
+    return max((r.exit_code for r in results), default=int(ExitCode.OK))

@@ -10,7 +10,25 @@ from contextlib import contextmanager
 import typer
 
 from ctxcli.cli import console
-from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.core.errors import CtxError, ExitCode, Remedy
+
+# The library's remedies in terms of this command line's flags.
+REMEDIES = {
+    Remedy.OTHER_OFFLOAD_DIR: "choose another --offload-dir or pass --force to replace it",
+    Remedy.NAME_OFFLOAD_DIR: "pass the directory that ctx reduce wrote with --offload-dir",
+    Remedy.KEEP_INVALID: "fix the line or pass --on-invalid keep",
+    Remedy.NAME_FORMAT: "pass --format with one of the formats above",
+    Remedy.CHECK_FORMAT: "check --format (or leave it out to auto-detect)",
+    Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
+}
+
+
+def message(exc: CtxError) -> str:
+    """The one line the CLI prints for a library error: its remedy worded with flags."""
+    if exc.remedy is None or exc.remedy not in REMEDIES:
+        return str(exc)
+    problem = str(exc)[: -len(f"; {exc.remedy.value}.")]
+    return f"{problem}; {REMEDIES[exc.remedy]}."
 
 
 @contextmanager
@@ -19,15 +37,23 @@ def errors() -> Iterator[None]:
     try:
         yield
     except CtxError as exc:
-        console.error(str(exc))
+        console.error(message(exc))
         raise typer.Exit(int(exc.exit_code)) from None
     except KeyboardInterrupt:
         console.error("interrupted")
         raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
     except BrokenPipeError:
-        raise typer.Exit(int(ExitCode.OK)) from None
+        # The reader went away (`| head`): end quietly, as a process killed by SIGPIPE.
+        _silence_stdout()
+        raise typer.Exit(int(ExitCode.BROKEN_PIPE)) from None
     except (typer.Exit, typer.Abort, SystemExit):
         raise
+    except OSError as exc:
+        # The environment, not ctx: permissions, a read-only or full disk, a file size
+        # limit, a closed stdout.
+        where = exc.filename if exc.filename is not None else "ctx"
+        console.error(f"{where}: {exc.strerror or exc}")
+        raise typer.Exit(int(ExitCode.USAGE_ERROR)) from None
     except Exception as exc:  # the one place that catches everything
         console.error(
             f"internal error: {type(exc).__name__}: {exc}. This is a bug in ctx: please "
@@ -38,3 +64,13 @@ def errors() -> Iterator[None]:
 
             sys.stderr.write(console.redact("".join(traceback.format_exc())))
         raise typer.Exit(int(ExitCode.INTERNAL_ERROR)) from None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so the interpreter's final flush cannot fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

@@ -11,6 +11,8 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
+from ctxcli.pipeline.config import load_config
+from ctxcli.pipeline.schema import config_to_dict, config_to_toml, schema_text
 
 config_app = typer.Typer(
     name="config",
@@ -44,8 +46,6 @@ def check(
     \b
         ctx config check ctx.toml
     """
-    from ctxcli.pipeline.config import load_config
-    from ctxcli.pipeline.schema import config_to_dict, config_to_toml
 
     with _errors():
         config = load_config(file)
@@ -74,7 +74,6 @@ def schema() -> None:
     \b
         ctx config schema > ctx.schema.json
     """
-    from ctxcli.pipeline.schema import schema_text
 
     with _errors():
         console.write_stdout(schema_text().encode())

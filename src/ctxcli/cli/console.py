@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -61,11 +62,39 @@ def write_report(data: bytes) -> None:
     write_stdout(redact(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass"))
 
 
+STDOUT_CHUNK = 1 << 16
+
+
 def write_stdout(data: bytes) -> None:
-    """Write the payload to stdout as bytes."""
-    sys.stdout.flush()
-    sys.stdout.buffer.write(data)
-    sys.stdout.buffer.flush()
+    """Write the payload to stdout as bytes.
+
+    In pipe-sized pieces: a reader that goes away (``| head -1``) is then noticed at the
+    next piece (BrokenPipeError) instead of the rest being written into the void.
+
+    Raises:
+        OSError: stdout is closed or cannot take the data (named ``<stdout>``);
+            BrokenPipeError when the reader went away.
+    """
+    if sys.stdout is None:
+        raise OSError(errno.EBADF, "stdout is closed", "<stdout>")
+    try:
+        sys.stdout.flush()
+        out = sys.stdout.buffer
+        # A write the reader cut short returns a count, not an error: loop, so the
+        # rest is written or the broken pipe is raised, never silently dropped.
+        view = memoryview(data)
+        while view:
+            written = out.write(view[:STDOUT_CHUNK])
+            if not written:
+                raise OSError(errno.EIO, "stdout takes no more data", "<stdout>")
+            view = view[written:]
+            out.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is None:
+            exc.filename = "<stdout>"
+        raise
 
 
 @contextmanager

@@ -12,10 +12,14 @@ from ctxcli import api
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import INIT_TEMPLATE
+from ctxcli.pipeline.presets import get_preset, preset_names
+from ctxcli.stages import get_stage, registry
 
 
 def stages(
-    name: Annotated[str | None, typer.Argument(help="Show one stage's options.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="Show one stage's options.", metavar="STAGE")
+    ] = None,
 ) -> None:
     """List the stages, or show one stage's documentation and options.
 
@@ -24,7 +28,6 @@ def stages(
     \b
         ctx stages truncate_tool_output
     """
-    from ctxcli.stages import get_stage, registry
 
     with _errors():
         if name is None:
@@ -41,7 +44,9 @@ def stages(
 
 
 def presets(
-    name: Annotated[str | None, typer.Argument(help="Print one preset's ctx.toml.")] = None,
+    name: Annotated[
+        str | None, typer.Argument(help="Print one preset's ctx.toml.", metavar="PRESET")
+    ] = None,
 ) -> None:
     """List the presets (named stage chains), or print one as a ctx.toml to start from.
 
@@ -50,7 +55,6 @@ def presets(
     \b
         ctx presets claude-code-resume > ctx.toml
     """
-    from ctxcli.pipeline.presets import get_preset, preset_names
 
     with _errors():
         if name is None:
@@ -61,7 +65,9 @@ def presets(
 
 
 def init(
-    path: Annotated[Path, typer.Argument(help="Where to write the config.")] = Path("ctx.toml"),
+    path: Annotated[Path, typer.Argument(help="Where to write the config.", metavar="FILE")] = Path(
+        "ctx.toml"
+    ),
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Write a commented ctx.toml with the default stages.

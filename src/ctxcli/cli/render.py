@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.core.monitors import MONITOR_HELP
+
 if TYPE_CHECKING:
     from rich.table import Table
 
     from ctxcli.batch import FileResult
     from ctxcli.pipeline.report import Report
+    from ctxcli.report.data import Item, ToolRow
 
 
 def saved_pct(before: int, after: int) -> str:
@@ -46,16 +49,27 @@ def report_rows(report: Report) -> list[tuple[str, ...]]:
 
 
 def report_table(report: Report) -> Table:
-    """The Rich table ``ctx stats`` prints."""
+    """The Rich table ``ctx stats`` prints; it fits 80 columns without cutting a number.
+
+    Lines between rows only (no vertical rules) and "tokens" said once, in the title: the
+    widest stage name and 9-digit counts still fit in 80 columns.
+    """
+    from rich import box
     from rich.table import Table
 
     title = (
         f"{report.input} · {report.format} · {report.messages:,} messages · "
-        f"tokenizer {report.tokenizer}"
+        f"tokens ({report.tokenizer})"
     )
-    table = Table(title=title, title_justify="left")
-    table.add_column("stage", no_wrap=True, min_width=20)
-    for name in ("changed", "offloaded", "tokens before", "tokens after", "saved"):
+    table = Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    table.add_column("stage", no_wrap=True)
+    for name in ("changed", "offloaded", "before", "after", "saved"):
         table.add_column(name, justify="right", no_wrap=True)
     rows = report_rows(report)
     for row in rows[:-1]:
@@ -77,13 +91,25 @@ def report_table(report: Report) -> Table:
     return table
 
 
+FIRES_AT = 0.5
+"""A monitor whose score reaches this says the agent looks stuck: ``ctx stats`` shows them."""
+
+
+def monitors_fired(report: Report) -> bool:
+    """True if any stuck-agent monitor reached :data:`FIRES_AT`."""
+    return any(score >= FIRES_AT for score in report.monitors.values())
+
+
 def monitors_table(report: Report) -> Table:
     """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
+    from rich import box
     from rich.table import Table
 
-    from ctxcli.core.monitors import MONITOR_HELP
-
-    table = Table(title="agent monitors (0 = fine, 1 = looks stuck)", title_justify="left")
+    table = Table(
+        title="agent monitors (0 = fine, 1 = looks stuck)",
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+    )
     table.add_column("monitor", no_wrap=True, min_width=12)
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("measures")
@@ -126,4 +152,59 @@ def batch_table(results: Sequence[FileResult]) -> Table:
     table.add_row(
         "total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after), style="bold"
     )
+    return table
+
+
+def tools_table(rows: Sequence[ToolRow]) -> Table:
+    """Tokens per tool (calls and results) and per kind of other text: ``--by-tool``."""
+    from rich.table import Table
+
+    table = Table(title="tokens by tool", title_justify="left")
+    table.add_column("tool or text", no_wrap=True, min_width=20)
+    for name in ("calls", "tokens before", "tokens after", "saved"):
+        table.add_column(name, justify="right", no_wrap=True)
+    for r in rows:
+        table.add_row(
+            r.name,
+            f"{r.calls:,}",
+            f"{r.tokens_before:,}",
+            f"{r.tokens_after:,}",
+            saved_pct(r.tokens_before, r.tokens_after),
+        )
+    before = sum(r.tokens_before for r in rows)
+    after = sum(r.tokens_after for r in rows)
+    table.add_section()
+    table.add_row(
+        "total",
+        f"{sum(r.calls for r in rows):,}",
+        f"{before:,}",
+        f"{after:,}",
+        saved_pct(before, after),
+        style="bold",
+    )
+    return table
+
+
+def top_table(items: Sequence[Item]) -> Table:
+    """The largest removed or shortened blocks: ``--top N``."""
+    from rich.table import Table
+
+    table = Table(title=f"the {len(items)} largest removals", title_justify="left")
+    table.add_column("#", justify="right", no_wrap=True)
+    table.add_column("saved", justify="right", no_wrap=True)
+    table.add_column("message", justify="right", no_wrap=True)
+    table.add_column("what", no_wrap=True)
+    table.add_column("stage", no_wrap=True)
+    table.add_column("original in", overflow="fold")
+    for rank, it in enumerate(items, 1):
+        kind = it.kind.replace("tool_", "")
+        what = f"{it.tool} {kind}" if it.tool else f"{it.role} {kind}"
+        table.add_row(
+            str(rank),
+            f"{it.saved:,}",
+            f"#{it.message}",
+            f"{what} ({it.change})",
+            it.stage,
+            it.offload_path or "(restore pack)",
+        )
     return table

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import IntEnum
+from enum import Enum, IntEnum
 
 
 class ExitCode(IntEnum):
@@ -14,12 +14,39 @@ class ExitCode(IntEnum):
     API_ERROR = 3
     INTERNAL_ERROR = 123
     INTERRUPTED = 130
+    BROKEN_PIPE = 141
+    """128 + SIGPIPE: the reader of stdout went away (``| head``); nothing is printed."""
+
+
+class Remedy(Enum):
+    """What the user can do about an error, in the library's own words.
+
+    The library never names a command-line flag: an error carries a remedy, and the CLI's
+    error boundary words it with the flags (``ctxcli.cli.boundary``), while a Python
+    caller reads the neutral wording below.
+    """
+
+    OTHER_OFFLOAD_DIR = "choose another offload directory, or allow replacing it (force)"
+    NAME_OFFLOAD_DIR = "name the offload directory the reduction wrote"
+    KEEP_INVALID = "fix the line, or keep invalid lines as they are (on_invalid='keep')"
+    NAME_FORMAT = "name the format explicitly (format=...)"
+    CHECK_FORMAT = "check the format you named, or let it be detected"
+    OUTPUT_DIRECTORY = "with several inputs the output must be a directory"
 
 
 class CtxError(Exception):
-    """An error meant for the user: its message is one sentence that says what to do."""
+    """An error meant for the user: its message is one sentence that says what to do.
+
+    ``remedy``, when given, is appended to the message (``problem; remedy``); the CLI
+    replaces it by the same advice in terms of its flags.
+    """
 
     exit_code: ExitCode = ExitCode.USAGE_ERROR
+
+    def __init__(self, message: str, *, remedy: Remedy | None = None) -> None:
+        self.problem = message
+        self.remedy = remedy
+        super().__init__(f"{message}; {remedy.value}." if remedy is not None else message)
 
 
 class ConfigError(CtxError):
@@ -29,12 +56,14 @@ class ConfigError(CtxError):
 class TranscriptError(CtxError):
     """The transcript cannot be read: names the file and, when known, the line."""
 
-    def __init__(self, path: str, line: int | None, message: str) -> None:
+    def __init__(
+        self, path: str, line: int | None, message: str, *, remedy: Remedy | None = None
+    ) -> None:
         self.path = path
         self.line = line
         self.reason = message
         where = f"{path}:{line}" if line is not None else path
-        super().__init__(f"{where}: {message}")
+        super().__init__(f"{where}: {message}", remedy=remedy)
 
 
 class StageError(CtxError):

@@ -20,6 +20,15 @@ _CLEAR = {
     "en": "[ctx: old tool result cleared; full content saved to {path}]",
     "zh": "[ctx: 旧的工具结果已清除；完整内容已保存到 {path}]",
 }
+# The default, compact form (about 12 cl100k tokens against the long form's 34-44):
+# what happened and the file that holds the text, nothing else.
+_CLEAR_SHORT = {
+    "en": "[ctx cleared: {path}]",
+    "zh": "[ctx 已清除: {path}]",
+}
+# The bare marker, as short as LangChain's "[cleared]": names no file, so the agent
+# cannot read the text back (ctx restore still can).
+_CLEAR_MARKER = {"en": "[ctx cleared]", "zh": "[ctx 已清除]"}
 _CLEAR_ARGS = {
     "en": "[ctx: arguments cleared; saved to {path}]",
     "zh": "[ctx: 参数已清除；已保存到 {path}]",
@@ -48,7 +57,10 @@ _REMINDER_REMOVED = {
 }
 
 _TRUNC_RE = re.compile(r"\[ctx: (?:output truncated|输出已截断)[^\]\n]*\]")
-_CLEAR_RE = re.compile(r"^\[ctx: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*\]$")
+_CLEAR_RE = re.compile(
+    r"^\[ctx(?:: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*"
+    r"| (?:cleared|已清除)(?:: [^\]\n]*)?)\]$"
+)
 _CLEAR_ARGS_RE = re.compile(r"\[ctx: (?:arguments cleared|参数已清除)[^\]\n]*\]")
 _SUMMARY_RE = re.compile(
     r"\[ctx: (?:summary of \d+ earlier messages|之前 \d+ 条消息的摘要)[^\]\n]*\]"
@@ -70,9 +82,14 @@ def truncation_hint(language: str, *, path: str, total: int, omitted: int, read_
     return _TRUNC[language].format(path=path, total=total, omitted=omitted, read_tool=read_tool)
 
 
-def clear_hint(language: str, *, path: str) -> str:
-    """The one-line replacement of a cleared tool result."""
-    return _CLEAR[language].format(path=path)
+def clear_hint(language: str, *, path: str, form: str = "long") -> str:
+    """The one-line replacement of a cleared tool result.
+
+    ``form``: ``long`` (a sentence naming the file), ``short`` (marker and file) or
+    ``marker`` (no file).
+    """
+    table = {"long": _CLEAR, "short": _CLEAR_SHORT, "marker": _CLEAR_MARKER}[form]
+    return table[language].format(path=path)
 
 
 def clear_args_hint(language: str, *, path: str) -> str:
@@ -96,8 +113,8 @@ def is_truncated(text: str) -> bool:
 
 
 def is_cleared(text: str) -> bool:
-    """True if ``text`` is a clear hint from ctx."""
-    return text.startswith("[ctx: ") and _CLEAR_RE.match(text) is not None
+    """True if ``text`` is a clear hint from ctx, in the short or the long form."""
+    return text.startswith("[ctx") and _CLEAR_RE.match(text) is not None
 
 
 def is_cleared_args(text: str) -> bool:

@@ -190,8 +190,10 @@ class Conversation:
     def resume_start(self) -> int | None:
         """Key of the record after which a resumed session's context starts.
 
-        For Claude Code that is the last ``compact_boundary``: everything before it was
-        replaced by the compaction summary. ``-1`` when the whole file is resumed,
+        For Claude Code that is the compaction restart on the chain the client walks
+        back from the leaf: the ``compact_boundary`` record, or (1.0.x) the
+        ``isCompactSummary`` message that starts the chain anew; everything before it
+        was replaced by the compaction summary. ``-1`` when the whole file is resumed,
         ``None`` for formats that are never resumed from their file.
         """
         start: int | None = self.meta.get("resume_start")
@@ -221,7 +223,8 @@ class Conversation:
         for msg in self.messages:
             if msg.key is not None:
                 anchor = msg.key
-            if anchor > start:
+            # ">=": a 1.0.x restart is itself a message (the compaction summary).
+            if anchor >= start:
                 out.append(msg)
         return tuple(out)
 
@@ -328,6 +331,15 @@ class Conversation:
             rounds.append(Round(tuple(members), tuple(results)))
             i = members[-1] + 1
         return rounds
+
+    def tool_rounds(self) -> list[Round]:
+        """The rounds whose response makes at least one tool call.
+
+        This is the unit Eino's "rounds" and Anthropic's and LangChain's "tool uses"
+        count: a closing answer in plain text is not a round of tool use, so keeping
+        "the last round" keeps the last tool results, not just that answer.
+        """
+        return [r for r in self.rounds() if any(self.messages[i].tool_calls for i in r.assistant)]
 
     def _answers(self, mi: int, members: list[int]) -> bool:
         msg = self.messages[mi]

@@ -26,7 +26,7 @@ import hashlib
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,6 +226,18 @@ def edit_revert_events(steps: Sequence[Step]) -> tuple[int, int]:
     just now. A cycle is an edit that failed, or was followed by a failing step,
     and then another edit of the same file.
     """
+    last = (0, 0)
+    for last in _edit_revert_running(steps):  # noqa: B007 - the final totals are wanted
+        pass
+    return last
+
+
+def _edit_revert_running(steps: Sequence[Step]) -> Iterator[tuple[int, int]]:
+    """(reverts, cycles) of ``steps[: i + 1]`` for each ``i``, in one pass.
+
+    Step ``i`` looks at step ``i + 1`` only to decide what a *later* edit of its file
+    counts, so the running totals equal :func:`edit_revert_events` of each prefix.
+    """
     reverts = cycles = 0
     applied: dict[str, set[tuple[str, str]]] = {}
     contents: dict[str, list[str]] = {}
@@ -233,6 +245,7 @@ def edit_revert_events(steps: Sequence[Step]) -> tuple[int, int]:
     for i, step in enumerate(steps):
         edit = edit_of(step)
         if edit is None:
+            yield reverts, cycles
             continue
         path = edit.path
         if failed_edit.get(path):
@@ -252,7 +265,7 @@ def edit_revert_events(steps: Sequence[Step]) -> tuple[int, int]:
         failed_edit[path] = step.is_error or (
             nxt is not None and nxt.is_error and _edit_path(nxt) != path
         )
-    return reverts, cycles
+        yield reverts, cycles
 
 
 def _edit_path(step: Step) -> str | None:
@@ -436,3 +449,70 @@ def monitor_scores(steps: Sequence[Step]) -> dict[str, float]:
 def conversation_monitors(conv: Conversation) -> dict[str, float]:
     """The six monitors of a conversation, rounded to 3 decimals (for reports)."""
     return {k: round(v, 3) for k, v in monitor_scores(steps_of(conv)).items()}
+
+
+def monitor_series(steps: Sequence[Step], points: int = 200) -> list[tuple[int, dict[str, float]]]:
+    """The six monitors as the session went on: ``(k, monitor_scores(steps[:k]))``.
+
+    ``k`` runs over at most ``points`` evenly spaced step counts, always ending with
+    ``len(steps)`` (so the last scores are the session's). Computed in one pass over
+    the steps, not once per prefix: a long session has tens of thousands of steps.
+    """
+    n = len(steps)
+    if n == 0:
+        return []
+    stride = max(1, -(-n // max(1, points)))
+    wanted = set(range(stride, n + 1, stride)) | {n}
+    thoughts_seen: list[tuple[bool, int, int]] = []  # (retraction, words, hedges) per thought
+    failures: Counter[str] = Counter()
+    worst = 0
+    run = 0
+    previous: str | None = None
+    keys: list[str] = []
+    out: list[tuple[int, dict[str, float]]] = []
+    edits = _edit_revert_running(steps)
+    for i, step in enumerate(steps):
+        sig = _signature(step)
+        run = run + 1 if sig == previous else 1
+        previous = sig
+        keys.append(tool_key(step))
+        failure = failure_signature(step)
+        if failure:
+            failures[failure] += 1
+            worst = max(worst, failures[failure])
+        if step.thought.strip():
+            t = step.thought
+            thoughts_seen.append(
+                (_RETRACTIONS.search(t) is not None, len(t.split()), len(_HEDGES.findall(t)))
+            )
+        reverts, cycles = next(edits)
+        k = i + 1
+        if k not in wanted:
+            continue
+        scores = {
+            "streak": _clip(run / 5) if k >= 2 and run >= 2 else 0.0,
+            "call_count": _clip(k / 20),
+            "edit_revert": _clip((reverts + 0.5 * cycles) / 2),
+            "test_repeat": _clip((worst - 1) / 3) if worst else 0.0,
+            "diversity": _clip(1 - (len(set(keys[-5:])) - 1) / 4) if k >= 8 else 0.0,
+            "hedge": _hedge_of(thoughts_seen),
+        }
+        out.append((k, scores))
+    return out
+
+
+def _hedge_of(thoughts: Sequence[tuple[bool, int, int]]) -> float:
+    """:func:`hedge` from per-thought (retraction, words, hedges) counts."""
+    if not thoughts:
+        return 0.0
+    half = len(thoughts) // 2
+    early, late = thoughts[:half], thoughts[half:]
+    retraction = sum(1 for t in late if t[0]) / max(3.0, 0.3 * len(late))
+    rise = 0.0
+    early_words = sum(t[1] for t in early)
+    late_words = sum(t[1] for t in late)
+    if early_words >= 50 and late_words >= 50:
+        early_rate = 100 * sum(t[2] for t in early) / early_words
+        late_rate = 100 * sum(t[2] for t in late) / late_words
+        rise = (late_rate - early_rate) / 2
+    return _clip(max(retraction, rise))

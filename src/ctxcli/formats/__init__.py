@@ -4,9 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.formats.anthropic import Anthropic
-from ctxcli.formats.base import Document, Format, OutRecord, Record, State, parse_lines
+from ctxcli.formats.base import (
+    Document,
+    Format,
+    OutRecord,
+    Record,
+    State,
+    parse_lines,
+    raise_first_invalid,
+)
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.codex import Codex
 from ctxcli.formats.json_doc import JsonDocument
@@ -54,7 +62,7 @@ def get_format(name: str) -> Format:
         return FORMATS[name]
     except KeyError:
         raise TranscriptError(
-            "--format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
+            "format", None, f"unknown format {name!r}; choose one of {', '.join(FORMATS)}"
         ) from None
 
 
@@ -67,14 +75,20 @@ def detect_format(records: list[Any], path: str) -> Format:
     raise TranscriptError(
         path,
         1,
-        "unrecognised transcript format; pass --format with one of " + ", ".join(FORMATS),
+        "unrecognised transcript format (known: " + ", ".join(FORMATS) + ")",
+        remedy=Remedy.NAME_FORMAT,
     )
 
 
 def load(
-    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
+    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "auto"
 ) -> Document:
     """Parse a transcript of any supported format.
+
+    ``on_invalid`` says what a line that is not JSON does: ``"error"`` stops,
+    ``"keep"`` passes it through unchanged with a warning naming file:line, and
+    ``"auto"`` keeps it for formats whose own client skips such lines (Claude Code,
+    Codex) and stops for the others.
 
     Raises:
         TranscriptError: the bytes are empty, not JSON, or not of the format.
@@ -87,6 +101,12 @@ def load(
             loaded: Document | None = fmt.try_load_document(raw, path)  # type: ignore[attr-defined]
             if loaded is not None:
                 return loaded
-    records = parse_lines(raw, path, on_invalid=on_invalid)
-    fmt = detect_format([r.data for r in records if r.data is not None], path)
+    records = parse_lines(raw, path, on_invalid="error" if on_invalid == "error" else "keep")
+    try:
+        fmt = detect_format([r.data for r in records if r.data is not None], path)
+    except TranscriptError:
+        raise_first_invalid(records, path)  # nothing parsed: say which line is broken
+        raise
+    if fmt.on_invalid(on_invalid) != "keep":
+        raise_first_invalid(records, path)
     return fmt.build(raw, path, records)

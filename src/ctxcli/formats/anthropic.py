@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.base import Format, OutRecord, Path_, Record, State, encode_slot, get_in, set_in
 
@@ -261,7 +261,8 @@ def require_recognised(
         raise TranscriptError(
             path,
             parsed[0].line,
-            f"no record is {what}; check --format (or leave it out to auto-detect)",
+            f"no record is {what}",
+            remedy=Remedy.CHECK_FORMAT,
         )
 
 

@@ -17,9 +17,10 @@ from typing import Any, ClassVar
 
 import orjson
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.restore import OriginalsSink, RestoreScript
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -101,6 +102,21 @@ class OutRecord:
         return self.data
 
 
+@dataclass(frozen=True, order=True)
+class Problem:
+    """One pairing problem, with the line it is on."""
+
+    line: int | None
+    kind: str
+    call_id: str | None
+    message: str
+
+    def render(self, path: str) -> str:
+        """``path:line: message``."""
+        where = f"{path}:{self.line}" if self.line is not None else path
+        return f"{where}: {self.message}"
+
+
 # --- copy-on-write access to nested JSON -----------------------------------------
 
 
@@ -133,22 +149,34 @@ def delete_many(data: Any, container: Path_, indices: Sequence[int]) -> Any:
 _SPACED = re.compile(rb'^\s*[\[{]\s*"(?:[^"\\]|\\.)*"\s*:\s')
 
 
-def dumps_like(data: Any, raw: bytes) -> bytes:
+_ABSENT: Any = object()
+
+
+def style_of(raw: bytes) -> Style:
+    """The JSON style of ``raw``: compact or ``", "``/``": "``, ASCII-escaped or UTF-8."""
+    spaced = _SPACED.match(raw) is not None
+    ascii_only = raw.isascii() and b"\\u" in raw
+    return Style(", " if spaced else ",", ": " if spaced else ":", ascii_only)
+
+
+def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
     """Serialise ``data`` in the style of ``raw``: compact or ``", "``/``": "``, ASCII or UTF-8.
 
     Changed records then look like their neighbours (tau-bench lines are written by
-    Python's json with spaces; Claude Code's are compact).
+    Python's json with spaces; Claude Code's are compact). With ``original`` (what
+    ``raw`` parses to), every value the change left alone keeps its exact text from
+    ``raw`` (:func:`~ctxcli.formats.jsontext.dumps_keeping`): a number is never
+    rewritten by a parse and a re-serialisation.
+
+    Raises:
+        ValueError: a changed value holds a number JSON cannot carry (never written
+            as the non-JSON ``Infinity``).
     """
-    spaced = _SPACED.match(raw) is not None
-    ascii_only = raw.isascii() and b"\\u" in raw
-    if not spaced and not ascii_only:
-        try:
-            return orjson.dumps(data)
-        except TypeError:
-            pass  # lone surrogates or integers past 64 bits: json copes with both
-    separators = (", ", ": ") if spaced else (",", ":")
-    text = json.dumps(data, ensure_ascii=ascii_only, separators=separators)
-    return text.encode("utf-8", "surrogatepass")
+    style = style_of(raw)
+    if original is not _ABSENT:
+        text = raw.decode("utf-8", "surrogatepass")
+        return dumps_keeping(data, original, text, style).encode("utf-8", "surrogatepass")
+    return dumps_plain(data, style).encode("utf-8", "surrogatepass")
 
 
 def loads_record(body: bytes) -> Any:
@@ -188,6 +216,9 @@ class Format:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     units: ClassVar[str] = "lines"
+    skips_invalid_lines: ClassVar[bool] = False
+    """True when the format's own client reads past a line that is not JSON (Claude
+    Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
 
     # -- to implement -------------------------------------------------------------
 
@@ -227,6 +258,10 @@ class Format:
         """
         return None
 
+    def check(self, doc: Document) -> list[Problem]:
+        """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
+        return []
+
     # -- shared ---------------------------------------------------------------------
 
     @staticmethod
@@ -243,10 +278,16 @@ class Format:
             data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
         return data
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
+    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
-        records = parse_lines(raw, path, on_invalid=on_invalid)
+        records = parse_lines(raw, path, on_invalid=self.on_invalid(on_invalid))
         return self.build(raw, path, records)
+
+    def on_invalid(self, on_invalid: str) -> str:
+        """``"keep"`` or ``"error"``: what ``on_invalid`` (maybe ``"auto"``) means here."""
+        if on_invalid == "auto":
+            return "keep" if self.skips_invalid_lines else "error"
+        return on_invalid
 
     def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
@@ -354,17 +395,33 @@ class Format:
                 script.original(blobs.add_original(orig.raw))
                 script.skip()
                 continue
+            try:
+                if orig is not None:
+                    lead = BOM if orig.has_bom else b""
+                    body = dumps_like(rec.data, orig.body, orig.data)
+                    end = orig.terminator or (b"\n" if i != last_live else b"")
+                else:
+                    lead, body = b"", dumps_like(rec.data, _style_sample(doc))
+                    end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
+            except (ValueError, RecursionError) as exc:
+                raise _unwritable(doc, rec, exc) from None
             if orig is not None:
                 script.original(blobs.add_original(orig.raw))
-                lead = BOM if orig.has_bom else b""
-                body = dumps_like(rec.data, orig.body)
-                end = orig.terminator or (b"\n" if i != last_live else b"")
-            else:
-                lead, body = b"", dumps_like(rec.data, _style_sample(doc))
-                end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
             parts.append(lead + body + end)
             script.skip()
         return b"".join(parts), script
+
+
+def _unwritable(doc: Document, rec: OutRecord, exc: Exception) -> TranscriptError:
+    """A changed record that cannot be written as JSON: refused, never written wrongly."""
+    line = rec.orig.line if rec.orig is not None else None
+    reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+    return TranscriptError(
+        doc.path,
+        line,
+        f"cannot write the changed record as JSON ({reason}); "
+        "leave this record out of the reduction or fix the value",
+    )
 
 
 def _strip_fields(out: OutRecord, fields: frozenset[str] | None) -> None:
@@ -411,6 +468,20 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
     Blank lines are kept as records without data. A line that is not JSON is an
     error naming the line, or (``on_invalid="keep"``) a record passed through as is.
     """
+    records = _parse_lines(raw, path)
+    if on_invalid != "keep":
+        raise_first_invalid(records, path)
+    return records
+
+
+def raise_first_invalid(records: Sequence[Record], path: str) -> None:
+    """Raise the error naming the first record that is not JSON, if there is one."""
+    for rec in records:
+        if rec.invalid is not None:
+            raise TranscriptError(path, rec.line, rec.invalid, remedy=Remedy.KEEP_INVALID)
+
+
+def _parse_lines(raw: bytes, path: str) -> list[Record]:
     if not raw.strip():
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
     records: list[Record] = []
@@ -426,12 +497,6 @@ def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Rec
             reason = _json_reason(exc)
             if not rec.terminator and i > 0:
                 reason = "incomplete last line; was the file still being written?"
-            if on_invalid != "keep":
-                raise TranscriptError(
-                    path,
-                    i + 1,
-                    f"not valid JSON ({reason}); fix the line or pass --on-invalid keep",
-                ) from None
             rec.invalid = f"not valid JSON ({reason})"
         records.append(rec)
     return records

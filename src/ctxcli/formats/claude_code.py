@@ -43,7 +43,7 @@ from ctxcli.formats.anthropic import (
     require_recognised,
     write_content,
 )
-from ctxcli.formats.base import Document, Format, OutRecord, Record, State
+from ctxcli.formats.base import Document, Format, OutRecord, Problem, Record, State
 
 KNOWN_TYPES = {
     "user",
@@ -94,6 +94,7 @@ class ClaudeCode(Format):
     """Claude Code session/subagent JSONL."""
 
     name = "claude_code"
+    skips_invalid_lines = True
     description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
@@ -275,10 +276,8 @@ class ClaudeCode(Format):
 
     # -- validation ---------------------------------------------------------------------
 
-    def check(self, doc: Document) -> list[Any]:
+    def check(self, doc: Document) -> list[Problem]:
         """Tree problems: a ``parentUuid`` naming a record that is not in the file."""
-        from ctxcli.formats.validate import Problem
-
         known: set[str] = set()
         for rec in doc.records:
             if isinstance(rec.data, dict) and isinstance(rec.data.get("uuid"), str):
@@ -313,7 +312,7 @@ class ClaudeCode(Format):
                 or "parentUuid" not in data
                 or data["parentUuid"] is not None
                 or not isinstance(data.get("uuid"), str)
-                or is_compact_boundary(data)
+                or is_chain_restart(data)
             ):
                 continue
             chain = (data.get("isSidechain") is True, data.get("agentId"))
@@ -349,12 +348,83 @@ class ClaudeCode(Format):
         return anchor_kept
 
     def resume_start(self, records: Sequence[Record]) -> int | None:
-        # `claude --resume` sends what follows the last compact_boundary (the
-        # isCompactSummary record first); without one, the whole file.
-        for key in range(len(records) - 1, -1, -1):
-            if is_compact_boundary(records[key].data):
-                return key
+        # `claude --resume` walks parentUuid back from the leaf it resumes; the walk
+        # ends at a compaction restart (a compact_boundary, or in 1.0.x the
+        # isCompactSummary user record with parentUuid null). It sends what follows
+        # that record; without a restart on the chain, the whole file.
+        chain = resume_chain([r.data for r in records])
+        if chain and is_chain_restart(records[chain[0]].data):
+            return chain[0]
         return -1
+
+
+def is_chain_restart(data: Any) -> bool:
+    """True for a record where the chain a resume walks starts anew after a compaction.
+
+    Claude Code 2.x writes a ``system``/``compact_boundary`` record with ``parentUuid``
+    null; 1.0.x has no boundary and restarts the chain at the ``isCompactSummary`` user
+    record itself (``parentUuid`` null). Both end the walk back from the leaf.
+    """
+    if is_compact_boundary(data):
+        return True
+    return (
+        isinstance(data, dict)
+        and data.get("type") == "user"
+        and data.get("isCompactSummary") is True
+        and data.get("parentUuid") is None
+    )
+
+
+def resume_leaf(datas: Sequence[Any]) -> int | None:
+    """Key of the record ``claude --resume`` continues from: the last message record.
+
+    Sidechain records (a subagent's, in files of versions that kept them inline) are
+    skipped unless the file holds nothing else, as in a subagent file.
+    """
+    fallback = None
+    for key in range(len(datas) - 1, -1, -1):
+        data = datas[key]
+        if (
+            not isinstance(data, dict)
+            or data.get("type") not in ("user", "assistant")
+            or not isinstance(data.get("uuid"), str)
+        ):
+            continue
+        if data.get("isSidechain") is not True:
+            return key
+        if fallback is None:
+            fallback = key
+    return fallback
+
+
+def resume_chain(datas: Sequence[Any]) -> list[int]:
+    """Keys of the records on the chain a resume rebuilds, oldest first.
+
+    The walk follows ``parentUuid`` from :func:`resume_leaf` and stops at a chain
+    restart (:func:`is_chain_restart`), at a null parent, or at a parent that names
+    no record (a line the client could not parse, for instance). ``datas`` holds
+    each line's parsed value (``None`` for a line that is not JSON).
+    """
+    leaf = resume_leaf(datas)
+    if leaf is None:
+        return []
+    by_uuid: dict[str, int] = {}
+    for i, item in enumerate(datas):
+        if isinstance(item, dict) and isinstance(item.get("uuid"), str):
+            by_uuid.setdefault(item["uuid"], i)
+    chain: list[int] = []
+    seen: set[int] = set()
+    key: int | None = leaf
+    while key is not None and key not in seen:
+        seen.add(key)
+        chain.append(key)
+        data = datas[key]
+        if is_chain_restart(data):
+            break
+        parent = data.get("parentUuid")
+        key = by_uuid.get(parent) if isinstance(parent, str) else None
+    chain.reverse()
+    return chain
 
 
 def is_compact_boundary(data: Any) -> bool:

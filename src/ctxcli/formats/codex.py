@@ -129,12 +129,11 @@ def _result_block(item: dict[str, Any], prefix: Path_) -> Block:
 def _encode(codec: str, old: Any, text: str) -> Any:
     """The new field value for a changed text (codecs of this format and the base's)."""
     if codec == "json_output":
-        value = loads_record(old.encode("utf-8", "surrogatepass"))
-        value = {**value, "output": text}
-        # Re-encode like the original string (compact serde_json, UTF-8 kept as is).
-        return dumps_like(value, old.encode("utf-8", "surrogatepass")).decode(
-            "utf-8", "surrogatepass"
-        )
+        raw = old.encode("utf-8", "surrogatepass")
+        parsed = loads_record(raw)
+        # Re-encode like the original string (compact serde_json, UTF-8 kept as is),
+        # the metadata's numbers with their original text.
+        return dumps_like({**parsed, "output": text}, raw, parsed).decode("utf-8", "surrogatepass")
     if codec == "items":
         others = [p for p in old if not (isinstance(p, dict) and p.get("type") in TEXT_PARTS)]
         if not others:
@@ -147,6 +146,7 @@ class Codex(Format):
     """OpenAI Codex CLI rollout JSONL."""
 
     name = "codex"
+    skips_invalid_lines = True
     description = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload} per line)"
 
     def sniff(self, records: Sequence[Any]) -> bool:

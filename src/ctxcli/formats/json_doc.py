@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
@@ -41,15 +41,18 @@ from ctxcli.formats.base import (
     State,
     dumps_like,
     loads_record,
+    style_of,
 )
+from ctxcli.formats.jsontext import Style, dumps_keeping
+from ctxcli.formats.jsontext import item_spans as _item_spans
+from ctxcli.formats.jsontext import member_span as _member_span
+from ctxcli.formats.jsontext import skip_value as _skip_value
+from ctxcli.formats.jsontext import skip_ws as _skip_ws
 from ctxcli.formats.openai_chat import OpenAIChat
 
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
 
-# A JSON scanner just good enough to find where values start and end in a document
-# that is already known to be valid JSON.
-_WS = re.compile(r"[ \t\n\r]*")
 _NON_SPACE = re.compile(rb"\S")
 
 
@@ -69,87 +72,6 @@ def _is_jsonl(body: bytes) -> bool:
     return True
 
 
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
-_STRUCT = re.compile(r'[\[\]{}"]')
-_SCALAR = re.compile(r"[^,\]}\s]+")
-
-
-def _skip_ws(text: str, pos: int) -> int:
-    m = _WS.match(text, pos)
-    return m.end() if m else pos
-
-
-def _skip_value(text: str, pos: int) -> int:
-    """The index just past the JSON value starting at ``pos``."""
-    c = text[pos]
-    if c == '"':
-        m = _STRING.match(text, pos)
-        assert m is not None
-        return m.end()
-    if c not in "[{":
-        m = _SCALAR.match(text, pos)
-        assert m is not None
-        return m.end()
-    depth = 0
-    while True:
-        m = _STRUCT.search(text, pos)
-        assert m is not None
-        ch = m.group()
-        if ch == '"':
-            s = _STRING.match(text, m.start())
-            assert s is not None
-            pos = s.end()
-            continue
-        depth += 1 if ch in "[{" else -1
-        pos = m.end()
-        if depth == 0:
-            return pos
-
-
-def _member_span(text: str, key: str) -> tuple[int, int] | None:
-    """The span of the value of top-level member ``key`` of the object in ``text``."""
-    pos = _skip_ws(text, 0) + 1  # past "{"
-    while True:
-        pos = _skip_ws(text, pos)
-        if text[pos] == "}":
-            return None
-        end = _skip_value(text, pos)
-        name = json.loads(text[pos:end])
-        pos = _skip_ws(text, end) + 1  # past ":"
-        start = _skip_ws(text, pos)
-        end = _skip_value(text, start)
-        if name == key:
-            return start, end
-        pos = _skip_ws(text, end)
-        if text[pos] == ",":
-            pos += 1
-
-
-def _item_spans(text: str, start: int) -> tuple[list[tuple[int, int]], list[str]]:
-    """Spans of the items of the array at ``start`` and the text between them.
-
-    ``seps[0]`` follows ``[``, ``seps[k]`` (with its comma) precedes item k, and
-    ``seps[-1]`` precedes ``]``.
-    """
-    spans: list[tuple[int, int]] = []
-    seps: list[str] = []
-    pos = start + 1
-    mark = pos
-    pos = _skip_ws(text, pos)
-    if text[pos] == "]":
-        return spans, [text[mark:pos]]
-    while True:
-        seps.append(text[mark:pos])
-        end = _skip_value(text, pos)
-        spans.append((pos, end))
-        mark = end
-        pos = _skip_ws(text, end)
-        if text[pos] == "]":
-            seps.append(text[mark:pos])
-            return spans, seps
-        pos = _skip_ws(text, pos + 1)  # past ","
-
-
 @dataclass
 class Layout:
     """Where the message list sits in the document and how the document is written."""
@@ -164,11 +86,24 @@ class Layout:
     ensure_ascii: bool
     sample: bytes  # one original item, for compact documents
 
-    def dump_item(self, value: Any) -> str:
-        """A changed or new message in the document's style."""
+    def dump_item(self, value: Any, original: Record | None = None) -> str:
+        """A changed or new message in the document's style.
+
+        A changed message keeps the original text of every value the change left
+        alone (numbers above all), as a changed JSONL record does.
+        """
         if self.indent is None:
             style = self.sample if not self.ensure_ascii else self.sample + b"\\u"
+            if original is not None:
+                text = bytes(original.raw).decode("utf-8", "surrogatepass")
+                return dumps_keeping(value, original.data, text, style_of(style))
             return dumps_like(value, style).decode("utf-8", "surrogatepass")
+        if original is not None:
+            pretty = Style(
+                ", ", ": ", self.ensure_ascii, self.indent, self.newline, self.item_indent
+            )
+            text = bytes(original.raw).decode("utf-8", "surrogatepass")
+            return dumps_keeping(value, original.data, text, pretty)
         text = json.dumps(value, indent=self.indent, ensure_ascii=self.ensure_ascii)
         return text.replace("\n", self.newline + self.item_indent)
 
@@ -294,15 +229,15 @@ class JsonDocument(Format):
         doc.extra["layout"] = _layout(text, lead, start, end, seps, [text[s:e] for s, e in spans])
         return doc
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "error") -> Document:
+    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
         doc = self.try_load_document(raw, path, allow_empty=True)
         if doc is None:
             raise TranscriptError(
                 path,
                 None,
                 "not a JSON document holding messages (expected an array of {role} "
-                'messages or an object with a "messages" or "history" list); '
-                "check --format",
+                'messages or an object with a "messages" or "history" list)',
+                remedy=Remedy.CHECK_FORMAT,
             )
         return doc
 
@@ -375,7 +310,15 @@ class JsonDocument(Format):
             if rec.state is State.COPY and rec.orig is not None:
                 items.append(bytes(rec.orig.raw).decode("utf-8", "surrogatepass"))
             else:
-                items.append(layout.dump_item(rec.data))
+                try:
+                    items.append(layout.dump_item(rec.data, rec.orig))
+                except (ValueError, RecursionError) as exc:
+                    raise TranscriptError(
+                        doc.path,
+                        rec.orig.line if rec.orig is not None else None,
+                        f"cannot write the changed message as JSON ({exc}); "
+                        "leave it out of the reduction or fix the value",
+                    ) from None
         text = layout.head + layout.join(items, same_layout) + layout.tail
         script.original(blobs.add_original(doc.raw))
         script.skip()

@@ -2,25 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from ctxcli.core.model import Kind
 from ctxcli.formats import Document, load
+from ctxcli.formats.base import Problem
 
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One pairing problem, with the line it is on."""
-
-    line: int | None
-    kind: str
-    call_id: str | None
-    message: str
-
-    def render(self, path: str) -> str:
-        """``path:line: message``."""
-        where = f"{path}:{self.line}" if self.line is not None else path
-        return f"{where}: {self.message}"
+__all__ = ["Problem", "check_document", "validate_bytes"]
 
 
 def check_document(doc: Document) -> list[Problem]:
@@ -57,12 +43,16 @@ def check_document(doc: Document) -> list[Problem]:
                 f"tool call {block.call_id!r} ({block.name}) has no result",
             )
         )
-    problems.extend(doc.format.check(doc) if hasattr(doc.format, "check") else [])
+    problems.extend(doc.format.check(doc))
     return sorted(problems, key=lambda p: (p.line or 0, p.kind))
 
 
 def validate_bytes(
     raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
 ) -> list[Problem]:
-    """Load a transcript and return its pairing problems."""
+    """Load a transcript and return its pairing problems.
+
+    Unlike reducing, checking stops at a line that is not JSON in every format by
+    default: reporting it is the point of a check.
+    """
     return check_document(load(raw, path, format=format, on_invalid=on_invalid))

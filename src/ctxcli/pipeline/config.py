@@ -120,7 +120,7 @@ def load_config(
         found = find_config(start)
         if found is None:
             if preset is not None:
-                return build_config({"preset": preset}, f"--preset {preset}")
+                return build_config({"preset": preset}, f"preset {preset}")
             return default_config()
         path, table = found
     path = Path(path)
@@ -145,7 +145,7 @@ def load_config(
         raise ConfigError(f"{label}: expected a table of settings.")
     if preset is not None:
         data = {k: v for k, v in data.items() if k != "stages"} | {"preset": preset}
-        label = f"{label} with --preset {preset}"
+        label = f"{label} with preset {preset}"
     return build_config(data, label)
 
 
@@ -209,9 +209,16 @@ def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> 
             fields = _fields_at(model, err["loc"][:-1]) if model else list(Settings.model_fields)
             lines.append(f"{where}: unknown option {loc!r}{_suggest(str(err['loc'][-1]), fields)}")
             continue
+        # A validator's own ValueError reads "Value error, <its message>"; the
+        # message is meant for the user as it stands.
+        msg = err["msg"].removeprefix("Value error, ")
+        msg = msg[0].lower() + msg[1:]
+        if not err["loc"]:
+            # A check across fields: its message names the fields it compares.
+            lines.append(f"{where}: {msg}")
+            continue
         value = err.get("input")
         shown = f" = {value!r}" if not isinstance(value, dict) else ""
-        msg = err["msg"][0].lower() + err["msg"][1:]
         lines.append(f"{where}: {loc}{shown} is invalid: {msg}")
     text = "\n".join(lines)
     if model is not None and "(" in where:
@@ -262,6 +269,6 @@ read_tool_name = "read_file"  # the tool your agent uses to read files back
 [[stages]]
 use = "clear_tool_results"    # over the budget, clear old tool results to clear/
 max_tokens = 30000
-keep_rounds = 1               # the last N assistant rounds stay untouched
+keep_rounds = 1               # the last N rounds of tool calls stay untouched
 clear_arguments = false       # also offload the arguments of cleared calls
 """

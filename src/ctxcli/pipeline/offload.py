@@ -16,20 +16,30 @@ only when complete, so a crash never leaves a half-written offload directory.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import secrets
 import shutil
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+)
 
-from ctxcli.core.errors import OffloadError, RestoreError
+from ctxcli.core.errors import OffloadError, Remedy, RestoreError
 from ctxcli.core.restore import (
-    encode_text,
     safe_name,
     sha256,
     split_units,
@@ -38,6 +48,21 @@ from ctxcli.core.restore import (
 MANIFEST = "manifest.json"
 PACK = "originals.bin"
 MANIFEST_VERSION = 1
+
+
+def agent_text(text: str) -> bytes:
+    """The UTF-8 bytes of an offloaded text for the agent to read.
+
+    A lone surrogate (a valid ``\\ud800`` escape in JSON) has no UTF-8 form: it
+    becomes U+FFFD so strict readers can open the file. The restore pack keeps the
+    exact original bytes, so nothing is lost.
+    """
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        # Through UTF-16: a stray surrogate becomes one U+FFFD, a split pair its character.
+        fixed = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return fixed.encode("utf-8")
 
 
 @dataclass
@@ -57,10 +82,15 @@ class _Names:
         if owner == digest:
             return f"{area}/{name}", False
         if owner is not None:
-            # Same id, other text: real transcripts reuse call ids.
+            # Same id, other text: real transcripts reuse call ids. A crafted id may
+            # already hold the suffixed name too: count up until a name is free.
             name = f"{base}-{digest[:10]}"
-            if self.taken.get((area, name)) == digest:
-                return f"{area}/{name}", False
+            n = 1
+            while (held := self.taken.get((area, name))) is not None:
+                if held == digest:
+                    return f"{area}/{name}", False
+                n += 1
+                name = f"{base}-{digest[:10]}-{n}"
         self.taken[(area, name)] = digest
         self.count += 1
         return f"{area}/{name}", True
@@ -78,7 +108,7 @@ class DryRunOffload:
         self.files: dict[str, str] = {}
 
     def put(self, area: str, key: str, text: str) -> str:
-        data = encode_text(text)
+        data = agent_text(text)
         digest = sha256(data)
         rel, _new = self._names.assign(area, key, digest)
         self.files[rel] = digest
@@ -112,17 +142,20 @@ class OffloadStore(DryRunOffload):
         self.force = force
         check_offload_target(path, force=force)
         parent = path.parent
+        # Directories made here are removed again by abort() if they stay empty.
+        self._made = [p for p in (parent, *parent.parents) if not p.exists()]
         parent.mkdir(parents=True, exist_ok=True)
-        _remove_stale_staging(parent, path.name)
+        remove_stale(parent, path.name, "tmp")
         self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
         self.staging.mkdir(mode=0o700)
         self._staging_real = os.path.realpath(self.staging)
         self._areas: set[str] = set()
         self._pack = _open_private(self.staging / PACK)
         self._pack_size = 0
+        self.old: Path | None = None
 
     def put(self, area: str, key: str, text: str) -> str:
-        data = encode_text(text)
+        data = agent_text(text)
         digest = sha256(data)
         rel, new = self._names.assign(area, key, digest)
         if new:
@@ -155,6 +188,9 @@ class OffloadStore(DryRunOffload):
         The pack and the manifest (all ``ctx restore`` needs to rebuild the original
         bytes) are fsynced before the rename, and the parent directory after it, so an
         ``--in-place`` run that replaced the input cannot outlive its original on disk.
+        A directory this replaces is kept aside until :meth:`finish`: the output it
+        belongs to is still in place until the new output's rename, and a run killed
+        in between leaves it restorable (:func:`restore_bytes` finds it).
         """
         self._pack.flush()
         os.fsync(self._pack.fileno())
@@ -166,18 +202,31 @@ class OffloadStore(DryRunOffload):
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(self.staging)
-        old: Path | None = None
         if self.path.exists() or self.path.is_symlink():
             check_offload_target(self.path, force=self.force, input_sha=manifest["input"]["sha256"])
-            old = self.path.parent / f".{self.path.name}.ctx-old-{secrets.token_hex(4)}"
+            old = (
+                self.path.parent / f".{self.path.name}.ctx-old-{os.getpid()}-{secrets.token_hex(4)}"
+            )
             os.rename(self.path, old)
-        os.rename(self.staging, self.path)
+            self.old = old
+        try:
+            os.rename(self.staging, self.path)
+        except BaseException:
+            if self.old is not None:  # put the previous directory back: its output needs it
+                os.rename(self.old, self.path)
+                self.old = None
+            raise
         _fsync_dir(self.path.parent)
+
+    def finish(self) -> None:
+        """Remove the directory :meth:`commit` replaced, once its output is replaced too."""
+        old, self.old = self.old, None
         if old is not None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old, ignore_errors=True)
             else:
                 old.unlink(missing_ok=True)
+        remove_stale(self.path.parent, self.path.name, "old")
 
     def abort(self) -> None:
         """Remove the staging directory (after an error or Ctrl-C)."""
@@ -186,6 +235,11 @@ class OffloadStore(DryRunOffload):
         except OSError:
             pass
         shutil.rmtree(self.staging, ignore_errors=True)
+        for made in self._made:  # nearest first
+            try:
+                made.rmdir()
+            except OSError:
+                break
 
 
 def _fsync_dir(path: Path) -> None:
@@ -202,16 +256,57 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def _remove_stale_staging(parent: Path, name: str) -> None:
-    """Remove staging directories left by a killed run (their process is gone)."""
-    for leftover in parent.glob(f".{name}.ctx-tmp-*"):
+def remove_stale(parent: Path, name: str, kind: str = "tmp") -> None:
+    """Remove ``.NAME.ctx-KIND-<pid>-<hex>`` entries left by runs that are gone.
+
+    ``tmp`` entries are staging directories and temporary output files of a killed
+    run; ``old`` entries are replaced offload directories kept until their output was
+    replaced (swept only once a later run has replaced that output).
+    """
+    try:
+        leftovers = list(parent.glob(f".{glob_escape(name)}.ctx-{kind}-*"))
+    except OSError:
+        return
+    for leftover in leftovers:
         try:
             pid = int(leftover.name.rsplit("-", 2)[-2])
         except ValueError:
             continue
         if pid == os.getpid() or _pid_alive(pid):
             continue
-        shutil.rmtree(leftover, ignore_errors=True)
+        if leftover.is_dir() and not leftover.is_symlink():
+            shutil.rmtree(leftover, ignore_errors=True)
+        else:
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+
+
+def glob_escape(name: str) -> str:
+    """``name`` with glob wildcards quoted."""
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+@contextmanager
+def commit_lock(*paths: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the directories holding ``paths`` while a pair is committed.
+
+    Two runs writing the same output or offload directory would otherwise interleave
+    their renames and pair an output with the other run's offload. The lock is a
+    ``flock`` on the parent directory itself, so no lock file is left behind; a
+    directory that cannot be opened is not locked (writing into it fails anyway).
+    """
+    dirs = sorted({os.path.realpath(p.parent) for p in paths})
+    with ExitStack() as stack:
+        for d in dirs:
+            try:
+                fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+            except OSError:
+                continue
+            stack.callback(os.close, fd)
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
 
 
 def _pid_alive(pid: int) -> bool:
@@ -229,6 +324,59 @@ def _open_private(path: Path) -> Any:
     return os.fdopen(fd, "wb")
 
 
+def _confined(rel: str) -> str:
+    """A path inside the offload directory: relative, no ``..``, no empty part."""
+    parts = PurePosixPath(rel).parts
+    if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or ".." in parts:
+        raise ValueError(f"{rel!r} is not a path inside the offload directory")
+    return rel
+
+
+_Rel = Annotated[StrictStr, AfterValidator(_confined)]
+_Sha = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
+_Count = Annotated[StrictInt, Field(ge=0)]
+_Step = (
+    tuple[Literal["c"], _Count]
+    | tuple[Literal["s"], _Count]
+    | tuple[Literal["b"], _Count, _Count, _Sha]
+)
+
+
+class _Side(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    sha256: _Sha
+    bytes: _Count
+
+
+class _Input(_Side):
+    name: StrictStr
+
+
+class _Pack(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: _Rel
+    bytes: _Count
+
+
+class Manifest(BaseModel):
+    """The schema of ``manifest.json``, checked once before anything trusts it.
+
+    Unknown keys are allowed (a newer ctx of the same version may add some); every
+    path it names must stay inside the offload directory.
+    """
+
+    model_config = ConfigDict(extra="allow")
+    tool: Literal["ctx"]
+    version: Literal[1]
+    format: StrictStr
+    units: Literal["lines", "document"]
+    input: _Input
+    output: _Side
+    script: list[_Step]
+    files: dict[_Rel, _Sha]
+    pack: _Pack
+
+
 def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest of an offload directory, or None if it is not one."""
     try:
@@ -240,28 +388,110 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     return data
 
 
+def load_manifest(path: Path) -> dict[str, Any]:
+    """The manifest of an offload directory, validated against :class:`Manifest`.
+
+    Raises:
+        RestoreError: there is no manifest, or it is damaged (names the first problem).
+    """
+    file = path / MANIFEST
+    try:
+        raw = file.read_bytes()
+    except FileNotFoundError:
+        raise RestoreError(
+            f"{path} is not a ctx offload directory (no {MANIFEST})",
+            remedy=Remedy.NAME_OFFLOAD_DIR,
+        ) from None
+    except IsADirectoryError:
+        raise RestoreError(f"{file} is damaged: it is a directory.") from None
+    try:
+        data = orjson.loads(raw)
+        Manifest.model_validate(data)
+    except orjson.JSONDecodeError as exc:
+        raise RestoreError(f"{file} is damaged: not JSON ({exc}).") from None
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        # Union members show up in the location as type names: keep the real path.
+        where = ".".join(str(p) for p in err["loc"] if "[" not in str(p)) or "the top level"
+        raise RestoreError(f"{file} is damaged: {where}: {err['msg']}.") from None
+    return dict(data)
+
+
 def check_offload_target(path: Path, *, force: bool, input_sha: str | None = None) -> None:
-    """Refuse to replace a directory that is not this transcript's offload directory."""
-    if not (path.exists() or path.is_symlink()) or force:
+    """Refuse to replace anything but an empty directory or a ctx offload directory.
+
+    ``force`` allows replacing the offload directory of another transcript; nothing
+    allows replacing a file or a directory ctx did not write.
+    """
+    if not (path.exists() or path.is_symlink()):
         return
     if path.is_symlink() or not path.is_dir():
-        raise OffloadError(
-            f"{path} exists and is not a directory; choose another --offload-dir or pass --force."
-        )
+        raise OffloadError(f"{path} exists and is not a directory", remedy=Remedy.OTHER_OFFLOAD_DIR)
     if not any(path.iterdir()):
         return
     manifest = read_manifest(path)
     if manifest is None:
         raise OffloadError(
-            f"{path} exists and is not a ctx offload directory; "
-            "choose another --offload-dir or pass --force to replace it."
+            f"{path} exists and is not a ctx offload directory", remedy=Remedy.OTHER_OFFLOAD_DIR
         )
-    if input_sha is not None and manifest.get("input", {}).get("sha256") != input_sha:
+    if force or input_sha is None:
+        return
+    recorded = manifest.get("input")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    if recorded.get("sha256") != input_sha:
         raise OffloadError(
-            f"{path} holds the offload of another transcript "
-            f"({manifest.get('input', {}).get('name', '?')}); "
-            "choose another --offload-dir or pass --force to replace it."
+            f"{path} holds the offload of another transcript ({recorded.get('name', '?')})",
+            remedy=Remedy.OTHER_OFFLOAD_DIR,
         )
+
+
+def check_offload_location(path: Path, *, keep: list[Path]) -> None:
+    """Refuse an offload directory that is, holds or sits inside a path it must not touch.
+
+    ``keep`` are the input and the output: the offload directory may not be either,
+    contain either (it is replaced as a whole) or lie inside the output. Nor may it
+    be, or contain, the working or home directory.
+
+    Raises:
+        OffloadError: naming the path the offload directory would clobber.
+    """
+    real = os.path.realpath(path)
+    if real == os.path.dirname(real):
+        raise OffloadError(f"{path} is the root directory; choose another offload directory.")
+    for what, other in (("working", Path.cwd()), ("home", Path.home())):
+        if _within(os.path.realpath(other), real):
+            raise OffloadError(
+                f"{path} is or holds the {what} directory; choose another offload directory."
+            )
+    for other in keep:
+        other_real = os.path.realpath(other)
+        if _within(other_real, real) or _within(real, other_real) or _same(path, other):
+            raise OffloadError(
+                f"{path} would replace {other}: the offload directory may not be, hold or "
+                "lie inside the input or the output; choose another offload directory."
+            )
+
+
+def _within(inner: str, outer: str) -> bool:
+    """True if the real path ``inner`` is ``outer`` or lies under it."""
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def previous_offload(offload_dir: Path, output_sha: str) -> Path | None:
+    """The replaced offload directory a killed run kept aside for this output, if any."""
+    for old in sorted(offload_dir.parent.glob(f".{glob_escape(offload_dir.name)}.ctx-old-*")):
+        manifest = read_manifest(old)
+        output = manifest.get("output") if manifest else None
+        if isinstance(output, dict) and output.get("sha256") == output_sha:
+            return old
+    return None
 
 
 def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "input") -> bytes:
@@ -271,21 +501,21 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
         RestoreError: the directory is not a ctx offload directory, a file is missing
             or altered, or the reduced transcript is not the one it was made with.
     """
-    manifest = read_manifest(offload_dir)
-    if manifest is None:
-        raise RestoreError(
-            f"{offload_dir} is not a ctx offload directory (no valid {MANIFEST}); "
-            "pass the directory that ctx reduce wrote with --offload-dir."
-        )
-    for rel, digest in manifest.get("files", {}).items():
+    manifest = load_manifest(offload_dir)
+    for rel, digest in manifest["files"].items():
         _check_file(offload_dir, rel, digest)
     if sha256(reduced) != manifest["output"]["sha256"]:
+        previous = previous_offload(offload_dir, sha256(reduced))
+        if previous is not None:
+            return restore_bytes(reduced, previous, reduced_name=reduced_name)
         raise RestoreError(
             f"{reduced_name} is not the output this offload directory was made for "
             f"({offload_dir / MANIFEST} expects sha256 {manifest['output']['sha256'][:12]}…); "
             "it was edited or belongs to another run."
         )
     pack_path = offload_dir / manifest["pack"]["name"]
+    if offload_dir.resolve() not in pack_path.resolve().parents:
+        raise RestoreError(f"{offload_dir / MANIFEST} is damaged: the pack lies outside it.")
     try:
         pack = pack_path.read_bytes()
     except OSError:

@@ -14,10 +14,11 @@ from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.report import Reduced, Report
+from ctxcli.pipeline.report import Reduced, Report, Trace
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.classifier import default_services
-from ctxcli.services.tokens import CountOptions, open_counter
+from ctxcli.services.counters import open_counter
+from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
 
 __all__ = ["reduce_bytes"]
@@ -29,10 +30,11 @@ def reduce_bytes(
     config: Config | None = None,
     offload: DryRunOffload | None = None,
     path: str = "<stdin>",
-    on_invalid: str = "error",
+    on_invalid: str = "auto",
     log: Callable[[str], None] | None = None,
     counting: CountOptions | None = None,
     monitors: bool = True,
+    trace: bool = False,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
@@ -42,6 +44,8 @@ def reduce_bytes(
     processes may count (default: the cache and every core, for large inputs).
     ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``
     shows them; ``ctx reduce`` skips them: on large logs they are a quarter of a run).
+    ``trace`` keeps the conversation after every stage and the tokens of every block
+    in ``Reduced.trace`` (``ctx report``).
 
     Example::
 
@@ -69,8 +73,12 @@ def reduce_bytes(
             log or cache_notes.append,
             services=default_services(cache=counting.cache),
         )
-        conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+        steps: list[tuple[str, Conversation]] | None = (
+            [("input", doc.conversation)] if trace else None
+        )
+        conv, reports = run_pipeline(doc.conversation, config.stages, ctx, trace=steps)
         counter.finish()
+        kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
     output, script = doc.format.dump(doc, conv, offload)
@@ -91,7 +99,18 @@ def reduce_bytes(
     if doc.conversation.resume_start is not None:
         report.resume_tokens_before = _resume_tokens(ledger, doc.conversation)
         report.resume_tokens_after = _resume_tokens(ledger, conv)
-    return Reduced(output, report, script.ops, doc.format.units)
+    return Reduced(output, report, script.ops, doc.format.units, kept)
+
+
+def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) -> dict[int, int]:
+    """Tokens of every distinct block of ``steps`` (unchanged blocks are shared objects)."""
+    tokens: dict[int, int] = {}
+    for _name, conv in steps:
+        for msg in conv.messages:
+            for block in msg.blocks:
+                if id(block) not in tokens:
+                    tokens[id(block)] = block_tokens(counter, block)
+    return tokens
 
 
 def _resume_tokens(ledger: TokenLedger, conv: Conversation) -> int:

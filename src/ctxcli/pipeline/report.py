@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctxcli.core.model import Block, Conversation
 from ctxcli.pipeline.run import StageReport
 
-__all__ = ["Reduced", "Report"]
+__all__ = ["Reduced", "Report", "Trace"]
 
 
 @dataclass
@@ -61,6 +62,24 @@ class Report:
 
 
 @dataclass
+class Trace:
+    """What a reduction went through, for ``ctx report``: more than the totals.
+
+    ``steps`` holds ``("input", conversation)`` and then ``(stage, conversation after
+    it)`` for every stage; ``block_tokens`` the tokens of every block of those
+    conversations, keyed by ``id(block)`` (the steps keep the blocks alive), counted
+    by the run's tokenizer so they add up to the report's totals.
+    """
+
+    steps: list[tuple[str, Conversation]]
+    block_tokens: dict[int, int]
+
+    def tokens(self, block: Block) -> int:
+        """Tokens of a block of one of the steps."""
+        return self.block_tokens[id(block)]
+
+
+@dataclass
 class Reduced:
     """The outcome of reducing bytes in memory."""
 
@@ -68,3 +87,5 @@ class Reduced:
     report: Report
     script: list[Any]
     units: str
+    trace: Trace | None = None
+    """Filled when ``reduce_bytes(..., trace=True)``."""

@@ -51,9 +51,17 @@ def _records_touched(before: RecordEdits, after: RecordEdits) -> int:
 
 
 def run_pipeline(
-    conv: Conversation, stages: Sequence[StageConfig], ctx: StageContext
+    conv: Conversation,
+    stages: Sequence[StageConfig],
+    ctx: StageContext,
+    *,
+    trace: list[tuple[str, Conversation]] | None = None,
 ) -> tuple[Conversation, list[StageReport]]:
-    """Run ``stages`` over ``conv``; each stage sees the previous stage's output."""
+    """Run ``stages`` over ``conv``; each stage sees the previous stage's output.
+
+    ``trace``, when given, receives ``(stage name, conversation after it)`` for each
+    stage in order (``ctx report`` shows what each stage removed).
+    """
     done: list[tuple[StageConfig, Conversation, Conversation, StageResult, int, int]] = []
     for sc in stages:
         spec = get_stage(sc.use)
@@ -71,6 +79,8 @@ def run_pipeline(
         # Records the model never sees (progress, toolUseResult fields) count too.
         changed += _records_touched(conv.record_edits, new.record_edits)
         done.append((sc, conv, new, result, _offload_count(ctx) - files_before, changed))
+        if trace is not None:
+            trace.append((sc.use, new))
         conv = new
     # The totals are taken last: a large input is still being counted in the
     # background while the stages run, and only the report needs every count.

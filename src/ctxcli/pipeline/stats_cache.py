@@ -23,6 +23,10 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ctxcli._version import __version__
+from ctxcli.formats import FORMATS
+from ctxcli.pipeline.report import Report
+from ctxcli.pipeline.run import StageReport
+from ctxcli.services.token_cache import TokenCache
 
 if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
@@ -80,7 +84,6 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
         return None
     if any(type(sc.options).__module__ != f"ctxcli.stages.{sc.use}" for sc in config.stages):
         return None  # a plugin registered under a built-in's name
-    from ctxcli.formats import FORMATS
 
     described = orjson.dumps(
         {
@@ -102,8 +105,6 @@ def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes
 
 def load_report(cache: TokenCache, key: bytes) -> Report | None:
     """The remembered report for ``key``, or None."""
-    from ctxcli.pipeline.report import Report
-    from ctxcli.pipeline.run import StageReport
 
     blob = cache.get_blob(key)
     if blob is None:
@@ -149,7 +150,6 @@ def cached_stats(
 
     Close the returned cache when done; it is None when caching is off or unusable.
     """
-    from ctxcli.services.token_cache import TokenCache
 
     key = report_key(data, path, config, on_invalid)
     if key is None:

@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ctxcli.services.token_cache import cache_dir, cache_disabled, make_private
+
 if TYPE_CHECKING:
     import anthropic
 
@@ -223,6 +225,7 @@ class DiskCache:
         self._lock = threading.Lock()
 
     def _connect(self) -> sqlite3.Connection:
+        make_private(self.path)
         conn = sqlite3.connect(self.path, timeout=10)
         conn.execute(
             "CREATE TABLE IF NOT EXISTS entries (ns TEXT, key TEXT, value TEXT, PRIMARY KEY (ns, key))"
@@ -266,7 +269,6 @@ class DiskCache:
             return
         with self._lock:
             try:
-                self.root.mkdir(parents=True, exist_ok=True)
                 with closing(self._connect()) as conn, conn:
                     conn.executemany(
                         "INSERT OR REPLACE INTO entries (ns, key, value) VALUES (?, ?, ?)",
@@ -314,7 +316,6 @@ def default_services(*, cache: bool = True) -> dict[str, Any]:
     ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
     ``CTX_NO_CACHE`` is set.
     """
-    from ctxcli.services.token_cache import cache_dir, cache_disabled
 
     answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
     return {"anthropic": AnthropicAccess.from_env(), "cache": answers}

@@ -28,6 +28,7 @@ from ctxcli.core.cuts import is_user_turn, render_message
 from ctxcli.core.errors import ClassifierError
 from ctxcli.core.hints import is_ctx_marked, is_summary
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.services.classifier import AnthropicAccess, describe_api_error, digest, make_client
 
 if TYPE_CHECKING:
     import anthropic
@@ -368,7 +369,6 @@ class AnthropicSummarizer:
         timeout_seconds: float = 60.0,
         max_retries: int = 2,
     ) -> None:
-        from ctxcli.services.classifier import AnthropicAccess
 
         self.access = access or AnthropicAccess.from_env()
         self.cache = cache
@@ -415,7 +415,6 @@ class AnthropicSummarizer:
             self._client = None
 
     def _ask(self, text: str) -> str:
-        from ctxcli.services.classifier import digest
 
         key = digest(PROMPT_VERSION, self.model, str(self.summary_max_tokens), self.prompt, text)
         if self.cache is not None:
@@ -428,7 +427,6 @@ class AnthropicSummarizer:
         return summary
 
     def _request(self, text: str) -> str:
-        from ctxcli.services.classifier import describe_api_error, make_client
 
         try:
             if self._client is None:

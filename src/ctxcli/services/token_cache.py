@@ -62,6 +62,33 @@ def cache_dir() -> Path:
     return Path(base) / "ctx"
 
 
+def make_private(path: Path) -> None:
+    """Create the SQLite file ``path`` (if missing) private: its directory 0700, itself 0600.
+
+    The caches hold summaries and classifications of private transcripts. SQLite
+    creates ``-wal``/``-shm``/``-journal`` files with the database's own mode, so a
+    0600 database keeps them private too; files an older ctx left readable are
+    tightened on the way.
+    """
+    parent = path.parent
+    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _tighten(parent, 0o700)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    os.close(fd)
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        _tighten(Path(f"{path}{suffix}"), 0o600)
+
+
+def _tighten(path: Path, mode: int) -> None:
+    """Drop group and other permissions from ``path`` if it is ours and has any."""
+    try:
+        st = path.lstat()
+        if st.st_uid == os.getuid() and st.st_mode & 0o077 and not path.is_symlink():
+            os.chmod(path, mode)
+    except OSError:
+        pass
+
+
 def cache_disabled() -> bool:
     """True when ``CTX_NO_CACHE`` is set to anything but empty or ``0``."""
     return os.environ.get("CTX_NO_CACHE", "") not in ("", "0")
@@ -87,7 +114,7 @@ class TokenCache:
         self.max_entries = max_entries
         self._log = log
         self._db: sqlite3.Connection | None = None
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private(path)
         db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.core.model import IMAGE_TOKENS, Conversation, Kind, Message, visible_texts
+from ctxcli.core.model import IMAGE_TOKENS, Block, Conversation, Kind, Message, visible_texts
 
 if TYPE_CHECKING:
     from ctxcli.services.token_cache import TokenCache
@@ -545,36 +545,6 @@ def count_texts(
     return counts
 
 
-def get_counter(
-    name: str,
-    *,
-    cache: TokenCache | None = None,
-    workers: int = 1,
-    engine: str | None = None,
-) -> CachedCounter:
-    """Return the token counter called ``name``.
-
-    Args:
-        name: ``cl100k``, ``o200k``, ``approx`` or ``anthropic`` (the API, see
-            :mod:`ctxcli.services.anthropic_tokens`).
-        cache: disk cache of counts from earlier runs (never used for ``approx``).
-        workers: processes that may count a large input at once.
-        engine: force ``bpe-openai`` or ``tiktoken`` (default: see :func:`load_engine`).
-
-    Raises:
-        ConfigError: the name is unknown or its data cannot be loaded offline.
-    """
-    if name == "anthropic":
-        from ctxcli.services.anthropic_tokens import anthropic_counter
-
-        return anthropic_counter(cache)
-    label, fn = load_engine(name, engine)
-    if name == "approx":
-        # Counting is a division: no cache, no workers.
-        return CachedCounter(name, fn, engine=label, memoize=False)
-    return CachedCounter(name, fn, engine=label, cache=cache, workers=workers)
-
-
 @dataclass(frozen=True)
 class CountOptions:
     """How a run counts (what it counts with is the ``tokenizer`` setting).
@@ -590,33 +560,20 @@ class CountOptions:
     progress: Progress | None = field(default=None, compare=False)
 
 
-def open_counter(
-    name: str, options: CountOptions | None = None, log: Callable[[str], None] | None = None
-) -> CachedCounter:
-    """A counter for one run, with the disk cache and workers ``options`` ask for.
-
-    Close its ``cache`` when the run is over.
-    """
-    options = options or CountOptions()
-    cache = None
-    if options.cache and name != "approx":
-        from ctxcli.services.token_cache import TokenCache
-
-        cache = TokenCache.open_default(log)
-    workers = options.workers if options.workers is not None else default_workers()
-    try:
-        return get_counter(name, cache=cache, workers=workers)
-    except BaseException:
-        if cache is not None:
-            cache.close()
-        raise
-
-
 def message_tokens(counter: TokenCounter, message: Message) -> int:
     """Tokens the model reads for one message."""
     total = sum(counter.count(t) for t in visible_texts(message))
     total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     return total
+
+
+def block_tokens(counter: TokenCounter, block: Block) -> int:
+    """Tokens the model reads for one block; a message's blocks add up to :func:`message_tokens`."""
+    if block.kind is Kind.TOOL_CALL:
+        return (counter.count(block.name) if block.name else 0) + counter.count(block.text)
+    if block.kind in (Kind.TEXT, Kind.TOOL_RESULT, Kind.THINKING):
+        return counter.count(block.text)
+    return IMAGE_TOKENS if block.kind is Kind.IMAGE else 0
 
 
 def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) -> bool:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Literal
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 
 from ctxcli.core.hints import clear_args_hint, clear_hint, is_cleared, is_cleared_args
-from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
@@ -24,15 +25,42 @@ class ClearToolResultsOptions(StageOptions):
         30000, ge=0, description="Clear only when the transcript has more tokens than this."
     )
     keep_rounds: int = Field(
-        1, ge=0, description="The last this many rounds (assistant turn + its results) stay."
+        1,
+        ge=0,
+        description="The last this many rounds of tool use (a response that calls tools and "
+        "its results) stay; a closing answer without calls is no round.",
+    )
+    keep_results: int = Field(
+        0,
+        ge=0,
+        description="Also keep the last this many tool results, whatever their rounds "
+        "(Anthropic's and LangChain's keep, counted in tool uses).",
+    )
+    clear_at_least: int = Field(
+        0,
+        ge=0,
+        description="Clear nothing unless it reclaims at least this many tokens, so a small "
+        "gain does not break the provider's prompt cache (Eino's ClearAtLeastTokens).",
     )
     clear_arguments: bool = Field(
         False,
-        description="Also offload the arguments of the older calls (those of short "
-        "results too: an apply_patch input is long, its result short).",
+        validation_alias=AliasChoices("clear_arguments", "clear_tool_inputs"),
+        description="Also offload the arguments of the older calls, those of short results "
+        "too: an apply_patch input is long, its result short (alias: clear_tool_inputs).",
+    )
+    exclude_tools: list[str] = Field(
+        default_factory=list,
+        description="Tools whose results are never cleared (same as tools.<name>.skip).",
     )
     tools: dict[str, ClearToolOverride] = Field(
         default_factory=dict, description="Per-tool overrides, keyed by tool name."
+    )
+    hint: Literal["short", "long", "marker"] = Field(
+        "short",
+        description="short: '[ctx cleared: <dir>/clear/<n>]' (n counts the tool results of "
+        "the file); long: the sentence naming the call id used before; marker: "
+        "'[ctx cleared]', as short as LangChain's placeholder but naming no file the agent "
+        "could read (ctx restore still rebuilds the original).",
     )
 
 
@@ -43,68 +71,128 @@ def clear_tool_results(
     """Replace old tool results by a one-line hint once the transcript is over max_tokens.
 
     Applies to: tool results (and, with ``clear_arguments``, the arguments of their
-    calls) older than the last ``keep_rounds`` rounds, in every format.
+    calls) older than the last ``keep_rounds`` rounds of tool use and the last
+    ``keep_results`` results, in every format. A round is a response that calls
+    tools together with its results, so a session that ends with a plain answer still
+    keeps its last results.
 
     Effect: when the model-visible tokens exceed ``max_tokens``, each older result
-    becomes ``[ctx: old tool result cleared; full content saved to
-    {offload_dir}/clear/{id}]`` and its text goes to that file. Results already cleared,
-    results shorter than the hint and tools marked ``skip`` stay. The call and its
-    result stay paired: only texts change.
+    becomes ``[ctx cleared: {offload_dir}/clear/{n}]`` (``n``: the result's number in
+    the file; ``hint = "long"`` writes ``[ctx: old tool result cleared; full content
+    saved to {offload_dir}/clear/{id}]``, ``hint = "marker"`` just ``[ctx cleared]``)
+    and its text goes to that file. Results
+    already cleared, results no longer than the hint in tokens and tools in
+    ``exclude_tools`` or marked ``skip`` stay. When everything to clear would reclaim
+    fewer than ``clear_at_least`` tokens, nothing is cleared. The call and its result
+    stay paired: only texts change. With ``max_tokens = 0`` and ``keep_results = 10``
+    this is observation masking (the ``swe-agent`` preset).
+
+    Names as in Anthropic's ``clear_tool_uses`` edit and LangChain's
+    ``ClearToolUsesEdit``: trigger = ``max_tokens``, keep = ``keep_results`` (with
+    ``keep_rounds = 0``), ``clear_at_least``, ``exclude_tools``, ``clear_tool_inputs``
+    = ``clear_arguments``. Their ``clear_at_least`` stops clearing once enough is
+    reclaimed; ours, like Eino's, skips a clearing that would reclaim too little.
 
     Interacts with: after ``truncate_tool_output`` it clears what truncation left;
     ``keep_last`` and ``summarize`` drop messages instead of clearing them.
     """
-    counters = {"cleared": 0, "arguments_cleared": 0}
+    counters = {"cleared": 0, "arguments_cleared": 0, "tokens_reclaimed": 0}
     # exceeds() answers from the counts known so far when it can, so on a large input
     # the stage starts while the rest is still being counted in the background.
     if not ctx.tokens.exceeds(conv, opts.max_tokens):
         total = ctx.tokens.total(conv)
         return StageResult(conv, counters, (f"{total} tokens <= max_tokens {opts.max_tokens}",))
-    rounds = conv.rounds()
-    if opts.keep_rounds == 0:
-        protected_from = len(conv.messages)
-    elif len(rounds) >= opts.keep_rounds:
-        protected_from = rounds[-opts.keep_rounds].first
-    else:
-        protected_from = 0
+    plan = _plan(conv, opts, ctx)
+    reclaimed = sum(item.saved for item in plan)
+    if not plan or reclaimed < opts.clear_at_least:
+        note = f"clearing would reclaim {reclaimed} tokens < clear_at_least {opts.clear_at_least}"
+        return StageResult(conv, counters, (note,) if plan else ())
     messages = list(conv.messages)
-    for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
-        mi, bi = ref
-        if mi >= protected_from:
+    for item in plan:
+        if item.result:
+            path = ctx.offload.put("clear", item.key, item.block.text)
+            _set(messages, item.ref, item.block.with_text(_hint(ctx, opts, path)))
+            counters["cleared"] += 1
+        if item.call is not None:
+            call_block = conv.block(item.call)
+            apath = ctx.offload.put("clear", f"{item.key}.args", call_block.text)
+            note = json.dumps(
+                {"ctx_cleared": clear_args_hint(ctx.language, path=apath)}, ensure_ascii=False
+            )
+            _set(messages, item.call, call_block.with_text(note))
+            counters["arguments_cleared"] += 1
+    counters["tokens_reclaimed"] = reclaimed
+    return StageResult(conv.with_messages(messages), counters)
+
+
+class _Clear:
+    """One result to clear: where it is, its offload key, whether the result itself
+    goes (a short one stays), its call (if its arguments go) and the tokens saved."""
+
+    __slots__ = ("ref", "block", "key", "result", "call", "saved")
+
+    def __init__(
+        self,
+        ref: BlockRef,
+        block: Block,
+        key: str,
+        result: bool,
+        call: BlockRef | None,
+        saved: int,
+    ) -> None:
+        self.ref, self.block, self.key, self.result = ref, block, key, result
+        self.call, self.saved = call, saved
+
+
+def _protected_from(conv: Conversation, opts: ClearToolResultsOptions) -> int:
+    """Index of the first message of the last ``keep_rounds`` rounds of tool use."""
+    if opts.keep_rounds == 0:
+        return len(conv.messages)
+    rounds = conv.tool_rounds()
+    return rounds[-opts.keep_rounds].first if len(rounds) >= opts.keep_rounds else 0
+
+
+def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) -> list[_Clear]:
+    """The results to clear, priced in tokens with the hints they will get."""
+    count = ctx.tokens.counter.count
+    protected_from = _protected_from(conv, opts)
+    results = list(conv.iter_blocks(Kind.TOOL_RESULT))
+    last = len(results) - opts.keep_results
+    skip = set(opts.exclude_tools) | {name for name, o in opts.tools.items() if o.skip}
+    plan: list[_Clear] = []
+    for number, (ref, block) in enumerate(results, start=1):
+        if ref[0] >= protected_from or number > last:
             break
-        name = conv.tool_name(ref)
-        override = opts.tools.get(name or "")
-        if override is not None and override.skip:
+        if skip and (conv.tool_name(ref) or "") in skip:
             continue
         text = block.text
         if is_cleared(text):
             continue
-        key = block.call_id or f"result-{mi}-{bi}"
-        path = ctx.offload.path_for("clear", key)
-        if len(text) > len(clear_hint(ctx.language, path=path)):
-            path = ctx.offload.put("clear", key, text)
-            _set(messages, mi, bi, block.with_text(clear_hint(ctx.language, path=path)))
-            counters["cleared"] += 1
-        call = conv.call_of(ref)
+        key = str(number) if opts.hint != "long" else block.call_id or f"result-{ref[0]}-{ref[1]}"
+        hint = _hint(ctx, opts, ctx.offload.path_for("clear", key))
+        saved = max(0, count(text) - count(hint))
         # A call's input can be long though its result is short (an apply_patch patch).
-        if opts.clear_arguments and call is not None:
-            cmi, cbi = call
-            call_block = messages[cmi].blocks[cbi]
-            args = call_block.text
+        call = conv.call_of(ref) if opts.clear_arguments else None
+        if call is not None:
+            args = conv.block(call).text
             if is_cleared_args(args) or len(args) <= 80:
-                continue
-            apath = ctx.offload.put("clear", f"{key}.args", args)
-            note = json.dumps(
-                {"ctx_cleared": clear_args_hint(ctx.language, path=apath)}, ensure_ascii=False
-            )
-            _set(messages, cmi, cbi, call_block.with_text(note))
-            counters["arguments_cleared"] += 1
-    if not counters["cleared"] and not counters["arguments_cleared"]:
-        return StageResult(conv, counters)
-    return StageResult(conv.with_messages(messages), counters)
+                call = None
+            else:
+                apath = ctx.offload.path_for("clear", f"{key}.args")
+                note = json.dumps({"ctx_cleared": clear_args_hint(ctx.language, path=apath)})
+                saved += max(0, count(args) - count(note))
+        if saved <= 0:
+            continue
+        plan.append(_Clear(ref, block, key, count(text) > count(hint), call, saved))
+    return plan
 
 
-def _set(messages: list[Message], mi: int, bi: int, block: Block) -> None:
+def _hint(ctx: StageContext, opts: ClearToolResultsOptions, path: str) -> str:
+    return clear_hint(ctx.language, path=path, form=opts.hint)
+
+
+def _set(messages: list[Message], ref: BlockRef, block: Block) -> None:
+    mi, bi = ref
     msg = messages[mi]
     blocks = list(msg.blocks)
     blocks[bi] = block

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import heapq
 import re
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,13 +56,16 @@ class CompressWordsOptions(StageOptions):
         3, ge=0, description="Texts fewer than this many model calls old stay untouched."
     )
     mid_cutoff: int = Field(
-        10, ge=0, description="Texts up to this many model calls old keep keep_ratio_mid."
+        10,
+        ge=0,
+        description="Texts fewer than this many model calls old keep keep_ratio_mid; "
+        "older ones keep keep_ratio_old.",
     )
     keep_ratio_mid: float = Field(
         0.55, gt=0, le=1, description="Share of words kept in texts of middle age."
     )
     keep_ratio_old: float = Field(
-        0.30, gt=0, le=1, description="Share of words kept in texts older than mid_cutoff calls."
+        0.30, gt=0, le=1, description="Share of words kept in texts mid_cutoff or more calls old."
     )
     window_words: int = Field(
         50, ge=5, le=1000, description="Words judged together (one classifier request)."
@@ -211,7 +215,8 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
         age = ages[mi]
         if age < opts.recent_cutoff:
             continue
-        ratio = opts.keep_ratio_mid if age <= opts.mid_cutoff else opts.keep_ratio_old
+        # ReasonBlocks' tiers: calls_back < recent is recent, < mid is mid, else old.
+        ratio = opts.keep_ratio_mid if age < opts.mid_cutoff else opts.keep_ratio_old
         if ratio >= 1:
             continue
         for bi, block in enumerate(msg.blocks):
@@ -246,8 +251,8 @@ def compress_words(
     words, in every format. Age counts assistant responses after the message;
     records of one response (same ``group``) count once.
 
-    Effect: up to ``mid_cutoff`` calls old about ``keep_ratio_mid`` of the words stay,
-    older texts keep ``keep_ratio_old``. Words are judged in windows of
+    Effect: texts fewer than ``mid_cutoff`` calls old keep about ``keep_ratio_mid`` of
+    their words, older texts ``keep_ratio_old`` (ReasonBlocks' tiers). Words are judged in windows of
     ``window_words`` by the classifier: ``heuristic`` ranks numbers, paths,
     identifiers, error names, negations and words the agent used first, then the
     words rarest in this transcript; ``anthropic`` asks ``model`` and falls back to
@@ -291,19 +296,27 @@ def compress_words(
             close()
     changed: dict[BlockRef, Block] = {}
     count = ctx.tokens.counter.count
+    piece_tokens: dict[str, int] = {}
     mark = _MARK.get(ctx.language, _MARK["en"])
     for i, job in enumerate(jobs):
         mask = masks[i]
         kept = sum(mask)
         if len(mask) != len(job.words) or kept >= len(job.words):
             continue
-        body = join_lines(job.lines, mask)
         pct = round(100 * kept / len(job.words))
         # Price the result with the path it will get before writing anything, so a
-        # text that would not get shorter is never offloaded.
+        # text that would not get shorter is never offloaded. Which words a window
+        # keeps depends on word counts over the whole transcript, and compressing
+        # changes those counts; so the decision uses a bound that depends only on how
+        # many words are kept, or a rerun would compress a text this run left alone.
         planned = ctx.offload.path_for(AREA, job.key)
         old_text = job.block.text
-        if count(f"{body}\n{mark.format(pct=pct, path=planned)}") >= count(old_text):
+        old_tokens = count(old_text)
+        tail = count(f"\n{mark.format(pct=pct, path=planned)}")
+        if _body_bound(job, kept, count, piece_tokens) + tail >= old_tokens:
+            continue
+        body = join_lines(job.lines, mask)
+        if count(body) + tail >= old_tokens:  # only if the tokenizer is not subadditive
             continue
         path = ctx.offload.put(AREA, job.key, old_text)
         new_text = f"{body}\n{mark.format(pct=pct, path=path)}"
@@ -316,6 +329,35 @@ def compress_words(
     for note in notes:
         ctx.log(f"compress_words: {note}")
     return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+
+
+def _body_bound(job: _Job, kept: int, count: Callable[[str], int], cache: dict[str, int]) -> int:
+    """Most tokens the compressed body can have when ``kept`` of the job's words stay.
+
+    The body joins its lines with newlines; a line is its indentation and its kept
+    words with their separators. Counts of tokens add up at most (a concatenation
+    never needs more tokens than its parts), so the sum of the line frames and the
+    ``kept`` dearest words bounds every choice of words the classifier could make.
+    """
+
+    def tokens(piece: str) -> int:
+        if piece not in cache:
+            cache[piece] = count(piece)
+        return cache[piece]
+
+    frame = max(0, len(job.lines) - 1) * tokens("\n")
+    costs: list[int] = []
+    for line in job.lines:
+        if line.verbatim is not None:
+            frame += tokens(line.verbatim)
+            continue
+        frame += tokens(line.indent) if line.indent else 0
+        # A kept word is written with its separator, or without it at a line start.
+        costs.extend(
+            max(tokens(sep + word), tokens(word)) if sep else tokens(word)
+            for word, sep in zip(line.words, line.seps, strict=True)
+        )
+    return frame + sum(heapq.nlargest(kept, costs))
 
 
 def _classifier_notes(classifier: Any, counters: Counter[str]) -> tuple[str, ...]:

@@ -45,7 +45,9 @@ def drop_before_compaction(
     """Drop everything before the last compaction boundary; the boundary and summary stay.
 
     Applies to: formats that know where a resumed session's context starts (Claude
-    Code: the last ``system`` record of subtype ``compact_boundary``). A file without
+    Code: the compaction restart on the chain a resume walks back from the leaf, a
+    ``compact_boundary`` record or, in 1.0.x, an ``isCompactSummary`` user record
+    with ``parentUuid`` null). A file without
     a boundary, or whose boundary preserves a segment of earlier messages, is left
     unchanged.
 
@@ -167,7 +169,7 @@ def _continuing_earlier(conv: Conversation, start: int) -> list[str]:
 def _cite(conv: Conversation, kept: list[Message], start: int, hint: str) -> list[Message]:
     """Add ``hint`` to the compaction summary: the first message after the boundary."""
     for i, msg in enumerate(kept):
-        if msg.key is None or msg.key <= start:
+        if msg.key is None or msg.key < start:
             continue
         data = conv.records[msg.key].data
         if not (isinstance(data, dict) and data.get("isCompactSummary") is True):

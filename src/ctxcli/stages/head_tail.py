@@ -41,8 +41,10 @@ class HeadTailOptions(StageOptions):
     def _saves_something(self) -> HeadTailOptions:
         if self.head_chars + self.tail_chars >= self.threshold_chars:
             raise ValueError(
-                f"head_chars + tail_chars ({self.head_chars + self.tail_chars}) must be less "
-                f"than threshold_chars ({self.threshold_chars}), or no result would get shorter"
+                f"head_chars + tail_chars ({self.head_chars} + {self.tail_chars} = "
+                f"{self.head_chars + self.tail_chars}) must be less than threshold_chars "
+                f"({self.threshold_chars}), or no result would get shorter; raise "
+                "threshold_chars or lower head_chars or tail_chars"
             )
         return self
 

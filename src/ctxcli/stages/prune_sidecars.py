@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any, Literal
 
 from pydantic import Field, field_validator
@@ -27,6 +28,12 @@ class PruneSidecarsOptions(StageOptions):
         default_factory=lambda: ["progress"],
         description="Records to drop, by type or type:subtype (progress, "
         "progress:bash_progress, system:turn_duration); the model never sees them.",
+    )
+    constant_fields: list[str] = Field(
+        default_factory=list,
+        description="Top-level fields to keep on the first record only, when every record "
+        "holding one has the same value (cozempic's envelope-strip: cwd, version, gitBranch, "
+        "slug, userType).",
     )
     file_history: Literal["latest", "keep"] = Field(
         "latest",
@@ -59,7 +66,8 @@ def prune_sidecars(
     in real sessions), drops ``records`` (``progress`` records: hook ticks,
     cumulative Bash output, subagent messages already in the subagent's own file)
     and, with ``file_history = "latest"``, every ``file-history-snapshot`` that a
-    later one for the same message supersedes. Records pointing at a dropped record
+    later one for the same message supersedes. Each of ``constant_fields`` that has
+    one value in every record holding it stays on the first such record only. Records pointing at a dropped record
     are relinked to its nearest kept ancestor by the format; if that would split
     the conversation tree, nothing is dropped and a note says why. Texts the model
     never saw but an agent may want (Edit/Write ``originalFile``, the full output
@@ -70,7 +78,12 @@ def prune_sidecars(
     Interacts with: token counts do not change (only bytes do). Run it with
     ``drop_before_compaction`` for a session small enough for ``claude --resume``.
     """
-    counters = {"fields_removed": 0, "records_dropped": 0, "snapshots_dropped": 0}
+    counters = {
+        "fields_removed": 0,
+        "records_dropped": 0,
+        "snapshots_dropped": 0,
+        "constant_fields_removed": 0,
+    }
     records = conv.records
     if not records:
         return StageResult(conv, counters, ("the format exposes no records",))
@@ -107,6 +120,9 @@ def prune_sidecars(
                 drop.add(earlier)
                 counters["snapshots_dropped"] += 1
             latest[group] = rec.key
+    for key, present in _constant_fields(conv, opts.constant_fields, drop, live).items():
+        strip[key] = strip.get(key, frozenset()) | present
+        counters["constant_fields_removed"] += len(present)
     if not strip and not drop:
         return StageResult(conv, counters)
     out = conv.with_record_edits(RecordEdits(drop=frozenset(drop), strip=strip))
@@ -116,6 +132,32 @@ def prune_sidecars(
         ctx.log(f"prune_sidecars: {note}")
         return StageResult(conv, dict.fromkeys(counters, 0), (note,))
     return StageResult(out, counters)
+
+
+def _constant_fields(
+    conv: Conversation, names: list[str], drop: set[int], live: Collection[int | None]
+) -> dict[int, frozenset[str]]:
+    """Fields to strip: each of ``names`` whose kept records all hold one value, from
+    every such record but the first (which keeps the value for the whole file)."""
+    if not names:
+        return {}
+    kept = [
+        rec
+        for rec in conv.records
+        if isinstance(rec.data, dict)
+        and rec.key not in drop
+        and rec.key not in conv.record_edits.drop
+        and (not rec.message or rec.key in live)
+    ]
+    strip: dict[int, set[str]] = {}
+    for name in names:
+        holders = [rec for rec in kept if name in rec.data]
+        values = {repr(rec.data[name]) for rec in holders}
+        if len(values) != 1:
+            continue
+        for rec in holders[1:]:
+            strip.setdefault(rec.key, set()).add(name)
+    return {key: frozenset(fields) for key, fields in strip.items()}
 
 
 def _snapshot_of(data: dict[str, Any]) -> str | None:

@@ -17,8 +17,8 @@ class StripToolCallsOptions(StageOptions):
     keep_last_rounds: int = Field(
         0,
         ge=0,
-        description="The last this many rounds keep their tool calls and results "
-        "(the agent's work in progress).",
+        description="The last this many rounds of tool calls keep their calls and results "
+        "(the agent's work in progress); a closing answer without calls is no round.",
     )
     keep_tools: list[str] = Field(
         default_factory=list, description="Tools whose calls and results always stay."
@@ -88,7 +88,7 @@ def _pairs_to_remove(conv: Conversation, opts: StripToolCallsOptions) -> set[Blo
     if opts.keep_last_rounds == 0:
         protected_from = len(conv.messages)
     else:
-        rounds = conv.rounds()
+        rounds = conv.tool_rounds()
         protected_from = (
             rounds[-opts.keep_last_rounds].first if len(rounds) >= opts.keep_last_rounds else 0
         )

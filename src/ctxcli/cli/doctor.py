@@ -1,0 +1,141 @@
+"""``ctx doctor``: what breaks resuming a session, and ``--fix`` to repair it losslessly."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ctxcli import api
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.core.errors import CtxError, ExitCode
+
+
+def _targets(
+    file: str | None, session: str | None, last: bool, project: str | None, every: bool
+) -> list[str]:
+    if every:
+        if file or session or last:
+            raise CtxError("--all checks every session; do not name a file or session too.")
+        from ctxcli.sessions import find_sessions
+
+        return [str(s.path) for s in find_sessions(archived=False)]
+    picked = session_input([file] if file else None, session, last, project)
+    if not picked:
+        raise CtxError("nothing to check: pass a FILE, --session ID, --last or --all.")
+    return picked
+
+
+def doctor(
+    file: Annotated[
+        str | None,
+        typer.Argument(help="A session file (or use --session/--last/--all).", metavar="FILE"),
+    ] = None,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+    every: Annotated[bool, typer.Option("--all", help="Check every session.")] = False,
+    fix: Annotated[
+        bool,
+        typer.Option("--fix", help="Repair in place; 'ctx restore FILE' undoes the repair."),
+    ] = False,
+    max_line_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-line-bytes",
+            metavar="BYTES",
+            min=1024,
+            help="Lines longer than this stall a resume.",
+        ),
+    ] = 1_000_000,
+    force: Annotated[
+        bool, typer.Option("--force", help="Repair even if the session looks in use.")
+    ] = False,
+    live_seconds: LiveSecondsOpt = 60,
+    json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+) -> None:
+    """Find what breaks resuming a session or the API call it makes; --fix repairs it.
+
+    Checks: a torn last line, malformed lines the client skips (the chain may then
+    start at an assistant turn, which the API rejects), dangling parentUuid, tool
+    calls without results and the reverse, empty text blocks, thinking without a
+    signature, duplicated toolUseResult payloads and oversized lines. --fix edits
+    the file in place and records every change, so 'ctx restore FILE --in-place'
+    gives the original back. Exit 0: healthy (or all fixed); 1: problems remain;
+    2: usage, or a session in use was skipped by --all --fix.
+
+    Example:
+
+    \b
+        ctx doctor --last
+        ctx doctor --session 4d5611e5 --fix
+    """
+    from ctxcli.sessions import LiveSessionError, diagnose, fix_in_place
+
+    with _errors():
+        paths = _targets(file, session, last, project, every)
+        results: list[dict[str, Any]] = []
+        code = ExitCode.OK
+        for path in paths:
+            entry: dict[str, Any] = {"path": path}
+            if fix:
+                try:
+                    change = fix_in_place(
+                        Path(path),
+                        force=force,
+                        live_seconds=live_seconds,
+                        max_line_bytes=max_line_bytes,
+                    )
+                except LiveSessionError as exc:
+                    if not every:
+                        raise
+                    # One session in use does not stop the repair of the others.
+                    console.error(str(exc))
+                    results.append({"path": path, "healthy": False, "skipped": str(exc)})
+                    code = max(code, ExitCode.USAGE_ERROR)
+                    continue
+                assert change.repair is not None
+                fixed, problems = change.repair.fixed, change.repair.remaining
+                entry["fixed"] = [p.to_dict() for p in fixed]
+                entry["offload_dir"] = str(change.layer) if change.layer else None
+                entry["notes"] = change.notes
+            else:
+                agent, problems = diagnose(api.read_input(path), max_line_bytes=max_line_bytes)
+                entry["agent"] = agent
+                fixed = []
+            entry["problems"] = [p.to_dict() for p in problems]
+            entry["healthy"] = not problems
+            results.append(entry)
+            if problems:
+                code = max(code, ExitCode.CHECK_FAILED)
+            if not json:
+                _render(path, fixed, problems, entry)
+        if json:
+            payload = {
+                "files": results,
+                "unhealthy": sum(1 for r in results if not r["healthy"]),
+            }
+            console.write_stdout(orjson.dumps(payload) + b"\n")
+        if code:
+            raise typer.Exit(int(code))
+
+
+def _render(path: str, fixed: list[Any], problems: list[Any], entry: dict[str, Any]) -> None:
+    for p in fixed:
+        sys.stderr.write(f"ctx: fixed: {p.render(path)}\n")
+    for note in entry.get("notes", []):
+        sys.stderr.write(f"ctx: {path}: {note}\n")
+    for p in problems:
+        sys.stderr.write(p.render(path) + "\n")
+    if entry.get("offload_dir"):
+        sys.stderr.write(
+            f"ctx: {path}: repaired; the originals are in {entry['offload_dir']}; "
+            f"undo with: ctx restore {path} --in-place\n"
+        )
+    elif not problems:
+        sys.stderr.write(f"ctx: {path}: healthy\n")

@@ -1,0 +1,112 @@
+"""Options and arguments every ctx command shares, so each command module declares none again."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+import typer.core
+
+from ctxcli.core.errors import CtxError
+from ctxcli.formats import FORMATS
+from ctxcli.pipeline.presets import preset_names
+from ctxcli.services.tokens import TOKENIZERS
+
+
+def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
+    """Help shows an argument's metavar (FILE, INPUT...) and not its Python type.
+
+    Typer prints ``INPUT... <list[str]>`` for every argument and offers no switch for it;
+    ours all have a metavar that says what to pass.
+    """
+    return None if self.metavar is not None else _typer_argument_type(self, ctx)
+
+
+_typer_argument_type = typer.core.TyperArgument.display_type_rich
+typer.core.TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
+
+Input = Annotated[
+    str,
+    typer.Argument(help="Transcript file, or - for stdin.", show_default=False, metavar="FILE"),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", metavar="FILE", help="ctx.toml to use.", dir_okay=False),
+]
+
+
+def _completer(names: Callable[[], Iterable[str]]) -> Callable[[str], list[str]]:
+    """Shell completion over a list of names (formats, presets, tokenizers)."""
+    return lambda incomplete: [n for n in names() if n.startswith(incomplete)]
+
+
+TokenizerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--tokenizer",
+        metavar="NAME",
+        help=f"Tokenizer: {', '.join(TOKENIZERS)} (overrides the config).",
+        autocompletion=_completer(lambda: TOKENIZERS),
+    ),
+]
+FormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--format",
+        metavar="NAME",
+        help=f"Transcript format (default: auto-detect): {', '.join(FORMATS)}.",
+        autocompletion=_completer(lambda: FORMATS),
+    ),
+]
+PresetOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--preset",
+        metavar="NAME",
+        help=f"Run a named stage chain instead of the config's: {', '.join(preset_names())}.",
+        autocompletion=_completer(preset_names),
+    ),
+]
+OnInvalidOpt = Annotated[
+    str,
+    typer.Option(
+        "--on-invalid",
+        metavar="error|keep|auto",
+        help="A line that is not JSON. error: stop; keep: pass it through with a warning; "
+        "auto: keep for Claude Code and Codex (their clients skip such lines), else error.",
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
+Inputs = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="Transcript file, - for stdin, or several files or directories.",
+        show_default=False,
+        metavar="INPUT...",
+    ),
+]
+JobsOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--jobs",
+        "-j",
+        metavar="N",
+        min=1,
+        help="Processes: files at once for several inputs (default 1), "
+        "else counting processes for one large file (default: every core).",
+    ),
+]
+AllowEmptyOpt = Annotated[
+    bool,
+    typer.Option("--allow-empty", help="A directory with no transcript file is not an error."),
+]
+NoCacheOpt = Annotated[
+    bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
+]
+
+
+def check_on_invalid(value: str) -> None:
+    if value not in ("auto", "error", "keep"):
+        raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")

@@ -1,0 +1,84 @@
+"""``ctx report``: write the HTML page of where a transcript's tokens go."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.cli.options import (
+    ConfigOpt,
+    FormatOpt,
+    OnInvalidOpt,
+    PresetOpt,
+    TokenizerOpt,
+    check_on_invalid,
+)
+from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.core.errors import CtxError
+from ctxcli.pipeline.config import load_config
+from ctxcli.report import write_report
+from ctxcli.services.tokens import CountOptions
+
+
+def report(
+    input: Annotated[
+        str | None,
+        typer.Argument(help="Transcript file, or - for stdin.", show_default=False, metavar="FILE"),
+    ] = None,
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output", "-o", metavar="PATH", help="The HTML file to write, or - for stdout."
+        ),
+    ] = "report.html",
+    config: ConfigOpt = None,
+    preset: PresetOpt = None,
+    tokenizer: TokenizerOpt = None,
+    format: FormatOpt = None,
+    on_invalid: OnInvalidOpt = "auto",
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Write one self-contained HTML page: where the tokens go and what each stage removed.
+
+    The page runs the same reduction as 'ctx stats' (nothing else is written) and
+    shows tokens per message, per tool and per stage, the largest removals with
+    their text before and after, and the agent monitors over time. It needs no
+    network to open.
+
+    Example:
+
+    \b
+        ctx report session.jsonl -o report.html
+        ctx report --last --preset claude-code-resume
+    """
+    with _errors():
+        check_on_invalid(on_invalid)
+        picked = session_input([input] if input else None, session, last, project)
+        if not picked:
+            raise CtxError("name a transcript file, or a session with --session/--last.")
+        input = picked[0]
+        cfg = load_config(config, preset=preset).with_overrides(tokenizer=tokenizer, format=format)
+        with console.progress("counting tokens", enabled=output != "-") as bar:
+            data, page = write_report(
+                input,
+                output,
+                config=cfg,
+                on_invalid=on_invalid,
+                counting=CountOptions(progress=bar),
+            )
+        for warning in data.report.warnings:
+            console.warn(warning)
+        if output == "-":
+            console.write_stdout(page)
+        else:
+            rep = data.report
+            sys.stderr.write(
+                f"ctx: {rep.input}: report in {output} ({len(page):,} bytes; "
+                f"{rep.tokens_before:,} → {rep.tokens_after:,} tokens)\n"
+            )

@@ -1,0 +1,350 @@
+"""``ctx sessions`` and the ``--session``/``--last`` options every transcript command takes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.core.errors import CtxError, TranscriptError
+
+SessionOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--session",
+        "-s",
+        metavar="ID",
+        help="A Claude Code or Codex session id, or a unique prefix (see 'ctx sessions').",
+    ),
+]
+LastOpt = Annotated[
+    bool,
+    typer.Option("--last", help="The most recent session of --project (default: this directory)."),
+]
+ProjectOpt = Annotated[
+    str | None,
+    typer.Option("--project", metavar="DIR", help="A project directory ('.' is the current one)."),
+]
+LiveSecondsOpt = Annotated[
+    int,
+    typer.Option(
+        "--live-seconds",
+        metavar="N",
+        min=0,
+        help="A session written in the last N seconds is taken as in use and left alone.",
+    ),
+]
+
+
+def session_input(
+    inputs: list[str] | None, session: str | None, last: bool, project: str | None
+) -> list[str] | None:
+    """The transcript path(s) the command works on: INPUT, or the session named."""
+    if session is None and not last:
+        if project is not None:
+            raise CtxError("--project chooses a session with --last; add --last or --session.")
+        return inputs
+    if inputs:
+        raise CtxError("give either a file or --session/--last, not both.")
+    if session is not None and last:
+        raise CtxError("--session and --last both pick a session; use one.")
+    from ctxcli.sessions import resolve_session
+
+    return [str(resolve_session(session, last=last, project=project).path)]
+
+
+def is_session_file(path: str) -> bool:
+    """True if ``path`` lies under the clients' session directories."""
+    from pathlib import Path
+
+    from ctxcli.sessions.discover import is_session_path
+
+    return path != "-" and is_session_path(Path(path))
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:.1f} {unit}"
+    return f"{n} B"
+
+
+def _tokens(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
+
+
+def _cost(before: float | None, after: float | None) -> str:
+    if before is None:
+        return "?"
+    if after is None:
+        return f"${before:.2f}"
+    return f"${before:.2f}→${after:.2f}"
+
+
+_SHORT = {
+    "torn_last_line": "torn",
+    "malformed_line": "malformed",
+    "dangling_parent": "dangling",
+    "dangling_logical_parent": "dangling",
+    "chain_starts_with_assistant": "bad-start",
+    "unanswered_call": "unanswered",
+    "orphan_result": "orphan",
+    "empty_text": "empty-text",
+    "unsigned_thinking": "unsigned",
+    "duplicate_tool_use_result": "dup-result",
+    "oversized_line": "oversized",
+}
+
+
+def _health(row: Any) -> str:
+    if row.error:
+        return "unreadable"
+    labels = list(dict.fromkeys(_SHORT.get(k, k) for k in row.health))
+    if len(labels) > 2:
+        return f"{','.join(labels[:2])} +{len(labels) - 2}"
+    return ",".join(labels) or "ok"
+
+
+def _project(path: str | None, width: int = 32) -> str:
+    if not path:
+        return "?"
+    home = os.path.expanduser("~")
+    if path.startswith(home + os.sep) or path == home:
+        path = "~" + path[len(home) :]
+    return path if len(path) <= width else "…" + path[-(width - 1) :]
+
+
+def sessions_table(rows: list[Any], now: float | None = None, width: int | None = None) -> str:
+    """The text table of ``ctx sessions``; the title is cut to fit ``width``."""
+    from ctxcli.sessions.listing import relative_time
+
+    cells: list[tuple[str, ...]] = []
+    for row in rows:
+        sid = f"└ {row.id.split('/')[-1]}" if row.parent else row.short_id
+        agent = "claude" if row.agent == "claude_code" else row.agent
+        branch = row.git_branch or ""
+        branch = branch if len(branch) <= 20 else branch[:19] + "…"
+        cells.append(
+            (
+                sid,
+                agent + (" (archived)" if row.archived else ""),
+                _project(row.project),
+                relative_time(row.modified, now),
+                f"{row.records:,}",
+                _size(row.bytes),
+                _tokens(row.tokens),
+                _size(row.largest_line_bytes),
+                _health(row),
+                _cost(row.cost_before, row.cost_after),
+                branch,
+                row.title or "",
+            )
+        )
+    header = tuple(name for name, _ in COLUMNS)
+    widths = [max([len(header[i]), *(len(c[i]) for c in cells)]) for i in range(len(header) - 1)]
+    room = None if width is None else max(20, width - sum(widths) - 2 * len(widths))
+    lines = []
+    for c in [header, *cells]:
+        parts = [c[i].rjust(w) if COLUMNS[i][1] else c[i].ljust(w) for i, w in enumerate(widths)]
+        title = c[-1]
+        if room is not None and len(title) > room:
+            title = title[: room - 1] + "…"
+        lines.append("  ".join([*parts, title]).rstrip())
+    return "\n".join(lines) + "\n"
+
+
+COLUMNS = (
+    ("id", False),
+    ("agent", False),
+    ("project", False),
+    ("modified", False),
+    ("records", True),
+    ("bytes", True),
+    ("tokens", True),
+    ("largest", True),
+    ("health", False),
+    ("resume $", True),
+    ("branch", False),
+    ("title", False),
+)
+
+
+def sessions(
+    agent: Annotated[
+        str | None,
+        typer.Option("--agent", metavar="AGENT", help="claude_code or codex (default: both)."),
+    ] = None,
+    project: ProjectOpt = None,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="WHEN",
+            help="Only sessions modified since: 30m, 12h, 3d, 2w or a date.",
+        ),
+    ] = None,
+    sort: Annotated[
+        str, typer.Option("--sort", metavar="age|size", help="age (newest first) or size.")
+    ] = "age",
+    archived: Annotated[
+        bool, typer.Option("--archived", help="Include archived Codex sessions.")
+    ] = False,
+    exact: Annotated[
+        bool,
+        typer.Option("--exact", help="Count tokens with the tokenizer, not chars/4 (slower)."),
+    ] = False,
+    prices: Annotated[
+        str | None,
+        typer.Option(
+            "--prices", metavar="FILE", help="TOML table of USD per million input tokens by model."
+        ),
+    ] = None,
+    json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Read every session again (no listing cache).")
+    ] = False,
+    jobs: Annotated[
+        int,
+        typer.Option("--jobs", "-j", min=1, help="Processes reading sessions not yet cached."),
+    ] = 1,
+) -> None:
+    """List the Claude Code and Codex sessions on this machine.
+
+    Columns: a short id (any unique prefix works with --session), the agent, the
+    project, when it was last modified, records, bytes, model-visible tokens, the
+    largest line, health (what 'ctx doctor' would report), what one resume costs
+    before -> after 'ctx reduce' (uncached input, from a price table you can
+    override), the git branch and the first prompt or the client's summary.
+    Subagents are listed under their session.
+
+    Example:
+
+    \b
+        ctx sessions --project . --since 3d
+        ctx sessions --sort size --json
+    """
+    from ctxcli.sessions import list_sessions, load_prices, parse_since
+
+    with _errors():
+        table = load_prices(prices)
+        with console.progress("reading sessions", enabled=not json) as bar:
+            rows = list_sessions(
+                agent=agent,
+                project=project,
+                since=parse_since(since) if since else None,
+                archived=archived,
+                exact=exact,
+                sort=sort,
+                prices=table,
+                cache=not no_cache,
+                jobs=jobs,
+                progress=bar,
+            )
+        if json:
+            payload = {"sessions": [r.to_dict() for r in rows], "count": len(rows)}
+            console.write_stdout(orjson.dumps(payload) + b"\n")
+            return
+        if not rows:
+            sys.stderr.write("ctx: no sessions found\n")
+            return
+        width = shutil.get_terminal_size().columns if sys.stdout.isatty() else None
+        if os.environ.get("COLUMNS", "").isdigit():
+            width = int(os.environ["COLUMNS"])
+        sys.stdout.write(sessions_table(rows, width=width))
+
+
+def reduce_session_in_place(
+    source: str,
+    config: Any,
+    *,
+    force: bool,
+    live_seconds: int,
+    on_invalid: str,
+    json: bool,
+    quiet: bool,
+    counting: Any,
+) -> None:
+    """``ctx reduce --session ID --in-place``: reduce, record the layer, say where."""
+    from pathlib import Path
+
+    from ctxcli.cli.render import saved_pct
+    from ctxcli.sessions import reduce_in_place
+
+    try:
+        change = reduce_in_place(
+            Path(source),
+            config=config,
+            force=force,
+            live_seconds=live_seconds,
+            on_invalid=on_invalid,
+            counting=counting,
+        )
+    except TranscriptError as exc:
+        # A session the client wrote badly is what ctx doctor repairs (losslessly).
+        raise CtxError(f"{exc}, or repair the session first: ctx doctor {source} --fix") from None
+    report = change.report
+    assert report is not None
+    if json:
+        payload = report.to_dict() | {"offload_dir": str(change.layer) if change.layer else None}
+        console.write_report(orjson.dumps(payload) + b"\n")
+        return
+    if quiet:
+        return
+    for warning in report.warnings:
+        console.warn(warning)
+    path = change.path
+    if change.layer is None:
+        sys.stderr.write(f"ctx: {path}: nothing to reduce; the file is unchanged\n")
+        return
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        before, after = report.tokens_before, report.tokens_after
+    sys.stderr.write(
+        f"ctx: {path}: reduced in place; {change.bytes_before:,} → {change.bytes_after:,} "
+        f"bytes; a resume sends {before:,} → {after:,} tokens ({saved_pct(before, after)} "
+        f"saved)\nctx: offload in {change.layer}\n"
+        f"ctx: undo with: ctx restore {path} --in-place\n"
+    )
+
+
+def restore_session_file(
+    path: str, output: str, in_place: bool, force: bool, live_seconds: int
+) -> bool:
+    """Restore a session changed in place, if ctx recorded changes of it; else False."""
+    from pathlib import Path
+
+    from ctxcli.sessions import has_layers, restore_session
+
+    if not has_layers(Path(path)):
+        return False
+    if in_place and output not in ("-", path):
+        raise CtxError("--in-place and -o cannot be combined; pick one.")
+    restored = restore_session(
+        Path(path), in_place=in_place, force=force, live_seconds=live_seconds
+    )
+    if not in_place:
+        if output == "-":
+            console.write_stdout(restored.data)
+        else:
+            from ctxcli.api import write_atomic
+
+            write_atomic(Path(output), restored.data)
+    where = path if in_place else ("stdout" if output == "-" else output)
+    appended = (
+        f"; kept {restored.appended_bytes:,} bytes the client appended since"
+        if restored.appended_bytes
+        else ""
+    )
+    sys.stderr.write(
+        f"ctx: restored {where}: {len(restored.data):,} bytes, sha256 "
+        f"{restored.sha256[:12]}…, undoing {len(restored.layers)} change(s){appended}\n"
+    )
+    return True

@@ -1,0 +1,262 @@
+"""JSON as text: where values sit in a document, and writing a changed value in place.
+
+A record a stage changed must be written again, but only what the stage changed may
+look different: a number like ``1e400``, ``1E5`` or ``0.10000000000000001`` does not
+survive a parse and a re-serialisation (it comes back ``null``, ``100000.0``, ``0.1``
+or as the non-JSON ``Infinity``). :func:`dumps_keeping` serialises the new value and
+copies the original text of every value that is still the same, so untouched fields
+keep their exact bytes. The scanner only has to find where values start and end in
+text that is already known to be valid JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "Style",
+    "dumps_keeping",
+    "dumps_plain",
+    "item_spans",
+    "member_span",
+    "member_spans",
+    "skip_value",
+    "skip_ws",
+]
+
+_WS = re.compile(r"[ \t\n\r]*")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_STRUCT = re.compile(r'[\[\]{}"]')
+_SCALAR = re.compile(r"[^,\]}\s]+")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def skip_ws(text: str, pos: int) -> int:
+    """The index of the first non-space character at or after ``pos``."""
+    m = _WS.match(text, pos)
+    return m.end() if m else pos
+
+
+def skip_value(text: str, pos: int) -> int:
+    """The index just past the JSON value starting at ``pos``."""
+    c = text[pos]
+    if c == '"':
+        m = _STRING.match(text, pos)
+        assert m is not None
+        return m.end()
+    if c not in "[{":
+        m = _SCALAR.match(text, pos)
+        assert m is not None
+        return m.end()
+    depth = 0
+    while True:
+        m = _STRUCT.search(text, pos)
+        assert m is not None
+        ch = m.group()
+        if ch == '"':
+            s = _STRING.match(text, m.start())
+            assert s is not None
+            pos = s.end()
+            continue
+        depth += 1 if ch in "[{" else -1
+        pos = m.end()
+        if depth == 0:
+            return pos
+
+
+def member_spans(text: str, start: int) -> dict[str, tuple[int, int, int]]:
+    """Each member of the object at ``start``: key -> (key start, key end, value start).
+
+    A key given twice keeps its last place, as a parse keeps its last value.
+    """
+    members: dict[str, tuple[int, int, int]] = {}
+    pos = start + 1  # past "{"
+    while True:
+        pos = skip_ws(text, pos)
+        if text[pos] == "}":
+            return members
+        end = skip_value(text, pos)
+        name = json.loads(text[pos:end])
+        value = skip_ws(text, skip_ws(text, end) + 1)  # past ":"
+        members[name] = (pos, end, value)
+        pos = skip_ws(text, skip_value(text, value))
+        if text[pos] == ",":
+            pos += 1
+
+
+def member_span(text: str, key: str) -> tuple[int, int] | None:
+    """The span of the value of top-level member ``key`` of the object in ``text``."""
+    found = member_spans(text, skip_ws(text, 0)).get(key)
+    if found is None:
+        return None
+    return found[2], skip_value(text, found[2])
+
+
+def item_spans(text: str, start: int) -> tuple[list[tuple[int, int]], list[str]]:
+    """Spans of the items of the array at ``start`` and the text between them.
+
+    ``seps[0]`` follows ``[``, ``seps[k]`` (with its comma) precedes item k, and
+    ``seps[-1]`` precedes ``]``.
+    """
+    spans: list[tuple[int, int]] = []
+    seps: list[str] = []
+    pos = start + 1
+    mark = pos
+    pos = skip_ws(text, pos)
+    if text[pos] == "]":
+        return spans, [text[mark:pos]]
+    while True:
+        seps.append(text[mark:pos])
+        end = skip_value(text, pos)
+        spans.append((pos, end))
+        mark = end
+        pos = skip_ws(text, end)
+        if text[pos] == "]":
+            seps.append(text[mark:pos])
+            return spans, seps
+        pos = skip_ws(text, pos + 1)  # past ","
+
+
+# -- writing -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Style:
+    """How new JSON text is laid out: separators, escaping, and indentation.
+
+    ``indent`` (None: one line) is the step per level; ``base`` is the indentation
+    of the line the value starts on, for values inside a pretty-printed document.
+    """
+
+    comma: str = ","
+    colon: str = ":"
+    ascii: bool = False
+    indent: str | None = None
+    newline: str = "\n"
+    base: str = ""
+
+    def between(self, depth: int) -> str:
+        """The text between two members or items at nesting ``depth``."""
+        if self.indent is None:
+            return self.comma
+        return "," + self.newline + self.base + self.indent * (depth + 1)
+
+    def opening(self, depth: int) -> str:
+        return "" if self.indent is None else self.newline + self.base + self.indent * (depth + 1)
+
+    def closing(self, depth: int) -> str:
+        return "" if self.indent is None else self.newline + self.base + self.indent * depth
+
+
+def dumps_plain(value: Any, style: Style, depth: int = 0) -> str:
+    """``value`` as JSON text in ``style``.
+
+    Raises:
+        ValueError: ``value`` holds a number JSON cannot carry (infinite or NaN).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{value!r} is not a JSON number (beyond the range of a double)")
+    if style.indent is None and not style.ascii and style.comma == ",":
+        try:
+            out = orjson.dumps(value).decode("utf-8")
+        except TypeError:
+            pass  # lone surrogates or integers past 64 bits: the stdlib copes with both
+        else:
+            if "null" not in out or not _has_nonfinite(value):
+                return out
+            raise ValueError("a number beyond the range of a double is not JSON")
+    try:
+        text = json.dumps(
+            value,
+            ensure_ascii=style.ascii,
+            separators=(style.comma, style.colon),
+            indent=style.indent,
+            allow_nan=False,
+        )
+    except ValueError:
+        raise ValueError("a number beyond the range of a double is not JSON") from None
+    if style.indent is not None:
+        text = text.replace("\n", style.newline + style.base + style.indent * depth)
+    # A lone surrogate (a valid \ud800 escape) has no UTF-8 form: keep it escaped.
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _has_nonfinite(value: Any) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_nonfinite(v) for v in value)
+    return False
+
+
+def dumps_keeping(new: Any, old: Any, text: str, style: Style) -> str:
+    """``new`` as JSON text; every value equal to its place in ``old`` keeps its text.
+
+    ``old`` is what ``text`` parses to. Values are matched by place (object keys;
+    list items by identity first, as a stage that drops items keeps the others'
+    objects, else by index): what is the same, with the same types all the way
+    down, is copied from ``text``; what changed is written in ``style``.
+
+    Raises:
+        ValueError: a changed value holds a number JSON cannot carry.
+    """
+    return _splice(new, old, text, skip_ws(text, 0), style, 0)
+
+
+def _splice(new: Any, old: Any, text: str, start: int, style: Style, depth: int) -> str:
+    if new is old or _same(new, old):
+        return text[start : skip_value(text, start)]
+    if isinstance(new, dict) and isinstance(old, dict) and text[start] == "{":
+        if not new:
+            return "{}"
+        members = member_spans(text, start)
+        parts = []
+        for key, value in new.items():
+            found = members.get(key) if key in old else None
+            if found is None:
+                name = dumps_plain(key, style)
+                parts.append(name + style.colon + dumps_plain(value, style, depth + 1))
+            else:
+                k0, k1, v0 = found
+                inner = _splice(value, old[key], text, v0, style, depth + 1)
+                parts.append(text[k0:k1] + style.colon + inner)
+        body = style.between(depth).join(parts)
+        return "{" + style.opening(depth) + body + style.closing(depth) + "}"
+    if isinstance(new, list) and isinstance(old, list) and text[start] == "[":
+        if not new:
+            return "[]"
+        spans, _seps = item_spans(text, start)
+        where = {id(item): i for i, item in enumerate(old)}
+        parts = []
+        for i, value in enumerate(new):
+            j = where.get(id(value))
+            if j is None and i < len(old) and isinstance(value, dict | list):
+                j = i if type(old[i]) is type(value) else None
+            if j is None:
+                parts.append(dumps_plain(value, style, depth + 1))
+            else:
+                parts.append(_splice(value, old[j], text, spans[j][0], style, depth + 1))
+        body = style.between(depth).join(parts)
+        return "[" + style.opening(depth) + body + style.closing(depth) + "]"
+    return dumps_plain(new, style, depth)
+
+
+def _same(new: Any, old: Any) -> bool:
+    """Equal, with the same types all the way down (``1`` is not ``1.0`` or ``True``)."""
+    if type(new) is not type(old):
+        return False
+    if isinstance(new, dict):
+        return new.keys() == old.keys() and all(_same(v, old[k]) for k, v in new.items())
+    if isinstance(new, list):
+        return len(new) == len(old) and all(_same(a, b) for a, b in zip(new, old, strict=True))
+    if isinstance(new, float) and math.isnan(new):
+        return math.isnan(old)
+    return bool(new == old)

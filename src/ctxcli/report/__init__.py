@@ -1,0 +1,57 @@
+"""``ctx report``: one self-contained HTML page of where a transcript's tokens go.
+
+:func:`analyze_file` breaks down what ``ctx stats`` computes (per message, per tool,
+per stage, the largest removals, the monitors over time); :func:`render_html` turns
+that into the page and :func:`write_report` does both and writes the file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ctxcli import api
+from ctxcli.core.errors import CtxError
+from ctxcli.pipeline.config import Config
+from ctxcli.report.data import (
+    Item,
+    MessageRow,
+    ReportData,
+    ToolRow,
+    analyze_bytes,
+    analyze_file,
+)
+from ctxcli.report.html import render_html
+from ctxcli.services.tokens import CountOptions
+
+__all__ = [
+    "Item",
+    "MessageRow",
+    "ReportData",
+    "ToolRow",
+    "analyze_bytes",
+    "analyze_file",
+    "render_html",
+    "write_report",
+]
+
+
+def write_report(
+    input: str,
+    output: str | Path,
+    *,
+    config: Config | None = None,
+    on_invalid: str = "error",
+    counting: CountOptions | None = None,
+) -> tuple[ReportData, bytes]:
+    """Analyze ``input`` and write the page to ``output`` atomically (``-``: write nothing).
+
+    Returns:
+        The data shown and the page's bytes.
+    """
+    if str(output) != api.STDIO and Path(output).is_dir():
+        raise CtxError(f"{output} is a directory; name the HTML file to write.")
+    data = analyze_file(input, config=config, on_invalid=on_invalid, counting=counting)
+    page = render_html(data).encode("utf-8")
+    if str(output) != api.STDIO:
+        api.write_atomic(Path(output), page)
+    return data, page

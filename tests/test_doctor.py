@@ -1,0 +1,249 @@
+"""ctx doctor: every diagnosis, every repair, and restore giving the damaged original back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import SHARED, invoke
+from ctxcli.formats.claude_code import resume_chain
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.sessions import diagnose, plan_fixes
+from session_layout import CC_MCLAUDE, Layout, age, build
+
+
+@pytest.fixture
+def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Layout:
+    return build(tmp_path / "home", monkeypatch)
+
+
+def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) -> None:
+    damaged = layout.mclaude.read_bytes()
+    assert damaged == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
+    result = invoke(["doctor", "--session", "c76e", "--json"], code=1)
+    kinds = {p["kind"] for p in orjson.loads(result.stdout)["files"][0]["problems"]}
+    assert {"malformed_line", "chain_starts_with_assistant", "unanswered_call"} <= kinds
+    # Before: the chain a resume rebuilds starts at an assistant turn.
+    datas: list[Any] = []
+    for line in damaged.splitlines():
+        try:
+            datas.append(orjson.loads(line))
+        except orjson.JSONDecodeError:
+            datas.append(None)
+    assert datas[resume_chain(datas)[0]]["type"] == "assistant"
+
+    fix = orjson.loads(invoke(["doctor", "--session", "c76e", "--fix", "--json"]).stdout)
+    entry = fix["files"][0]
+    assert entry["healthy"] is True and fix["unhealthy"] == 0
+    assert {p["kind"] for p in entry["fixed"]} == kinds
+    layer = layout.data / "offload" / "claude_code" / CC_MCLAUDE / "0001-doctor"
+    assert entry["offload_dir"] == str(layer)
+
+    repaired = layout.mclaude.read_bytes()
+    datas = [orjson.loads(line) for line in repaired.splitlines()]
+    chain = resume_chain(datas)
+    first = next(datas[k] for k in chain if datas[k].get("type") in ("user", "assistant"))
+    assert first["type"] == "user"
+    assert validate_bytes(repaired) == []  # every tool_use answered, every result paired
+    line_859 = datas[858]
+    assert line_859["message"]["content"][0]["content"] == "M\\[REDACTED_EMAIL]"
+    invoke(["doctor", str(layout.mclaude)])  # healthy now: exit 0
+
+    assert invoke(["restore", str(layout.mclaude)]).stdout_bytes == damaged
+    age(layout.mclaude, 120)
+    invoke(["restore", str(layout.mclaude), "--in-place"])
+    assert layout.mclaude.read_bytes() == damaged
+
+
+def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
+    err = invoke(["reduce", "--session", "c76e", "--in-place"], code=2).stderr
+    assert f"{layout.mclaude}:859: not valid JSON" in err
+    assert f"or repair the session first: ctx doctor {layout.mclaude} --fix" in err
+    assert layout.mclaude.read_bytes() == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
+
+
+def test_doctor_all_and_exit_codes(layout: Layout) -> None:
+    payload = orjson.loads(invoke(["doctor", "--all", "--json"], code=1).stdout)
+    unhealthy = {Path(f["path"]).name for f in payload["files"] if not f["healthy"]}
+    assert f"{CC_MCLAUDE}.jsonl" in unhealthy
+    assert payload["unhealthy"] == len(unhealthy)
+    invoke(["doctor", "--session", "01997e76"])
+    invoke(["doctor"], code=2)
+    invoke(["doctor", "--all", "--session", "c76e"], code=2)
+    assert "no such file" in invoke(["doctor", "missing.jsonl"], code=2).stderr
+
+
+def test_fix_refuses_a_live_session(layout: Layout) -> None:
+    age(layout.mclaude, 1)
+    err = invoke(["doctor", "--session", "c76e", "--fix"], code=2).stderr
+    assert "looks in use" in err
+    invoke(["doctor", "--session", "c76e", "--fix", "--force"])
+
+
+def test_fix_all_skips_a_live_session_and_repairs_the_others(layout: Layout) -> None:
+    age(layout.codex, 1)
+    payload = orjson.loads(invoke(["doctor", "--all", "--fix", "--json"], code=2).stdout)
+    skipped = [f for f in payload["files"] if "skipped" in f]
+    assert [Path(f["path"]) for f in skipped] == [layout.codex]
+    repaired = next(f for f in payload["files"] if Path(f["path"]) == layout.mclaude)
+    assert repaired["healthy"] is True and repaired["fixed"]
+
+
+def test_fix_needs_an_agent_session(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    path.write_bytes((SHARED / "oai_taubench_airline_task2_trial1.jsonl").read_bytes())
+    invoke(["doctor", str(path)])
+    err = invoke(["doctor", str(path), "--fix"], code=2).stderr
+    assert "not a Claude Code session or a Codex rollout" in err
+
+
+# --- one synthetic case per problem ---------------------------------------------------------
+
+
+def _cc(uuid: str, parent: str | None, role: str, content: Any, **extra: Any) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": role, "content": content}
+    if role == "assistant":
+        message = {"id": extra.pop("msg_id", f"msg_{uuid}"), "type": "message", **message}
+    return {
+        "parentUuid": parent,
+        "isSidechain": False,
+        "sessionId": "s-1",
+        "type": role,
+        "message": message,
+        "uuid": uuid,
+        **extra,
+    }
+
+
+def _call(uuid: str, parent: str, call_id: str) -> dict[str, Any]:
+    return _cc(
+        uuid,
+        parent,
+        "assistant",
+        [{"type": "tool_use", "id": call_id, "name": "Bash", "input": {}}],
+    )
+
+
+def _result(uuid: str, parent: str, call_id: str, text: str = "ok", **extra: Any) -> dict[str, Any]:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    return _cc(uuid, parent, "user", [block], **extra)
+
+
+def _base() -> list[dict[str, Any]]:
+    return [
+        _cc("u1", None, "user", "do it"),
+        _call("a1", "u1", "t1"),
+        _result("r1", "a1", "t1"),
+        _cc("a2", "r1", "assistant", [{"type": "text", "text": "done"}]),
+        _cc("u2", "a2", "user", "thanks"),
+        _cc("a3", "u2", "assistant", [{"type": "text", "text": "bye"}]),
+    ]
+
+
+def _lines(records: list[Any]) -> bytes:
+    return b"".join((r if isinstance(r, bytes) else orjson.dumps(r)) + b"\n" for r in records)
+
+
+BIG = "x" * 5000
+
+
+CASES: dict[str, Any] = {
+    "torn_last_line": lambda r: _lines(r)[:-25],
+    "malformed_line": lambda r: _lines(
+        [*r[:2], orjson.dumps(r[2]).replace(b'"ok"', b'"o\\k"'), *r[3:]]
+    ),
+    # Killed mid-write, then resumed: the next record is glued to the torn one.
+    "malformed_line/glued": lambda r: _lines(
+        [*r[:2], orjson.dumps(r[2])[:40] + orjson.dumps(r[2]), *r[3:]]
+    ),
+    "dangling_parent": lambda r: _lines([*r[:4], {**r[4], "parentUuid": "gone"}, *r[5:]]),
+    "empty_text": lambda r: _lines(
+        [*r[:3], _cc("a2", "r1", "assistant", [{"type": "text", "text": ""}]), *r[4:]]
+    ),
+    "unsigned_thinking": lambda r: _lines(
+        [
+            *r[:3],
+            _cc("a2x", "r1", "assistant", [{"type": "thinking", "thinking": "hm"}]),
+            {**r[3], "parentUuid": "a2x"},
+            *r[4:],
+        ]
+    ),
+    "unanswered_call": lambda r: _lines(
+        [*r[:2], _call("a1b", "a1", "t2"), {**r[2], "parentUuid": "a1b"}, *r[3:]]
+    ),
+    "orphan_result": lambda r: _lines(
+        [*r[:4], _result("rx", "a2", "nope"), {**r[4], "parentUuid": "rx"}, *r[5:]]
+    ),
+    "duplicate_tool_use_result": lambda r: _lines(
+        [
+            r[0],
+            r[1],
+            {**r[2], "toolUseResult": {"stdout": BIG}},
+            _call("a1c", "r1", "t3"),
+            _result("r3", "a1c", "t3", toolUseResult={"stdout": BIG}),
+            {**r[3], "parentUuid": "r3"},
+            *r[4:],
+        ]
+    ),
+    "oversized_line": lambda r: _lines(
+        [
+            *r[:2],
+            _result("r1", "a1", "t1", "y" * 30_000, toolUseResult={"stdout": "y" * 30_000}),
+            *r[3:],
+        ]
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) -> None:
+    kind = case.split("/")[0]
+    raw = CASES[case](_base())
+    _agent, problems = diagnose(raw, max_line_bytes=20_000)
+    assert kind in {p.kind for p in problems}
+    store = DryRunOffload(str(tmp_path / "off"))
+    repair = plan_fixes(raw, store, max_line_bytes=20_000)
+    assert kind in {p.kind for p in repair.fixed}
+    assert repair.remaining == []
+    assert diagnose(repair.output, max_line_bytes=20_000)[1] == []
+    assert validate_bytes(repair.output) == []
+    datas = [orjson.loads(x) for x in repair.output.splitlines()]
+    first = next(
+        datas[k] for k in resume_chain(datas) if datas[k].get("type") in ("user", "assistant")
+    )
+    assert first["type"] == "user"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_repair_restores_byte_for_byte(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kind = case.split("/")[0]
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "s.jsonl"
+    raw = CASES[case](_base())
+    path.write_bytes(raw)
+    age(path, 120)
+    result = invoke(["doctor", str(path), "--fix", "--max-line-bytes", "20000"])
+    assert "repaired; the originals are in" in result.stderr
+    if kind == "oversized_line":
+        offloaded = list((tmp_path / "data").rglob("doctor/*"))
+        assert offloaded and all(str(tmp_path / "data") in line for line in [str(offloaded[0])])
+        assert b"the full output is in " + str(tmp_path / "data").encode() in path.read_bytes()
+    assert invoke(["restore", str(path)]).stdout_bytes == raw
+
+
+def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> None:
+    lines = (SHARED / "codex_agentcmd_2025-09-25T08-02-05.jsonl").read_bytes().splitlines(True)
+    at = next(i for i, line in enumerate(lines) if b'"type":"function_call_output"' in line)
+    raw = b"".join(lines[:at] + lines[at + 1 :])
+    kinds = [p.kind for p in diagnose(raw)[1]]
+    assert kinds == ["unanswered_call"]
+    repair = plan_fixes(raw, DryRunOffload(str(tmp_path)))
+    added = [orjson.loads(x) for x in repair.output.splitlines()][at]
+    assert added["payload"]["output"] == "aborted"
+    assert diagnose(repair.output)[1] == []

@@ -1,0 +1,382 @@
+"""ctx sessions, --session/--last and in-place reduction on layouts built in a temp HOME."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from conftest import SHARED, invoke
+from ctxcli.sessions import listing
+from ctxcli.sessions.discover import resolve_session, short_ids
+from ctxcli.sessions.inplace import count_messages
+from session_layout import (
+    CC_MCLAUDE,
+    CC_SPOTTER,
+    CODEX_ID,
+    CODEX_ID_2,
+    SPOTTER_CWD,
+    Layout,
+    age,
+    build,
+)
+
+
+@pytest.fixture
+def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Layout:
+    return build(tmp_path / "home", monkeypatch)
+
+
+def _json(args: list[str], code: int = 0) -> Any:
+    return orjson.loads(invoke(args, code=code).stdout)
+
+
+def test_lists_every_session_with_subagents_under_their_parent(layout: Layout) -> None:
+    rows = _json(["sessions", "--json"])["sessions"]
+    assert [(r["id"], r["agent"], r["parent"]) for r in rows] == [
+        (CC_SPOTTER, "claude_code", None),
+        (f"{CC_SPOTTER}/agent-a2898e3", "claude_code", CC_SPOTTER),
+        (CC_MCLAUDE, "claude_code", None),
+        (CODEX_ID, "codex", None),
+    ]
+    spotter, _sub, mclaude, codex = rows
+    assert spotter["project"] == SPOTTER_CWD
+    assert spotter["git_branch"] == "spotter-dov"
+    assert spotter["bytes"] == layout.spotter.stat().st_size == 3158801
+    assert spotter["records"] == 1512
+    assert spotter["largest_line_bytes"] >= 69130
+    assert spotter["model"].startswith("claude-opus")
+    assert spotter["resume_tokens_after"] < spotter["resume_tokens_before"]
+    assert 0 < spotter["cost_after"] < spotter["cost_before"]
+    assert mclaude["summary"] == "**Router hardening complete: cloud/VPN/telemetry removal**"
+    assert mclaude["title"] == mclaude["summary"]
+    assert "malformed_line" in mclaude["health"]
+    assert "chain_starts_with_assistant" in mclaude["health"]
+    assert codex["health"] == []
+    assert codex["project"] == "/Users/jnarowski/Dev/spectora/src/spectora-labs-monorepo-v2"
+    assert codex["short_id"] == "01997e76"
+
+
+def test_table_on_stdout(layout: Layout) -> None:
+    out = invoke(["sessions"], code=0).stdout
+    lines = out.splitlines()
+    assert lines[0].split()[:4] == ["id", "agent", "project", "modified"]
+    assert lines[1].startswith("4d5611e5 ")
+    assert lines[2].startswith("└ agent-a2898e3")
+    assert "bad-start" in lines[3] and "**Router hardening" in lines[3]
+
+
+def test_filters_and_sorting(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    ids = [r["id"] for r in _json(["sessions", "--json", "--agent", "codex"])["sessions"]]
+    assert ids == [CODEX_ID]
+    ids = [
+        r["id"] for r in _json(["sessions", "--json", "--agent", "codex", "--archived"])["sessions"]
+    ]
+    assert ids == [CODEX_ID, CODEX_ID_2]
+    rows = _json(["sessions", "--json", "--since", "1d"])["sessions"]
+    assert [r["id"] for r in rows] == [CC_SPOTTER, f"{CC_SPOTTER}/agent-a2898e3"]
+    rows = _json(["sessions", "--json", "--project", SPOTTER_CWD])["sessions"]
+    assert {r["project"] for r in rows} == {SPOTTER_CWD}
+    rows = _json(["sessions", "--json", "--sort", "size"])["sessions"]
+    tops = [r["bytes"] for r in rows if r["parent"] is None]
+    assert tops == sorted(tops, reverse=True)
+    work = layout.home / "elsewhere"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert _json(["sessions", "--json", "--project", "."])["count"] == 0
+    invoke(["sessions", "--agent", "cursor"], code=2)
+    invoke(["sessions", "--since", "yesterday-ish"], code=2)
+
+
+def test_a_second_listing_reads_no_session(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    scanned: list[str] = []
+    real = listing.scan_session
+
+    def spy(session: Any, **kw: Any) -> Any:
+        scanned.append(session.id)
+        return real(session, **kw)
+
+    monkeypatch.setattr(listing, "scan_session", spy)
+    first = listing.list_sessions()
+    assert len(scanned) == 4
+    scanned.clear()
+    assert [r.to_dict() for r in listing.list_sessions()] == [r.to_dict() for r in first]
+    assert scanned == []
+    with layout.codex.open("ab") as fh:
+        fh.write(b"\n")
+    age(layout.codex, 3600)
+    listing.list_sessions()
+    assert scanned == [CODEX_ID]
+
+
+def test_sessions_index_is_used_when_fresh_and_ignored_when_stale(layout: Layout) -> None:
+    st = layout.mclaude.stat()
+    entry = {
+        "sessionId": CC_MCLAUDE,
+        "fullPath": str(layout.mclaude),
+        "fileMtime": st.st_mtime_ns // 1_000_000,
+        "summary": "From the index",
+        "messageCount": 986,
+        "projectPath": "C:\\Users\\Mischa",
+        "isSidechain": False,
+    }
+    index = layout.mclaude.parent / "sessions-index.json"
+    index.write_bytes(orjson.dumps({"version": 1, "entries": [entry]}))
+    row = next(r for r in _json(["sessions", "--json"])["sessions"] if r["id"] == CC_MCLAUDE)
+    assert row["summary"] == "From the index"
+    entry["fileMtime"] -= 60_000
+    index.write_bytes(orjson.dumps({"version": 1, "entries": [entry]}))
+    row = next(r for r in _json(["sessions", "--json"])["sessions"] if r["id"] == CC_MCLAUDE)
+    assert row["summary"].startswith("**Router hardening")
+
+
+def test_prices_can_be_overridden(layout: Layout, tmp_path: Path) -> None:
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices]\n"claude-opus-4-6" = 100.0\n')
+    row = _json(["sessions", "--json", "--prices", str(prices)])["sessions"][0]
+    assert row["cost_before"] == pytest.approx(row["resume_tokens_before"] * 100 / 1e6)
+    prices.write_text('[prices]\n"claude-opus-4-6" = "free"\n')
+    err = invoke(["sessions", "--prices", str(prices)], code=2).stderr
+    assert "prices.claude-opus-4-6 = 'free' is invalid" in err
+
+
+# --- resolving ------------------------------------------------------------------------
+
+
+def test_session_prefix_last_and_errors(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert resolve_session("c76e").path == layout.mclaude
+    assert resolve_session("agent-a2898e3").path == layout.subagent
+    assert resolve_session(CODEX_ID_2).path == layout.codex_archived
+    twin = layout.mclaude.parent / "c76e0000-0000-4000-8000-000000000000.jsonl"
+    twin.write_bytes(layout.mclaude.read_bytes())
+    err = invoke(["stats", "--session", "c76e"], code=2).stderr
+    assert "'c76e' matches 2 sessions" in err
+    assert CC_MCLAUDE in err and "c76e0000-0000-4000-8000-000000000000" in err
+    err = invoke(["stats", "--session", "zzzz"], code=2).stderr
+    assert "no session id starts with 'zzzz'" in err
+    err = invoke(["stats", "--last"], code=2).stderr
+    assert "no session of the project" in err
+    monkeypatch.chdir("/")
+    err = invoke(["stats", "--last", "--project", SPOTTER_CWD, "--json"]).stdout
+    assert orjson.loads(err)["input"] == str(layout.spotter)
+    invoke(["stats", str(layout.spotter), "--session", "c76e5be5-ffd2"], code=2)
+    assert short_ids(["abcdef0123", "abcdef9999", "ffff"]) == {
+        "abcdef0123": "abcdef01",
+        "abcdef9999": "abcdef99",
+        "ffff": "ffff",
+    }
+
+
+def test_every_transcript_command_takes_a_session(layout: Layout) -> None:
+    report = _json(["stats", "--session", "4d56", "--json"])
+    assert report["input"] == str(layout.spotter)
+    assert _json(["validate", "--session", "01997e76", "--json"])["valid"] is True
+    out = invoke(["reduce", "--session", "01997e76", "-q"]).stdout
+    assert out.startswith('{"timestamp"')
+    assert not (layout.data).exists()  # not in place: the session is left alone
+
+
+# --- in place ---------------------------------------------------------------------------
+
+
+def test_reduce_in_place_refuses_a_live_session(layout: Layout) -> None:
+    original = layout.spotter.read_bytes()
+    age(layout.spotter, 5)
+    err = invoke(["reduce", "--session", "4d56", "--in-place"], code=2).stderr
+    assert "the session looks in use (it was modified " in err
+    assert "s ago, less than 60s)" in err
+    assert layout.spotter.read_bytes() == original
+    invoke(["reduce", "--session", "4d56", "--in-place", "--live-seconds", "2", "-q"])
+    assert layout.spotter.read_bytes() != original
+
+
+def test_reduce_in_place_and_restore_a_claude_session(layout: Layout) -> None:
+    original = layout.spotter.read_bytes()
+    st = layout.spotter.stat()
+    index = layout.spotter.parent / "sessions-index.json"
+    index.write_bytes(
+        orjson.dumps(
+            {
+                "version": 1,
+                "entries": [
+                    {
+                        "sessionId": CC_SPOTTER,
+                        "fullPath": str(layout.spotter),
+                        "fileMtime": st.st_mtime_ns // 1_000_000,
+                        "messageCount": count_messages(original),
+                    }
+                ],
+            },
+            option=orjson.OPT_INDENT_2,
+        )
+    )
+    result = invoke(["reduce", "--session", "4d56", "--in-place", "--preset", "claude-code-resume"])
+    layer = layout.data / "offload" / "claude_code" / CC_SPOTTER / "0001-reduce"
+    assert f"offload in {layer}" in result.stderr
+    assert f"undo with: ctx restore {layout.spotter} --in-place" in result.stderr
+    reduced = layout.spotter.read_bytes()
+    assert len(reduced) < len(original) // 2
+    # The hints the agent reads cite the absolute offload path.
+    assert str(layer).encode() in reduced
+    entry = orjson.loads(index.read_bytes())["entries"][0]
+    assert entry["fileMtime"] == layout.spotter.stat().st_mtime_ns // 1_000_000
+    assert entry["messageCount"] == count_messages(reduced) < count_messages(original)
+    assert index.read_bytes().startswith(b"{\n")
+    assert _json(["validate", str(layout.spotter), "--json"])["valid"] is True
+    # The listing sees the change (the cache key holds size and mtime).
+    row = _json(["sessions", "--json"])["sessions"][0]
+    assert row["bytes"] == len(reduced)
+    # A plain restore prints the original; --in-place puts it back and spends the layers.
+    assert invoke(["restore", str(layout.spotter)]).stdout_bytes == original
+    invoke(["restore", "--session", "4d56", "--in-place"])
+    assert layout.spotter.read_bytes() == original
+    assert not (layout.data / "offload" / "claude_code" / CC_SPOTTER).exists()
+    err = invoke(["restore", "--session", "4d56", "--in-place"], code=2).stderr
+    assert "nothing to restore" in err or "REDUCED.offload" in err or "not a ctx" in err
+
+
+def test_repeated_changes_undo_in_one_step_and_keep_appended_lines(layout: Layout) -> None:
+    original = layout.mclaude.read_bytes()
+    invoke(["doctor", "--session", "c76e", "--fix"])
+    invoke(["reduce", "--session", "c76e", "--in-place", "--preset", "claude-code-resume"])
+    invoke(["reduce", "--session", "c76e", "--in-place"])
+    layers = sorted(
+        p.name for p in (layout.data / "offload" / "claude_code" / CC_MCLAUDE).iterdir()
+    )
+    assert layers[:2] == ["0001-doctor", "0002-reduce"]
+    appended = b'{"type":"user","message":{"role":"user","content":"go on"},"uuid":"new-1"}\n'
+    with layout.mclaude.open("ab") as fh:
+        fh.write(appended)
+    age(layout.mclaude, 120)
+    result = invoke(["restore", "--session", "c76e", "--in-place"])
+    assert f"kept {len(appended)} bytes the client appended since" in result.stderr
+    assert layout.mclaude.read_bytes() == original + appended
+
+
+def test_restore_refuses_an_edit_inside_what_ctx_wrote(layout: Layout) -> None:
+    invoke(["reduce", "--session", "01997e76", "--in-place"])
+    data = layout.codex.read_bytes()
+    cut = data.rindex(b'"timestamp":"2025')
+    layout.codex.write_bytes(data[:cut] + b'"timestamp":"2024' + data[cut + 17 :])
+    age(layout.codex, 120)
+    err = invoke(["restore", "--session", "01997e76"], code=2).stderr
+    assert "was changed inside what ctx wrote" in err
+
+
+def test_reduce_in_place_and_restore_a_codex_session(layout: Layout) -> None:
+    original = layout.codex.read_bytes()
+    report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])
+    assert report["offload_dir"] == str(
+        layout.data / "offload" / "codex" / CODEX_ID / "0001-reduce"
+    )
+    assert report["bytes_after"] < report["bytes_before"]
+    assert layout.codex.read_bytes() != original
+    invoke(["restore", str(layout.codex), "--in-place"])
+    assert layout.codex.read_bytes() == original
+
+
+def test_a_copy_outside_the_session_dirs_gets_its_own_layers(
+    layout: Layout, tmp_path: Path
+) -> None:
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes((SHARED / "codex_agentcmd_2025-09-24T19-22-20.jsonl").read_bytes())
+    age(copy, 120)
+    invoke(["doctor", str(copy), "--fix"])  # healthy: nothing recorded
+    assert not list((layout.data / "offload").glob("*/*/0*"))
+    invoke(["reduce", "--session", "01997e76", "--in-place"])
+    from ctxcli.sessions import state_dir
+
+    assert state_dir(copy).name.startswith(f"{CODEX_ID}-")
+    assert state_dir(layout.codex).name == CODEX_ID
+
+
+def test_the_readme_sessions_walkthrough_runs_as_written(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("## Sessions: find, diagnose") :]
+    start = section.index("```console\n") + len("```console\n")
+    block = section[start : section.index("\n```", start)]
+    commands = [line[2:] for line in block.splitlines() if line.startswith("$ ")]
+    assert len(commands) >= 10
+    script = "\n".join(["set -u", *commands])
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    env["TMPDIR"] = str(tmp_path)
+    env.pop("CTX_CACHE_DIR", None)
+    result = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.rstrip().endswith("byte for byte")
+    assert "reduced in place; 1,723,116 → " in result.stderr  # after: depends on HOME
+    assert "repaired; the originals are in" in result.stderr
+
+
+def test_env_homes_old_subagent_layout_and_exact_counts(
+    layout: Layout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 2.0.x keeps a subagent beside its session as agent-<id>.jsonl; it names its parent.
+    old = layout.mclaude.parent / "agent-abc3cb6.jsonl"
+    old.write_bytes(layout.mclaude.read_bytes()[:20000].rsplit(b"\n", 1)[0] + b"\n")
+    age(old, 3 * 86400)
+    rows = _json(["sessions", "--json", "--agent", "claude_code"])["sessions"]
+    assert [(r["id"], r["parent"]) for r in rows][-2:] == [
+        (CC_MCLAUDE, None),
+        ("agent-abc3cb6", CC_MCLAUDE),
+    ]
+    approx = next(r for r in rows if r["id"] == CC_MCLAUDE)["tokens"]
+    exact = next(
+        r for r in _json(["sessions", "--json", "--exact"])["sessions"] if r["id"] == CC_MCLAUDE
+    )["tokens"]
+    assert exact != approx and abs(exact - approx) < approx * 0.5
+    # $CLAUDE_CONFIG_DIR and $CODEX_HOME move the clients' homes.
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "none"))
+    monkeypatch.setenv("CODEX_HOME", str(layout.home / ".codex"))
+    assert [r["id"] for r in _json(["sessions", "--json"])["sessions"]] == [CODEX_ID]
+
+
+def test_a_session_open_in_another_process_is_live(layout: Layout) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from ctxcli.sessions import liveness
+
+    assert liveness(layout.codex) is None
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; f = open(sys.argv[1], 'ab'); print('open', flush=True); "
+            "time.sleep(60)",
+            str(layout.codex),
+        ],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"open\n"
+        assert liveness(layout.codex) == f"process {holder.pid} has it open"
+        err = invoke(["reduce", "--session", "01997e76", "--in-place"], code=2).stderr
+        assert f"process {holder.pid} has it open" in err
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    deadline = time.monotonic() + 5
+    while liveness(layout.codex) is not None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert liveness(layout.codex) is None
+
+
+def test_jobs_read_uncached_sessions_in_parallel_with_the_same_rows(layout: Layout) -> None:
+    one = [r.to_dict() for r in listing.list_sessions(cache=False)]
+    two = [r.to_dict() for r in listing.list_sessions(cache=False, jobs=2)]
+    assert one == two and len(one) == 4
+    assert _json(["sessions", "--json", "-j", "2"])["sessions"] == one
