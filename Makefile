@@ -60,6 +60,7 @@ $(VENV)/.bench-installed: $(STAMP)
 
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench_live.py
 
 # eval_peers.py: ctx's clear vs LangChain's, observation masking, and the Claude Code
 # preset vs cozempic, on ../shared/transcripts (a few seconds).

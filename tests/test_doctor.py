@@ -60,9 +60,11 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
 
 
 def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
-    err = invoke(["reduce", "--session", "c76e", "--in-place"], code=2).stderr
+    """The bad line is kept (the client skips it too), named, and doctor is pointed to."""
+    err = invoke(["reduce", "--session", "c76e", "--in-place"]).stderr
     assert f"{layout.mclaude}:859: not valid JSON" in err
-    assert f"or repair the session first: ctx doctor {layout.mclaude} --fix" in err
+    assert f"repair such lines with: ctx doctor {layout.mclaude} --fix" in err
+    invoke(["restore", "--session", "c76e", "--in-place", "--force"])
     assert layout.mclaude.read_bytes() == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
 
 

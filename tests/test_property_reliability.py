@@ -27,7 +27,8 @@ from transcript_builders import FORMATS, build, tool_session, write_sessions
 
 TRUNCATE = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'
 SETTINGS = settings(
-    max_examples=25,
+    # CTX_FUZZ_EXAMPLES=500 for a longer hunt than the default suite affords.
+    max_examples=int(os.environ.get("CTX_FUZZ_EXAMPLES", "25")),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )

@@ -18,6 +18,8 @@ from ctxcli._version import __version__
 # `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.
 _LAZY = {
     "Report": "pipeline.report",
+    "Reducer": "reducer",
+    "ReducerResult": "reducer",
     "reduce_bytes": "pipeline.reducer",
     "reduce_file": "api",
     "restore_file": "api",
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.reducer import reduce_bytes
     from ctxcli.pipeline.report import Report
     from ctxcli.records import ReducedRecords, reduce_records
+    from ctxcli.reducer import Reducer, ReducerResult
 
 
 def __getattr__(name: str) -> Any:
@@ -55,6 +58,8 @@ __all__ = [
     "CtxError",
     "ExitCode",
     "ReducedRecords",
+    "Reducer",
+    "ReducerResult",
     "Report",
     "__version__",
     "load_config",

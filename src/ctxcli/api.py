@@ -133,8 +133,8 @@ def _stage_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
             os.fsync(fh.fileno())
     except BaseException as exc:
         tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(path)
+        if isinstance(exc, OSError) and exc.filename in (None, str(tmp)):
+            exc.filename = str(path)  # name the file the user asked for
         raise
     return tmp
 

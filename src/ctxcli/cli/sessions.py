@@ -300,6 +300,9 @@ def reduce_session_in_place(
         return
     for warning in report.warnings:
         console.warn(warning)
+    if any("not valid JSON" in w for w in report.warnings):
+        # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
+        console.warn(f"{source}: repair such lines with: ctx doctor {source} --fix")
     path = change.path
     if change.layer is None:
         sys.stderr.write(f"ctx: {path}: nothing to reduce; the file is unchanged\n")

@@ -20,7 +20,7 @@ import orjson
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.restore import OriginalsSink, RestoreScript
-from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain, numbers_may_change
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
@@ -173,7 +173,7 @@ def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
             as the non-JSON ``Infinity``).
     """
     style = style_of(raw)
-    if original is not _ABSENT:
+    if original is not _ABSENT and numbers_may_change(original, raw):
         text = raw.decode("utf-8", "surrogatepass")
         return dumps_keeping(data, original, text, style).encode("utf-8", "surrogatepass")
     return dumps_plain(data, style).encode("utf-8", "surrogatepass")
@@ -291,7 +291,6 @@ class Format:
 
     def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
-        messages: list[Message] = []
         warnings: list[str] = []
         for key, rec in enumerate(records):
             if rec.invalid is not None:
@@ -299,10 +298,28 @@ class Format:
                 continue
             if rec.data is None:
                 continue
-            msg = self.to_message(rec.data, key, rec.line, path)
-            if msg is not None:
-                rec.message = msg
-                messages.append(msg)
+            rec.message = self.to_message(rec.data, key, rec.line, path)
+        return self.assemble(raw, path, records, warnings)
+
+    def record_from_data(self, data: Any, key: int, path: str) -> Record:
+        """A record for an already parsed object (a message dict handed in by a program).
+
+        Its ``raw`` is empty: such records are never written as bytes, only planned
+        (see :meth:`plan`); ``line`` is ``key + 1`` so errors still name a position.
+        """
+        rec = Record(b"", key + 1, data)
+        rec.message = self.to_message(data, key, key + 1, path)
+        return rec
+
+    def assemble(
+        self, raw: bytes, path: str, records: list[Record], warnings: list[str] | None = None
+    ) -> Document:
+        """The document of records whose messages are attached already.
+
+        A message's ``key`` must be its record's index: :meth:`plan` looks it up there.
+        """
+        messages = [rec.message for rec in records if rec.message is not None]
+        warnings = warnings if warnings is not None else []
         # Stages see every record too (read-only), to act on what the model never
         # sees through RecordEdits; see docs/ARCHITECTURE.md.
         meta = {

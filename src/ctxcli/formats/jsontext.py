@@ -12,8 +12,10 @@ text that is already known to be valid JSON.
 from __future__ import annotations
 
 import json
+import json.scanner
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +26,7 @@ __all__ = [
     "dumps_keeping",
     "dumps_plain",
     "item_spans",
+    "numbers_may_change",
     "member_span",
     "member_spans",
     "skip_value",
@@ -34,6 +37,8 @@ _WS = re.compile(r"[ \t\n\r]*")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
 _STRUCT = re.compile(r'[\[\]{}"]')
 _SCALAR = re.compile(r"[^,\]}\s]+")
+_MINUS_ZERO = re.compile(r"[:,\[]\s*-0\s*[,\]}]")  # the integer -0 parses as 0
+_MINUS_ZERO_BYTES = re.compile(_MINUS_ZERO.pattern.encode())
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
@@ -44,7 +49,7 @@ def skip_ws(text: str, pos: int) -> int:
 
 
 def skip_value(text: str, pos: int) -> int:
-    """The index just past the JSON value starting at ``pos``."""
+    """The index just past the JSON value starting at ``pos`` (builds no objects)."""
     c = text[pos]
     if c == '"':
         m = _STRING.match(text, pos)
@@ -70,7 +75,26 @@ def skip_value(text: str, pos: int) -> int:
             return pos
 
 
-def member_spans(text: str, start: int) -> dict[str, tuple[int, int, int]]:
+# Within one record the stdlib's C scanner finds where a value ends several times
+# faster than the loop above (it builds the value, which a record can afford);
+# numbers stay text: no conversion, no limit on digits.
+_DECODER: Any = json.JSONDecoder(parse_float=str, parse_int=str, parse_constant=str)
+_SCAN: Any = json.scanner.make_scanner(_DECODER)
+
+
+def _end_of(text: str, pos: int) -> int:
+    """Like :func:`skip_value`, for values inside one record."""
+    if text[pos] not in '[{"':
+        m = _SCALAR.match(text, pos)
+        assert m is not None
+        return m.end()
+    end: int = _SCAN(text, pos)[1]
+    return end
+
+
+def member_spans(
+    text: str, start: int, skip: Callable[[str, int], int] = skip_value
+) -> dict[str, tuple[int, int, int]]:
     """Each member of the object at ``start``: key -> (key start, key end, value start).
 
     A key given twice keeps its last place, as a parse keeps its last value.
@@ -81,11 +105,13 @@ def member_spans(text: str, start: int) -> dict[str, tuple[int, int, int]]:
         pos = skip_ws(text, pos)
         if text[pos] == "}":
             return members
-        end = skip_value(text, pos)
-        name = json.loads(text[pos:end])
+        end = skip(text, pos)
+        name = text[pos + 1 : end - 1]
+        if "\\" in name:
+            name = json.loads(text[pos:end])
         value = skip_ws(text, skip_ws(text, end) + 1)  # past ":"
         members[name] = (pos, end, value)
-        pos = skip_ws(text, skip_value(text, value))
+        pos = skip_ws(text, skip(text, value))
         if text[pos] == ",":
             pos += 1
 
@@ -98,7 +124,9 @@ def member_span(text: str, key: str) -> tuple[int, int] | None:
     return found[2], skip_value(text, found[2])
 
 
-def item_spans(text: str, start: int) -> tuple[list[tuple[int, int]], list[str]]:
+def item_spans(
+    text: str, start: int, skip: Callable[[str, int], int] = skip_value
+) -> tuple[list[tuple[int, int]], list[str]]:
     """Spans of the items of the array at ``start`` and the text between them.
 
     ``seps[0]`` follows ``[``, ``seps[k]`` (with its comma) precedes item k, and
@@ -113,7 +141,7 @@ def item_spans(text: str, start: int) -> tuple[list[tuple[int, int]], list[str]]
         return spans, [text[mark:pos]]
     while True:
         seps.append(text[mark:pos])
-        end = skip_value(text, pos)
+        end = skip(text, pos)
         spans.append((pos, end))
         mark = end
         pos = skip_ws(text, end)
@@ -175,7 +203,7 @@ def dumps_plain(value: Any, style: Style, depth: int = 0) -> str:
         text = json.dumps(
             value,
             ensure_ascii=style.ascii,
-            separators=(style.comma, style.colon),
+            separators=(style.comma if style.indent is None else ",", style.colon),
             indent=style.indent,
             allow_nan=False,
         )
@@ -208,16 +236,43 @@ def dumps_keeping(new: Any, old: Any, text: str, style: Style) -> str:
     Raises:
         ValueError: a changed value holds a number JSON cannot carry.
     """
+    if not numbers_may_change(old, text):
+        return dumps_plain(new, style)
     return _splice(new, old, text, skip_ws(text, 0), style, 0)
+
+
+def numbers_may_change(old: Any, text: str | bytes) -> bool:
+    """False if writing ``old`` again cannot change a number in ``text`` (its source).
+
+    Integers, strings, booleans and null written again have the same value (only
+    the escaping of a string may differ): most records need no splice. A float may
+    have been written otherwise (``1E5``, ``0.10``, ``1e400``), and so may ``-0``.
+    """
+    if _has_float(old):
+        return True
+    if isinstance(text, bytes):
+        return _MINUS_ZERO_BYTES.search(text) is not None
+    return _MINUS_ZERO.search(text) is not None
+
+
+def _has_float(value: Any) -> bool:
+    """True if ``value`` holds a float: the only parsed values whose text can change."""
+    if isinstance(value, float):
+        return True
+    if isinstance(value, dict):
+        return any(_has_float(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_float(v) for v in value)
+    return False
 
 
 def _splice(new: Any, old: Any, text: str, start: int, style: Style, depth: int) -> str:
     if new is old or _same(new, old):
-        return text[start : skip_value(text, start)]
+        return text[start : _end_of(text, start)]
     if isinstance(new, dict) and isinstance(old, dict) and text[start] == "{":
         if not new:
             return "{}"
-        members = member_spans(text, start)
+        members = member_spans(text, start, _end_of)
         parts = []
         for key, value in new.items():
             found = members.get(key) if key in old else None
@@ -233,7 +288,7 @@ def _splice(new: Any, old: Any, text: str, start: int, style: Style, depth: int)
     if isinstance(new, list) and isinstance(old, list) and text[start] == "[":
         if not new:
             return "[]"
-        spans, _seps = item_spans(text, start)
+        spans, _seps = item_spans(text, start, _end_of)
         where = {id(item): i for i, item in enumerate(old)}
         parts = []
         for i, value in enumerate(new):

@@ -147,7 +147,11 @@ class OffloadStore(DryRunOffload):
         parent.mkdir(parents=True, exist_ok=True)
         remove_stale(parent, path.name, "tmp")
         self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        self.staging.mkdir(mode=0o700)
+        try:
+            self.staging.mkdir(mode=0o700)
+        except OSError as exc:
+            exc.filename = str(path)  # name the directory the user asked for
+            raise
         self._staging_real = os.path.realpath(self.staging)
         self._areas: set[str] = set()
         self._pack = _open_private(self.staging / PACK)

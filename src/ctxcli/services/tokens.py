@@ -222,6 +222,16 @@ class CachedCounter:
             self._memo[text] = hit
         return hit
 
+    def trim(self, max_texts: int) -> None:
+        """Forget the memoised counts once there are more than ``max_texts`` (bounded memory).
+
+        For a counter that outlives a run (the in-process reducer): the per-message
+        ledger keeps what is still in use, so forgetting here only costs recounting
+        a text that comes back.
+        """
+        if len(self._memo) > max_texts and self._background is None:
+            self._memo.clear()
+
     def known(self, text: str) -> int | None:
         """The count of ``text`` if it is already known, without waiting or counting."""
         if not self.memoize:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,6 +43,11 @@ class TokenLedger:
         self._by_id[id(msg)] = (msg, n)
         return n
 
+    def retain(self, messages: Iterable[Message]) -> None:
+        """Forget every count but those of ``messages`` (a long-lived ledger stays bounded)."""
+        keep = {id(m) for m in messages}
+        self._by_id = {k: v for k, v in self._by_id.items() if k in keep}
+
     def total(self, conv: Conversation) -> int:
         """Tokens of a whole conversation."""
         return sum(self.message(m) for m in conv.messages)
@@ -53,7 +58,15 @@ class TokenLedger:
         Prefer this to ``total(conv) > limit`` in a stage: it can answer from the
         counts known so far while a large input is still being counted.
         """
-        return conversation_exceeds(self.counter, conv, limit)
+        by_id = self._by_id
+        total = 0
+        for m in conv.messages:
+            hit = by_id.get(id(m))
+            if hit is None or hit[0] is not m:
+                # Not all counted yet: let the counter answer from what it knows.
+                return conversation_exceeds(self.counter, conv, limit)
+            total += hit[1]
+        return total > limit
 
     def per_message(self, conv: Conversation) -> list[int]:
         """Tokens of each message, in order.

@@ -89,8 +89,9 @@ def truncate_tool_output(
     counters = {"truncated": 0, "chars_removed": 0, "read_loop_skipped": 0}
     root = ctx.offload.root
     for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
-        name = conv.tool_name(ref)
-        override = opts.tools.get(name or "")
+        # Looking the name up means finding the call: only worth it with overrides
+        # (the in-process reducer runs this stage on every model call).
+        override = opts.tools.get(conv.tool_name(ref) or "") if opts.tools else None
         if override is not None and override.skip:
             continue
         limit = override.max_length if override and override.max_length else opts.max_length

@@ -1,0 +1,1 @@
+"""Optional integrations (agent frameworks, servers): they import the library, never the reverse."""

@@ -1,0 +1,321 @@
+"""Keep the decisions made for a prefix; work only on what is new.
+
+A conversation grows by appending. Every consumer that reduces it again and again
+(the in-process :class:`~ctxcli.reducer.Reducer`, the proxy, an incremental re-run of
+a file) needs the same thing: recognise the part it has seen, send that part exactly
+as it sent it before (same bytes: the provider's prompt cache stays valid), and run
+the chain only over the conversation made of that already reduced part plus the new
+records.
+
+How it works:
+
+- **Identity.** Input record *i* is identified by a hash chain over the original
+  records ``0..i`` (:func:`chain_digests`), so "the first *k* records are the ones
+  seen before" is one comparison per record, and a state can be matched by the
+  last digest of its prefix alone (what a manifest or a proxy keeps).
+- **Decisions.** :class:`PrefixState` holds, for the previous call, what was sent
+  for each output record (its data, parsed once) and which input record it stands
+  for. The entries standing for the first *k* input records are reused verbatim:
+  their dict objects, their parsed messages, their token counts.
+- **Work.** The stages run on ``kept entries + new records``. They are idempotent and
+  recognise their own marks, so the kept part costs a scan, not a rewrite; a stage may
+  still cut deeper into it (a budget crossed again), and the result says where the
+  sent prefix first changed (``changed_prefix_at``).
+- **Counting.** Token counts are memoised per message object (the kept ones are the
+  same objects call after call) and per text, so only new texts reach the tokenizer.
+
+The caller chooses the format (how a dict is a message) and the stage chain; this
+module does no I/O beyond what the stages do through their offload store.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import orjson
+
+from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import Message
+from ctxcli.core.restore import Offload
+from ctxcli.formats.base import Format, Record, State
+from ctxcli.pipeline.config import StageConfig
+from ctxcli.pipeline.run import StageReport, run_pipeline
+from ctxcli.stages import StageContext, TokenLedger
+
+__all__ = [
+    "Entry",
+    "Increment",
+    "PrefixState",
+    "chain_digests",
+    "common_prefix",
+    "first_difference",
+    "record_digest",
+    "run_increment",
+]
+
+_ROOT = b"ctx-chain-v1"
+_DUMP_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS
+
+
+def record_digest(previous: bytes, data: Any) -> bytes:
+    """The chain digest of a record given the digest of the records before it.
+
+    The record is hashed in a canonical JSON form (sorted keys), so two dicts that
+    are equal hash equal whatever their key order or origin.
+    """
+    try:
+        body = orjson.dumps(data, option=_DUMP_OPTIONS, default=repr)
+    except TypeError:  # integers past 64 bits, lone surrogates: the stdlib copes
+        body = json.dumps(data, sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
+    return hashlib.blake2b(previous + body, digest_size=16).digest()
+
+
+def chain_digests(records: Sequence[Any], *, start: bytes = _ROOT) -> list[bytes]:
+    """The hash chain of ``records``: element *i* identifies records ``0..i``.
+
+    ``start`` seeds the chain (a system prompt's digest, say).
+    """
+    out: list[bytes] = []
+    previous = start
+    for data in records:
+        previous = record_digest(previous, data)
+        out.append(previous)
+    return out
+
+
+def common_prefix(a: Sequence[bytes], b: Sequence[bytes]) -> int:
+    """How many leading digests two chains share (a chain diverges for good)."""
+    n = min(len(a), len(b))
+    if n and a[n - 1] == b[n - 1]:
+        return n  # the usual case: one chain extends the other
+    lo, hi = 0, n
+    # Chains agree on a prefix and disagree after it: binary search the boundary.
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if a[mid] == b[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass
+class Entry:
+    """One record of what was sent: its data, its parsed message, the input it stands for.
+
+    ``anchor`` is the index of the input record this output record was made from; a
+    record a stage created (a nudge, a summary) takes the anchor of the input record
+    before it (-1 at the start).
+    """
+
+    record: Record
+    anchor: int
+    created: bool = False
+
+    @property
+    def data(self) -> Any:
+        """What was sent."""
+        return self.record.data
+
+    @property
+    def message(self) -> Message | None:
+        """What was sent, parsed (its key is the entry's position)."""
+        return self.record.message
+
+    @property
+    def source(self) -> int | None:
+        """The input record this entry was made from (None for one a stage created)."""
+        return None if self.created else self.anchor
+
+
+@dataclass
+class PrefixState:
+    """The decisions of the previous call, kept for the next one.
+
+    ``chain`` identifies the input records seen last time, ``tokens`` their original
+    token counts, ``entries`` what was sent for them, in order.
+    """
+
+    chain: list[bytes] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
+    originals: list[Any] | None = None
+    """Copies of the input records, when kept: the prefix is then recognised by
+    comparing records (a memcmp of their strings) instead of hashing them all again.
+    Without them (bounded memory) every call hashes every record."""
+
+    def shared_prefix(self, records: Sequence[Any], seed: bytes) -> tuple[int, list[bytes]]:
+        """How many leading records are the ones seen last time, and the chain of all."""
+        if self.originals is not None and len(self.originals) == len(self.chain):
+            k = 0
+            limit = min(len(records), len(self.originals))
+            originals = self.originals
+            while k < limit and (records[k] is originals[k] or records[k] == originals[k]):
+                k += 1
+            start = self.chain[k - 1] if k else seed
+            return k, self.chain[:k] + chain_digests(records[k:], start=start)
+        chain = chain_digests(records, start=seed)
+        return common_prefix(chain, self.chain), chain
+
+    @property
+    def sent(self) -> list[Any]:
+        """The records sent last time."""
+        return [e.data for e in self.entries]
+
+    def kept_entries(self, k: int) -> list[Entry]:
+        """The leading entries standing for input records ``< k``."""
+        if k <= 0:
+            return []
+        out: list[Entry] = []
+        for entry in self.entries:
+            if entry.anchor >= k:
+                break
+            out.append(entry)
+        return out
+
+
+@dataclass(frozen=True)
+class Increment:
+    """What one incremental call produced.
+
+    Attributes:
+        sent: the records to send (kept ones are the very objects sent before).
+        reused: leading input records whose decisions were kept.
+        changed_prefix_at: index of the first sent record that differs from the
+            previous call's (None: the previous request is a prefix of this one).
+        tokens_before: tokens of the input records as given.
+        tokens_after: tokens of ``sent``.
+        stages: what each stage did in this call.
+    """
+
+    sent: list[Any]
+    reused: int
+    changed_prefix_at: int | None
+    tokens_before: int
+    tokens_after: int
+    stages: list[StageReport]
+
+
+def run_increment(
+    state: PrefixState,
+    records: Sequence[Any],
+    *,
+    fmt: Format,
+    stages: Sequence[StageConfig],
+    ledger: TokenLedger,
+    offload: Offload,
+    language: str = "en",
+    log: Callable[[str], None] = lambda _m: None,
+    services: dict[str, Any] | None = None,
+    seed: bytes = _ROOT,
+    path: str = "messages",
+    index_offset: int = 0,
+    keep_originals: bool = True,
+) -> tuple[Increment, PrefixState]:
+    """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
+
+    Returns the outcome and the state for the next call (``state`` is not changed).
+    Errors name a record ``path[i]`` with ``i`` its index minus ``index_offset`` (the
+    records the caller prepended). ``keep_originals`` keeps a copy of the input
+    records in the state, so the next call recognises its prefix by comparison rather
+    than by hashing every record; pass False to hold only the digests and what was
+    sent (bounded memory).
+
+    Raises:
+        TranscriptError: a new record is not a message of ``fmt``.
+        CtxError: a stage or the offload store failed.
+    """
+    k, chain = state.shared_prefix(records, seed)
+    kept = state.kept_entries(k)
+    # The conversation the stages see: what was sent for the prefix, then the new
+    # records as given. Messages are re-keyed only when their position moved.
+    doc_records: list[Record] = []
+    anchors: list[int] = []
+    created: list[bool] = []
+    for entry in kept:
+        # Entries are stored at their position, so their records serve as they are.
+        doc_records.append(entry.record)
+        anchors.append(entry.anchor)
+        created.append(entry.created)
+    tokens = list(state.tokens[:k])
+    originals: list[Any] | None = None
+    if keep_originals and (state.originals is not None or not state.chain):
+        originals = (state.originals or [])[:k]
+    for j in range(k, len(records)):
+        # A copy: what was sent must not change when the caller edits its dicts later.
+        # Stages copy on write, so the copy doubles as the original the next call
+        # compares against (shared with what is sent while a stage leaves it alone).
+        data = _snapshot(records[j])
+        if originals is not None:
+            originals.append(data)
+        try:
+            rec = fmt.record_from_data(data, len(doc_records), path)
+        except TranscriptError as exc:
+            # Name the record by its index in the caller's list, not a line number.
+            raise TranscriptError(f"{path}[{j - index_offset}]", None, exc.reason) from None
+        doc_records.append(rec)
+        anchors.append(j)
+        created.append(False)
+        tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
+    doc = fmt.assemble(b"", path, doc_records)
+    ctx = StageContext(ledger, offload, language, log, services=services or {})
+    conv, reports = run_pipeline(doc.conversation, stages, ctx)
+    plan = fmt.plan(doc, conv)
+    entries: list[Entry] = []
+    anchor = -1
+    index = {id(rec): i for i, rec in enumerate(doc_records)}
+    for out in plan:
+        made = True  # a record a stage created in this call
+        if out.orig is not None:
+            i = index[id(out.orig)]
+            anchor, made = anchors[i], created[i]
+        if out.state is State.DROPPED:
+            continue
+        pos = len(entries)
+        if out.state is State.COPY and out.orig is not None:
+            rec = out.orig
+            if rec.line != pos + 1:  # moved: a record before it was dropped or added
+                msg = rec.message
+                rec = Record(b"", pos + 1, rec.data)
+                rec.message = None if msg is None else replace(msg, key=pos)
+        else:
+            # Changed or created: parse what will be sent, so the next call sees
+            # exactly these bytes (and the stages their marks).
+            rec = fmt.record_from_data(out.data, pos, path)
+        entries.append(Entry(rec, anchor, made))
+    sent = [e.data for e in entries]
+    new_state = PrefixState(chain, tokens, entries, originals)
+    ledger.retain([e.message for e in entries if e.message is not None])
+    outcome = Increment(
+        sent=sent,
+        reused=k,
+        changed_prefix_at=first_difference(state.sent, sent),
+        tokens_before=sum(tokens),
+        tokens_after=sum(ledger.message(e.message) for e in entries if e.message is not None),
+        stages=reports,
+    )
+    return outcome, new_state
+
+
+def first_difference(before: Sequence[Any], after: Sequence[Any]) -> int | None:
+    """Index of the first record of ``after`` that breaks ``before`` as its prefix."""
+    for i, old in enumerate(before):
+        if i >= len(after):
+            return i
+        new = after[i]
+        if new is not old and new != old:
+            return i
+    return None
+
+
+def _snapshot(data: Any) -> Any:
+    """A deep copy of a JSON-like record (orjson round trip, else copy.deepcopy)."""
+    try:
+        return orjson.loads(orjson.dumps(data))
+    except (TypeError, orjson.JSONDecodeError):
+        return copy.deepcopy(data)
