@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-browser e2e lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-all test-browser e2e e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -19,8 +19,12 @@ demo: $(STAMP)
 	$(BIN)/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
 	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
 
+# The default suite (under ~10 minutes on 2 cores). The suites that need a browser, the
+# real clients or Ray have targets of their own; `make test-all` (what CI runs) runs them all.
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+test-all: test test-browser e2e-proxy e2e
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
@@ -61,6 +65,16 @@ $(VENV)/.bench-installed: $(STAMP)
 bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench.py
 	$(BIN)/python benchmarks/bench_live.py
+	$(BIN)/python benchmarks/bench_proxy.py
+
+# The real Claude Code CLI through ctx wrap / direct / headroom (npm into CTX_E2E_CACHE).
+# BENCH_TURNS=N for a shorter or longer scripted run (default 40).
+bench-proxy: $(STAMP)
+	$(BIN)/python benchmarks/bench_proxy.py
+
+# The real Claude Code and Codex CLIs (npm, pinned) through ctx wrap against fake APIs.
+e2e-proxy: $(STAMP)
+	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
 
 # eval_peers.py: ctx's clear vs LangChain's, observation masking, and the Claude Code
 # preset vs cozempic, on ../shared/transcripts (a few seconds).

@@ -124,7 +124,7 @@ def test_validate_hook_on_real_transcripts() -> None:
     strict = _run_hook("ctx-validate", real, code=2)
     assert strict.stderr.splitlines() == [
         f"ctx: error: {real[0]}:859: not valid JSON (Invalid \\escape); fix the line or pass "
-        "--on-invalid keep",
+        "--on-invalid keep.",
         f"ctx: {real[1]}: valid",
         f"ctx: {real[2]}: valid",
     ]

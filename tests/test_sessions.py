@@ -175,7 +175,9 @@ def test_every_transcript_command_takes_a_session(layout: Layout) -> None:
     assert _json(["validate", "--session", "01997e76", "--json"])["valid"] is True
     out = invoke(["reduce", "--session", "01997e76", "-q"]).stdout
     assert out.startswith('{"timestamp"')
-    assert not (layout.data).exists()  # not in place: the session is left alone
+    # Not in place: the session is left alone and no change of it is recorded (the
+    # ledger of reductions may note the output, but no session state directory is made).
+    assert not (layout.data / "offload").exists()
 
 
 # --- in place ---------------------------------------------------------------------------

@@ -1,15 +1,25 @@
-"""Process entry point: catches Ctrl-C even while the CLI is still importing."""
+"""Process entry point: Ctrl-C at any moment, start-up included, ends with exit 130."""
 
 from __future__ import annotations
 
+import signal
 import sys
 
 
 def main() -> None:
-    """Run the ``ctx`` command; exit 130 on Ctrl-C at any moment, without a traceback."""
-    try:
-        from ctxcli.cli import main as cli_main
+    """Run the ``ctx`` command; exit 130 on Ctrl-C at any moment, without a traceback.
 
+    SIGINT is held back while the CLI's modules import: an interrupt landing inside a C
+    extension's initialisation can crash the interpreter (seen: exit -11) instead of
+    raising KeyboardInterrupt. A Ctrl-C pressed meanwhile is delivered as soon as the
+    imports are done, and handled like any other.
+    """
+    try:
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            from ctxcli.cli import main as cli_main
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
         cli_main()
     except KeyboardInterrupt:
         sys.stderr.write("ctx: error: interrupted\n")

@@ -15,7 +15,10 @@ from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import boundary, console
 from ctxcli.cli import info as cli_info
+from ctxcli.cli import mcp as cli_mcp
+from ctxcli.cli import proxy as cli_proxy
 from ctxcli.cli import report as cli_report
+from ctxcli.cli import wrap as cli_wrap
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.config import config_app
 from ctxcli.cli.doctor import doctor
@@ -535,6 +538,9 @@ def _main(
 
 
 app.add_typer(config_app)
+app.command()(cli_proxy.proxy)
+app.command()(cli_wrap.wrap)
+app.command()(cli_mcp.mcp)
 
 
 def main() -> None:

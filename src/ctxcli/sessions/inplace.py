@@ -30,6 +30,7 @@ from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.core.restore import safe_name, sha256
+from ctxcli.pipeline.chain import match_reduction
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.offload import (
     MANIFEST_VERSION,
@@ -374,28 +375,21 @@ def restore_session(
     data, tail = raw, b""
     used: list[Path] = []
     for layer in reversed(found):
-        manifest = read_manifest(layer)
-        if manifest is None:
-            raise RestoreError(f"{layer} is damaged (no valid manifest); restore cannot go on.")
-        out_sha = manifest["output"]["sha256"]
-        out_bytes = int(manifest["output"]["bytes"])
-        digest = sha256(data)
-        if digest == out_sha:
-            data = restore_bytes(data, layer, reduced_name=str(path))
-        elif digest == manifest["input"]["sha256"]:
-            continue  # committed, but the run was stopped before it replaced the file
-        elif (
-            len(data) > out_bytes
-            and data[out_bytes - 1 : out_bytes] == b"\n"
-            and sha256(data[:out_bytes]) == out_sha
-        ):
-            tail = data[out_bytes:] + tail
-            data = restore_bytes(data[:out_bytes], layer, reduced_name=str(path))
-        else:
+        # The one matching rule of every restore: this layer's output, or it plus lines.
+        hit = match_reduction(data, layer)
+        if hit is None:
+            manifest = read_manifest(layer)
+            if manifest is None:
+                raise RestoreError(f"{layer} is damaged (no valid manifest); restore cannot go on.")
+            if sha256(data) == manifest["input"]["sha256"]:
+                continue  # committed, but the run was stopped before it replaced the file
             raise RestoreError(
                 f"{path} was changed inside what ctx wrote (it is not the output of "
                 f"{layer}, nor that output with lines appended); it cannot be restored safely."
             )
+        size = len(data) - hit[1]
+        tail = data[size:] + tail
+        data = restore_bytes(data[:size], layer, reduced_name=str(path))
         used.append(layer)
     original = data + tail
     if in_place:

@@ -1,0 +1,128 @@
+"""``ctx proxy``: reduce a coding agent's requests on their way to the model API."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.core.errors import CtxError
+
+PresetOpt = Annotated[
+    str | None, typer.Option("--preset", help="Stage chain to run (default: eino).")
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option("--config", "-c", help="ctx.toml whose chain to run.", dir_okay=False),
+]
+OffloadOpt = Annotated[
+    str | None,
+    typer.Option("--offload-dir", help="Where offloaded text goes (default: a new cache dir)."),
+]
+ClearOpt = Annotated[
+    int,
+    typer.Option(
+        "--clear-at-least",
+        min=0,
+        help="Change already-cached messages only to reclaim at least this many tokens.",
+    ),
+]
+PriceOpt = Annotated[
+    float, typer.Option("--input-price", help="USD per million input tokens, for the estimate.")
+]
+VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="One line per request.")]
+
+
+def note(prefix: str) -> Callable[[str], None]:
+    """A printer of ``prefix: line`` on stderr (the -v lines and the summaries)."""
+
+    def write(message: str) -> None:
+        sys.stderr.write(console.redact(f"{prefix}: {message}\n"))
+        sys.stderr.flush()
+
+    return write
+
+
+def load_proxy() -> Any:
+    """The proxy package, or a one-line error naming the extra to install."""
+    try:
+        import ctxcli.integrations.proxy as proxy
+    except ImportError as exc:
+        raise CtxError(
+            f"the proxy needs the 'proxy' extra ({exc.name} is missing): "
+            "pip install 'ctxcli[proxy]'"
+        ) from None
+    return proxy
+
+
+def settings(
+    proxy: Any,
+    preset: str | None,
+    config: Path | None,
+    offload_dir: str | None,
+    clear_at_least: int,
+    input_price: float,
+    **more: Any,
+) -> Any:
+    """ProxySettings from the shared options (``--config`` alone runs the file's chain)."""
+    values: dict[str, Any] = {
+        "preset": preset if preset or config else "eino",
+        "config": str(config) if config else None,
+        "clear_at_least": clear_at_least,
+        "input_price": input_price,
+        **more,
+    }
+    if offload_dir:
+        values["offload_dir"] = str(Path(offload_dir).resolve())
+    return proxy.ProxySettings(**values)
+
+
+def proxy(
+    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on.")] = 8787,
+    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    upstream: Annotated[
+        str, typer.Option("--upstream", help="Anthropic API base URL.")
+    ] = "https://api.anthropic.com",
+    openai_upstream: Annotated[
+        str, typer.Option("--openai-upstream", help="OpenAI API base URL.")
+    ] = "https://api.openai.com",
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    offload_dir: OffloadOpt = None,
+    clear_at_least: ClearOpt = 5000,
+    input_price: PriceOpt = 3.0,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Serve the Anthropic and OpenAI APIs locally, reducing each request's history.
+
+    Point a client at it; /stats answers what it saved (tokens and cache-priced cost).
+
+    Example:
+
+    \b
+        ctx proxy --port 8787 -v
+        ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+    """
+    with _errors():
+        mod = load_proxy()
+        chosen = settings(
+            mod,
+            preset,
+            config,
+            offload_dir,
+            clear_at_least,
+            input_price,
+            upstream=upstream,
+            openai_upstream=openai_upstream,
+        )
+        core = mod.ProxyCore(chosen, log=note("ctx proxy") if verbose else None, warn=console.warn)
+        note("ctx proxy")(
+            f"listening on http://{host}:{port} (upstream {upstream}); "
+            f"offloaded text goes to {chosen.offload_dir}"
+        )
+        mod.serve(core, host=host, port=port)

@@ -1,0 +1,62 @@
+"""``ctx wrap claude|codex``: run a coding agent through a ctx proxy started for it."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ctxcli.cli import console
+from ctxcli.cli.boundary import errors as _errors
+from ctxcli.cli.proxy import (
+    ClearOpt,
+    ConfigOpt,
+    OffloadOpt,
+    PresetOpt,
+    PriceOpt,
+    VerboseOpt,
+    load_proxy,
+    note,
+    settings,
+)
+
+
+def wrap(
+    client: Annotated[str, typer.Argument(help="claude or codex.", show_default=False)],
+    args: Annotated[
+        list[str] | None, typer.Argument(help="Arguments for the client, after --.")
+    ] = None,
+    preset: PresetOpt = None,
+    config: ConfigOpt = None,
+    offload_dir: OffloadOpt = None,
+    clear_at_least: ClearOpt = 5000,
+    input_price: PriceOpt = 3.0,
+    verbose: VerboseOpt = False,
+) -> None:
+    """Run Claude Code or Codex through a ctx proxy; print what the run saved.
+
+    The proxy listens on a free loopback port only while the client runs; no
+    configuration file is changed. The client's exit code is ctx's.
+
+    Example:
+
+    \b
+        ctx wrap claude
+        ctx wrap claude --preset eino -- -p "fix the failing test"
+        ctx wrap codex -- exec "add a README"
+    """
+    with _errors():
+        mod = load_proxy()
+        chosen = settings(mod, preset, config, offload_dir, clear_at_least, input_price)
+        result = mod.run_wrapped(
+            client,
+            args or [],
+            chosen,
+            log=note("ctx wrap") if verbose else None,
+            warn=console.warn,
+        )
+        from ctxcli.integrations.proxy.wrap import summary
+
+        for line in summary(result.stats):
+            note("ctx wrap")(line)
+    raise typer.Exit(result.returncode)

@@ -1,0 +1,354 @@
+"""The proxy's logic without HTTP: rewrite a request body, account for it, keep the stats.
+
+:class:`ProxyCore` is what the ASGI app calls for every model request: ``prepare`` returns
+the bytes to forward (the original bytes when nothing changed, or when the body cannot be
+understood), ``record_usage`` takes the usage the upstream reported. Everything the proxy
+reports (``/stats``, the ``-v`` line, ``ctx wrap``'s summary) comes from here.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctxcli.integrations.proxy.billing import Bill, CacheModel, Prices
+from ctxcli.integrations.proxy.conversations import (
+    ConversationStore,
+    Decision,
+    MessageReducer,
+    decide,
+)
+from ctxcli.integrations.proxy.shapes import (
+    Api,
+    canonical,
+    conversation_key,
+    history_key,
+    prompt_blocks,
+)
+from ctxcli.pipeline.config import load_config
+from ctxcli.reducer import Reducer
+from ctxcli.services.tokens import load_engine
+
+RECENT_IN_STATS = 200
+"""Requests listed one by one in the stats (the totals cover all of them)."""
+
+STATS_FILE = "ctx-proxy-stats.json"
+"""Written into the offload directory after every request (read by ``ctx mcp``)."""
+
+REDUCED_APIS = ("anthropic", "openai_chat", "openai_responses")
+"""The request shapes the reducer takes (all three)."""
+
+USAGE_FIELDS = (
+    "input_tokens",
+    "cache_read_input_tokens",
+    "cache_creation_input_tokens",
+    "output_tokens",
+)
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    """How the proxy reduces, forwards and prices.
+
+    Attributes:
+        upstream: base URL of the Anthropic API.
+        openai_upstream: base URL of the OpenAI API (Chat Completions and Responses).
+        preset: the named chain to run (None: ``config``'s chain, else the default chain).
+        config: a ctx.toml.
+        offload_dir: where offloaded text goes; the hints name it, so the agent can read it.
+        clear_at_least: a change to already-sent (cached) messages is taken only when it
+            reclaims at least this many tokens.
+        max_conversations: conversations remembered at once.
+        idle_seconds: a conversation unseen this long is forgotten.
+        input_price: USD per million input tokens, for the cost estimate.
+        tokenizer: counter for the estimates (``cl100k``, ``o200k``, ``approx``).
+        read_tool: the Anthropic client's file-reading tool, named in the hints.
+    """
+
+    upstream: str = "https://api.anthropic.com"
+    openai_upstream: str = "https://api.openai.com"
+    preset: str | None = "eino"
+    config: str | None = None
+    offload_dir: str = field(default_factory=lambda: default_offload_dir())
+    clear_at_least: int = 5000
+    max_conversations: int = 64
+    idle_seconds: float = 3600.0
+    input_price: float = 3.0
+    tokenizer: str = "cl100k"
+    read_tool: str | None = "Read"
+
+
+def default_offload_dir() -> str:
+    """A fresh directory for one proxy run, under the ctx cache directory."""
+    base = Path(os.environ.get("CTX_CACHE_DIR") or Path.home() / ".cache" / "ctx") / "proxy"
+    base.mkdir(parents=True, exist_ok=True)
+    return tempfile.mkdtemp(prefix="run-", dir=base)
+
+
+@dataclass
+class RequestRecord:
+    """One model request as the proxy handled it."""
+
+    api: Api
+    conversation: str
+    number: int
+    tokens_in: int
+    tokens_sent: int
+    with_proxy: Bill
+    without_proxy: Bill
+    reused: int = 0
+    held_back: bool = False
+    accepted_cut: bool = False
+    offloaded: int = 0
+    upstream_usage: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self, prices: Prices) -> dict[str, Any]:
+        return {
+            "api": self.api,
+            "conversation": self.conversation[:12],
+            "number": self.number,
+            "tokens_in": self.tokens_in,
+            "tokens_sent": self.tokens_sent,
+            "with_proxy": self.with_proxy.as_dict(prices),
+            "without_proxy": self.without_proxy.as_dict(prices),
+            "held_back": self.held_back,
+            "new_cut": self.accepted_cut,
+            "upstream_usage": self.upstream_usage,
+        }
+
+    def line(self, prices: Prices) -> str:
+        """The ``-v`` line."""
+        saved = _saved(self.without_proxy.weighted(prices), self.with_proxy.weighted(prices))
+        note = " (held back a small cut)" if self.held_back else ""
+        note += " (new cut)" if self.accepted_cut else ""
+        return (
+            f"{self.api} {self.conversation[:8]} #{self.number}: tokens in {self.tokens_in:,}, "
+            f"sent {self.tokens_sent:,}, cache-preserved prefix {self.with_proxy.cache_read:,}; "
+            f"billed ~{self.with_proxy.weighted(prices):,.0f} vs "
+            f"~{self.without_proxy.weighted(prices):,.0f} without ctx ({saved:.1f}% saved){note}"
+        )
+
+
+def _saved(before: float, after: float) -> float:
+    return 100.0 * (before - after) / before if before else 0.0
+
+
+@dataclass
+class Prepared:
+    """A request body ready to forward."""
+
+    body: bytes
+    record: RequestRecord | None
+
+
+class ProxyCore:
+    """Reduces requests per conversation and keeps the figures.
+
+    Args:
+        settings: see :class:`ProxySettings`.
+        log: receives one line per request (the ``-v`` output).
+        warn: receives warnings (a request forwarded unchanged, and why).
+        make_reducer: a reducer for a new conversation (default: :class:`ctxcli.reducer.Reducer`
+            with the settings' preset/config and offload directory).
+    """
+
+    def __init__(
+        self,
+        settings: ProxySettings,
+        *,
+        log: Callable[[str], None] | None = None,
+        warn: Callable[[str], None] | None = None,
+        make_reducer: Callable[[Api], MessageReducer] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.log = log
+        self.warn = warn or (lambda _msg: None)
+        Path(settings.offload_dir).mkdir(parents=True, exist_ok=True)
+        self._config = load_config(settings.config) if settings.config else None
+        self._make_reducer = make_reducer or self._default_reducer
+        self.store = ConversationStore(
+            self._make_reducer,
+            max_conversations=settings.max_conversations,
+            idle_seconds=settings.idle_seconds,
+        )
+        _, fn = load_engine(settings.tokenizer)
+        self.count_text: Callable[[str], int] = functools.lru_cache(maxsize=65536)(fn)
+        self._lock = threading.Lock()
+        self._models: dict[tuple[str, bool], CacheModel] = {}
+        self.records: list[RequestRecord] = []
+        self.max_records = 1000
+        self.totals = {"requests": 0, "passthrough": 0, "tokens_in": 0, "tokens_sent": 0}
+        self.totals.update(held_back=0, cuts=0, offloaded=0)
+        self.bills: dict[str, dict[str, Bill]] = {}
+        self.usage: dict[str, int] = dict.fromkeys(USAGE_FIELDS, 0)
+
+    def _default_reducer(self, api: Api) -> MessageReducer:
+        return Reducer(
+            config=self._config,
+            preset=self.settings.preset,
+            offload_dir=self.settings.offload_dir,
+            api=api,
+            read_tool=self.settings.read_tool if api == "anthropic" else None,
+        )
+
+    def prices(self, api: Api) -> Prices:
+        return Prices.for_api(api, self.settings.input_price)
+
+    def _model(self, api: Api, sent: bool) -> CacheModel:
+        family = "anthropic" if api == "anthropic" else "openai"
+        key = (family, sent)
+        if key not in self._models:
+            self._models[key] = CacheModel(self.count_text, self.prices(api))
+        return self._models[key]
+
+    def count_messages(self, messages: list[Any]) -> int:
+        return sum(self.count_text(canonical(m).decode()) for m in messages)
+
+    def prepare(self, api: Api, raw: bytes) -> Prepared:
+        """The body to forward for ``raw``; never raises for a body it cannot handle."""
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return self._passthrough(raw, "the request body is not JSON")
+        if not isinstance(body, dict):
+            return self._passthrough(raw, "the request body is not a JSON object")
+        field_name = history_key(api)
+        history = body.get(field_name)
+        key = conversation_key(body, api)
+        # A Responses request continuing a stored response carries only the new items.
+        chained = api == "openai_responses" and body.get("previous_response_id")
+        if not isinstance(history, list) or key is None or chained or api not in REDUCED_APIS:
+            return self._account(api, raw, body, body, None, "-")
+        try:
+            conv = self.store.get(key, api)
+            system = body.get("system") if api == "anthropic" else None
+            with conv.lock:
+                decision = decide(
+                    conv,
+                    history,
+                    system,
+                    count=self.count_messages,
+                    clear_at_least=self.settings.clear_at_least,
+                    body=body,
+                    api=api,
+                )
+                number = conv.requests
+            if decision.refused:
+                self.warn(f"the reduced history would be rejected ({decision.refused}); sent as is")
+        except Exception as exc:  # a reducer failure must not fail the client's request
+            return self._passthrough(raw, f"the reducer failed ({type(exc).__name__}: {exc})")
+        if decision.messages == history:
+            out_body, out_raw = body, raw
+        else:
+            out_body = dict(body)
+            out_body[field_name] = decision.messages
+            out_raw = json.dumps(out_body, ensure_ascii=False).encode()
+        return self._account(api, out_raw, body, out_body, decision, key, number)
+
+    def _passthrough(self, raw: bytes, why: str) -> Prepared:
+        self.warn(f"forwarding a request unchanged: {why}")
+        with self._lock:
+            self.totals["passthrough"] += 1
+        return Prepared(raw, None)
+
+    def _account(
+        self,
+        api: Api,
+        out_raw: bytes,
+        body: dict[str, Any],
+        out_body: dict[str, Any],
+        decision: Decision | None,
+        key: str,
+        number: int = 0,
+    ) -> Prepared:
+        original_blocks = prompt_blocks(body, api)
+        sent_blocks = prompt_blocks(out_body, api)
+        with self._lock:
+            without = self._model(api, False).price(original_blocks)
+            with_ = self._model(api, True).price(sent_blocks)
+            record = RequestRecord(
+                api=api,
+                conversation=key,
+                number=number,
+                tokens_in=without.input_tokens,
+                tokens_sent=with_.input_tokens,
+                with_proxy=with_,
+                without_proxy=without,
+            )
+            if decision is not None:
+                record.reused = decision.reused
+                record.held_back = decision.held_back
+                record.accepted_cut = decision.accepted_cut
+                record.offloaded = decision.offloaded
+                self.totals["held_back"] += int(decision.held_back)
+                self.totals["cuts"] += int(decision.accepted_cut)
+                self.totals["offloaded"] += decision.offloaded
+            self.totals["requests"] += 1
+            self.totals["tokens_in"] += record.tokens_in
+            self.totals["tokens_sent"] += record.tokens_sent
+            bills = self.bills.setdefault(api, {"with_proxy": Bill(), "without_proxy": Bill()})
+            bills["with_proxy"].add(with_)
+            bills["without_proxy"].add(without)
+            self.records.append(record)
+            del self.records[: -self.max_records]
+        if self.log is not None:
+            self.log(record.line(self.prices(api)))
+        return Prepared(out_raw, record)
+
+    def record_usage(self, record: RequestRecord | None, usage: dict[str, Any]) -> None:
+        """Add what the upstream reported it billed for a request."""
+        clean = {k: int(v) for k, v in usage.items() if k in USAGE_FIELDS and isinstance(v, int)}
+        with self._lock:
+            for k, v in clean.items():
+                self.usage[k] += v
+            if record is not None:
+                for k, v in clean.items():
+                    record.upstream_usage[k] = record.upstream_usage.get(k, 0) + v
+        self.write_stats()
+
+    def stats(self) -> dict[str, Any]:
+        """Everything ``/stats`` shows, as JSON-ready data."""
+        with self._lock:
+            by_api: dict[str, Any] = {}
+            for api, bills in self.bills.items():
+                prices = self.prices(api)  # type: ignore[arg-type]
+                before = bills["without_proxy"].weighted(prices)
+                after = bills["with_proxy"].weighted(prices)
+                by_api[api] = {
+                    "with_proxy": bills["with_proxy"].as_dict(prices),
+                    "without_proxy": bills["without_proxy"].as_dict(prices),
+                    "billed_saved_pct": round(_saved(before, after), 2),
+                }
+            tokens_in, tokens_sent = self.totals["tokens_in"], self.totals["tokens_sent"]
+            return {
+                **self.totals,
+                "tokens_saved_pct": round(_saved(tokens_in, tokens_sent), 2),
+                "conversations": len(self.store),
+                "expired_conversations": self.store.expired,
+                "by_api": by_api,
+                "upstream_usage": dict(self.usage),
+                "offload_dir": self.settings.offload_dir,
+                "preset": self.settings.preset,
+                "clear_at_least": self.settings.clear_at_least,
+                "input_price_per_mtok": self.settings.input_price,
+                "recent_requests": [
+                    r.as_dict(self.prices(r.api)) for r in self.records[-RECENT_IN_STATS:]
+                ],
+            }
+
+    def write_stats(self) -> None:
+        """Write :meth:`stats` to the offload directory (atomically)."""
+        target = Path(self.settings.offload_dir) / STATS_FILE
+        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            tmp.write_text(json.dumps(self.stats(), indent=2))
+            tmp.replace(target)
+        except OSError as exc:
+            self.warn(f"cannot write {target}: {exc}")

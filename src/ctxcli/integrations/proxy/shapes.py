@@ -1,0 +1,239 @@
+"""What the proxy needs to know about the three request shapes it speaks.
+
+Anthropic Messages (``/v1/messages``), OpenAI Chat Completions (``/v1/chat/completions``) and
+OpenAI Responses (``/v1/responses``): where the history is, how a request is cut into the
+blocks that prompt caching sees (in the order the provider hashes them: tools, system,
+messages), which blocks carry a ``cache_control`` breakpoint, and how a conversation is
+recognised from one request to the next.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+Api = Literal["anthropic", "openai_chat", "openai_responses"]
+
+MAX_BREAKPOINTS = 4
+"""The most ``cache_control`` breakpoints the Anthropic API accepts in one request."""
+
+_NO_BREAKPOINT_TYPES = frozenset({"thinking", "redacted_thinking"})
+
+
+def canonical(value: Any) -> bytes:
+    """Stable bytes for a JSON value, ``cache_control`` left out (it moves between requests)."""
+    return orjson.dumps(_without_cache_control(value), option=orjson.OPT_SORT_KEYS)
+
+
+def digest(value: Any) -> str:
+    """A short hash of :func:`canonical` (what the proxy keeps instead of the text)."""
+    return hashlib.sha256(canonical(value)).hexdigest()[:32]
+
+
+def _without_cache_control(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_without_cache_control(v) for v in value]
+    return value
+
+
+def strip_cache_control(messages: list[Any]) -> list[Any]:
+    """A deep copy of ``messages`` without any ``cache_control`` field."""
+    return [_without_cache_control(m) for m in messages]
+
+
+@dataclass(frozen=True)
+class Block:
+    """One unit of a prompt as prompt caching sees it.
+
+    Attributes:
+        key: bytes that identify the block and its place (role at a message start).
+        text: what is counted as its tokens.
+        breakpoint: it carries ``cache_control``.
+    """
+
+    key: bytes
+    text: str
+    breakpoint: bool
+
+
+def history_key(api: Api) -> str:
+    """The body field holding the conversation."""
+    return "input" if api == "openai_responses" else "messages"
+
+
+def prompt_blocks(body: dict[str, Any], api: Api) -> list[Block]:
+    """The blocks of a request body in cache order (tools, system, messages)."""
+    return list(_iter_blocks(body, api))
+
+
+def _block(value: Any, prefix: bytes = b"") -> Block:
+    raw = canonical(value)
+    bp = isinstance(value, dict) and "cache_control" in value
+    return Block(prefix + raw, raw.decode(), bp)
+
+
+def _iter_blocks(body: dict[str, Any], api: Api) -> Iterator[Block]:
+    for tool in body.get("tools") or []:
+        yield _block(tool, b"tool:")
+    if api == "anthropic":
+        system = body.get("system")
+        if isinstance(system, str) and system:
+            yield _block({"type": "text", "text": system}, b"system:")
+        elif isinstance(system, list):
+            for item in system:
+                yield _block(item, b"system:")
+    elif api == "openai_responses" and body.get("instructions"):
+        yield _block({"instructions": body["instructions"]}, b"system:")
+    history = body.get(history_key(api))
+    if isinstance(history, str):
+        history = [{"role": "user", "content": history}]
+    for msg in history or []:
+        yield from _message_blocks(msg)
+
+
+def _message_blocks(msg: Any) -> Iterator[Block]:
+    if not isinstance(msg, dict):
+        yield _block(msg, b"item:")
+        return
+    role = str(msg.get("role", msg.get("type", "")))
+    content = msg.get("content")
+    head = {k: v for k, v in msg.items() if k != "content"}
+    if isinstance(content, list) and content:
+        for i, part in enumerate(content):
+            prefix = b"msg:" + canonical(head) + b":" if i == 0 else b"part:"
+            yield _block(part, prefix)
+    else:
+        yield _block(msg, b"msg:" + role.encode() + b":")
+
+
+def conversation_key(body: dict[str, Any], api: Api) -> str | None:
+    """Recognise a conversation across requests: its system prompt and first message.
+
+    None when the request has no history to key on.
+    """
+    history = body.get(history_key(api))
+    if isinstance(history, str) or not history:
+        return None
+    system: Any = body.get("system") if api == "anthropic" else body.get("instructions")
+    return digest([body.get("model", ""), system, history[0]])
+
+
+def breakpoint_positions(messages: list[Any]) -> list[tuple[int, int]]:
+    """``(message index counted from the end, block index)`` of every breakpoint.
+
+    Counting from the end keeps the place meaningful when earlier messages were reduced.
+    """
+    found: list[tuple[int, int]] = []
+    n = len(messages)
+    for i, msg in enumerate(messages):
+        content = msg.get("content") if isinstance(msg, dict) else None
+        if isinstance(content, list):
+            for j, part in enumerate(content):
+                if isinstance(part, dict) and "cache_control" in part:
+                    found.append((n - i, j))
+    return found
+
+
+def _fixed_breakpoints(body: dict[str, Any]) -> int:
+    count = sum(1 for t in body.get("tools") or [] if isinstance(t, dict) and "cache_control" in t)
+    system = body.get("system")
+    if isinstance(system, list):
+        count += sum(1 for s in system if isinstance(s, dict) and "cache_control" in s)
+    return count
+
+
+def place_breakpoints(
+    original: list[Any], sent: list[Any], body: dict[str, Any]
+) -> tuple[list[Any], int]:
+    """Put the original request's message breakpoints on the reduced messages.
+
+    ``sent`` has no ``cache_control``. Each breakpoint goes to the same message counted from
+    the end (the recent messages are the ones a reducer leaves alone), on the same block
+    or the last one there that can hold a breakpoint (never a thinking block, never an empty
+    text). At most 4 breakpoints in all. Returns the messages and the breakpoints placed.
+    """
+    wanted = breakpoint_positions(original)
+    out = copy.deepcopy(sent)
+    room = MAX_BREAKPOINTS - _fixed_breakpoints(body)
+    placed = 0
+    for from_end, j in wanted:
+        if placed >= room:
+            break
+        i = max(0, len(out) - from_end)
+        for index in range(i, -1, -1):
+            if index >= len(out):
+                continue
+            part = _breakpoint_block(out, index, j)
+            if part is not None:
+                if "cache_control" not in part:
+                    part["cache_control"] = _find_control(original, from_end, j)
+                    placed += 1
+                break
+    return out, placed
+
+
+def _find_control(original: list[Any], from_end: int, j: int) -> Any:
+    msg = original[len(original) - from_end]
+    return msg["content"][j]["cache_control"]
+
+
+def _breakpoint_block(messages: list[Any], index: int, j: int) -> dict[str, Any] | None:
+    msg = messages[index]
+    if not isinstance(msg, dict):
+        return None
+    content = msg.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        msg["content"] = content = [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not content:
+        return None
+    for k in range(min(j, len(content) - 1), -1, -1):
+        part = content[k]
+        if not isinstance(part, dict) or part.get("type") in _NO_BREAKPOINT_TYPES:
+            continue
+        if part.get("type") == "text" and not part.get("text"):
+            continue
+        return part
+    return None
+
+
+def anthropic_problems(messages: list[Any]) -> list[str]:
+    """What the Messages API would reject in a reduced history (empty: nothing).
+
+    The proxy checks what it is about to send; a reduction that fails here is not sent.
+    """
+    found: list[str] = []
+    if not messages or not isinstance(messages[0], dict) or messages[0].get("role") != "user":
+        found.append("the first message is not the user's")
+    open_calls: set[str] = set()
+    for i, msg in enumerate(messages):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role not in ("user", "assistant", "system"):
+            found.append(f"message {i} has role {role!r}")
+            continue
+        if role == "system":  # Claude Code sends these between turns; they hold no tool blocks
+            continue
+        content = msg.get("content")
+        parts = [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+        if content in ("", []) and i < len(messages) - 1:
+            found.append(f"message {i} is empty")
+        if any(p.get("type") == "text" and not p.get("text") for p in parts):
+            found.append(f"message {i} has an empty text block")
+        answered = {p.get("tool_use_id") for p in parts if p.get("type") == "tool_result"}
+        if role == "user":
+            if open_calls != answered:
+                found.append(f"message {i} does not answer exactly the tool calls before it")
+            open_calls = set()
+        else:
+            if open_calls:
+                found.append(f"message {i} follows tool calls that have no results")
+            open_calls = {str(p.get("id")) for p in parts if p.get("type") == "tool_use"}
+    return found
