@@ -10,6 +10,8 @@ the text ``ctx stats`` counts).
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -20,8 +22,9 @@ sys.path.insert(0, str(E2E))
 
 from harness import SHARED, client, measure, reduce, resume_claude, resume_codex  # noqa: E402
 
-# Sessions a client cannot resume as they are (see tests/e2e/test_e2e_claude_code.py).
-SKIP = {"cc_mclaude_c76e5be5.jsonl": "malformed line: the API rejects the original"}
+# Sessions a client cannot resume as they are: repaired by ctx doctor --fix first
+# (a malformed line; see tests/e2e/test_e2e_claude_code.py).
+REPAIR = {"cc_mclaude_c76e5be5.jsonl"}
 
 
 @dataclass
@@ -49,10 +52,12 @@ def measure_resumes() -> list[ResumeRow]:
             print(f"resume requests ({name}): not measured: {why}", file=sys.stderr)
             continue
         for session in sorted(SHARED.glob(f"{prefix}*.jsonl")):
-            if "_subagent_" in session.name or session.name in SKIP:
+            if "_subagent_" in session.name:
                 continue
             with tempfile.TemporaryDirectory(prefix="ctx-bench-resume-") as tmp:
                 work = Path(tmp)
+                if session.name in REPAIR:
+                    session = _repaired(session, work)
                 reduced = work / "reduced" / session.name
                 reduced.parent.mkdir()
                 stats = reduce(session, preset, reduced)
@@ -79,6 +84,17 @@ def measure_resumes() -> list[ResumeRow]:
                     )
                 )
     return rows
+
+
+def _repaired(session: Path, work: Path) -> Path:
+    """A copy of ``session`` after ``ctx doctor --fix`` (its originals under ``work``)."""
+    fixed = work / "fixed" / session.name
+    fixed.parent.mkdir()
+    fixed.write_bytes(session.read_bytes())
+    env = {**os.environ, "CTX_DATA_DIR": str(work / "data"), "CTX_NO_PLUGINS": "1"}
+    cmd = [sys.executable, "-m", "ctxcli", "doctor", str(fixed), "--fix", "--force"]
+    subprocess.run(cmd, check=True, capture_output=True, env=env)
+    return fixed
 
 
 def print_resumes(rows: list[ResumeRow]) -> None:

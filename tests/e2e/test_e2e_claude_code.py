@@ -11,6 +11,7 @@ predicted, within 10 points.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -75,19 +76,32 @@ def test_malformed_line_breaks_the_original(session: Path, tmp_path: Path) -> No
     assert rejected and "first message must use" in str(rejected[0].error), run.describe()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs `ctx doctor --fix` (issue 17 item 4, built on another branch) to repair "
-    "the malformed line before the reduced session can resume",
-)
 @pytest.mark.parametrize("session", [p for p in SESSIONS if p.name in BROKEN], ids=lambda p: p.name)
-def test_malformed_session_resumes_after_repair(session: Path, tmp_path: Path) -> None:
-    fixed = tmp_path / session.name
+def test_malformed_session_resumes_after_doctor_fix(session: Path, tmp_path: Path) -> None:
+    """ctx doctor --fix makes it resumable, reduced too; ctx restore gives the damage back."""
+    fixed = tmp_path / "fixed" / session.name
+    fixed.parent.mkdir()
     fixed.write_bytes(session.read_bytes())
     ctx = [sys.executable, "-m", "ctxcli"]
-    subprocess.run([*ctx, "doctor", str(fixed), "--fix"], check=True, capture_output=True)
-    resume_claude(tmp_path / "fixed", fixed).accepted_turn(MESSAGES, "repaired")
-    subprocess.run([*ctx, "restore", str(fixed)], check=True, capture_output=True)
+    env = {**os.environ, "CTX_DATA_DIR": str(tmp_path / "data"), "CTX_NO_PLUGINS": "1"}
+
+    def run(*args: str) -> None:
+        subprocess.run([*ctx, *args], check=True, capture_output=True, env=env)
+
+    # --force: the copy was just written, so it looks in use to doctor.
+    run("doctor", str(fixed), "--fix", "--force")
+    before = resume_claude(tmp_path / "orig", fixed).accepted_turn(MESSAGES, "repaired")
+    reduced, stats = reduced_copy(fixed, "claude-code-resume", tmp_path)
+    after = resume_claude(tmp_path / "red", reduced).accepted_turn(MESSAGES, "repaired, reduced")
+    b, a = measure(before), measure(after)
+    measured = 1 - a.conversation_tokens / b.conversation_tokens
+    print(
+        f"{session.name} after doctor --fix: request {b.body_bytes:,} -> {a.body_bytes:,} "
+        f"bytes, conversation {b.conversation_tokens:,} -> {a.conversation_tokens:,} tokens "
+        f"({measured:.1%} saved; ctx stats predicted {predicted_share(stats):.1%})"
+    )
+    assert abs(measured - predicted_share(stats)) <= 0.10
+    run("restore", str(fixed), "--in-place")
     assert fixed.read_bytes() == session.read_bytes()
 
 
