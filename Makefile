@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all test-browser test-ray e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-all test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -33,7 +33,7 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-browser test-ray e2e-proxy
+test-all: test test-browser test-ray e2e-proxy e2e
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
@@ -47,6 +47,13 @@ test-browser: $(VENV)/.browser-installed
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 		echo "test-browser: could not install chromium; the browser tests will skip"
 	$(BIN)/python -m pytest -m browser
+
+# Real-client end-to-end tests (pytest -m e2e): the pinned Claude Code and Codex CLIs and
+# ccusage from npm (scripts/install_clients.sh caches them in $$CTX_E2E_CACHE, else
+# ~/.cache/ctx-e2e) resume real sessions against loopback fake APIs. Skip if npm is missing.
+e2e: $(STAMP)
+	scripts/install_clients.sh
+	$(BIN)/python -m pytest -m e2e tests/e2e
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests scripts

@@ -464,6 +464,11 @@ def main() -> int:
     print("\ntargets:")
     for name, ok in targets:
         print(f"  [{'met' if ok else 'MISSED'}] {name}")
+    if SHARED.is_dir():
+        # The real clients' resume requests (needs scripts/install_clients.sh; says why not).
+        from resume_requests import measure_resumes, print_resumes
+
+        print_resumes(measure_resumes())
     # Datasets of trajectories: Ray Data 1 vs 2 workers and --jobs 2 (bench_datasets.py).
     from bench_datasets import main as dataset_case
 

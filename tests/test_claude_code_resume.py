@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED, invoke
+from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.services.counters import get_counter
@@ -46,7 +47,7 @@ def empty_assistant_records(data: bytes) -> list[int]:
             continue
         message = rec.get("message") if isinstance(rec, dict) else None
         if rec.get("type") == "assistant" and isinstance(message, dict):
-            if not message.get("content"):
+            if not message.get("content") and not is_usage_stub(rec):
                 empty.append(n)
     return empty
 
@@ -74,7 +75,9 @@ def test_resume_preset_on_a_real_session(source: Path) -> None:
     assert report["resume_tokens_after"] < report["resume_tokens_before"]
     if source.name in COZEMPIC:
         aggressive_bytes, standard_tokens = COZEMPIC[source.name]
-        assert len(out) <= aggressive_bytes
+        # Not counting the usage stubs, which keep the spend history cozempic erases.
+        stubs = sum(len(line) + 1 for line in out.splitlines() if is_usage_stub(json.loads(line)))
+        assert len(out) - stubs <= aggressive_bytes
         assert report["resume_tokens_after"] <= standard_tokens
 
     # Nothing lost, and still a session Claude Code can load.

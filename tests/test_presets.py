@@ -23,6 +23,7 @@ RESUME = [
     "dedupe_outputs",
     "truncate_tool_output",
     "clear_tool_results",
+    "update_usage",
 ]
 
 
@@ -34,6 +35,7 @@ def uses(path_or_config: object) -> list[str]:
 def test_shipped_presets() -> None:
     assert preset_names() == [
         "claude-code-resume",
+        "codex-resume",
         "eino",
         "mini-swe-agent",
         "reasonblocks",
@@ -43,6 +45,13 @@ def test_shipped_presets() -> None:
     chains = {name: uses(build_config({"preset": name}, name)) for name in preset_names()}
     assert chains == {
         "claude-code-resume": RESUME,
+        "codex-resume": [
+            "clear_thinking",
+            "dedupe_outputs",
+            "truncate_tool_output",
+            "clear_tool_results",
+            "update_usage",
+        ],
         "eino": ["truncate_tool_output", "clear_tool_results"],
         "mini-swe-agent": ["clear_tool_results"],
         "reasonblocks": ["head_tail", "compress_words", "nudge_early_exit"],
@@ -90,8 +99,8 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, eino, mini-swe-agent, reasonblocks, swe-agent, "
-        "synaptic. "
+        "valid presets: claude-code-resume, codex-resume, eino, mini-swe-agent, reasonblocks, "
+        "swe-agent, synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
     (tmp_path / "ctx.toml").write_text('preset = "einoo"\n')

@@ -16,6 +16,7 @@ import pytest
 from conftest import FIXTURES, SHARED
 from ctxcli.api import Report, reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
+from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 
@@ -48,7 +49,7 @@ def run(
     assert validate_bytes(data, str(out)) == []
     records = [json.loads(line) for line in data.splitlines()]
     for rec in records:
-        if rec.get("type") == "assistant":
+        if rec.get("type") == "assistant" and not is_usage_stub(rec):
             assert rec["message"]["content"], f"empty assistant record {rec['uuid']}"
     again = reduce_bytes(data, config=config, path=str(out))
     assert again.output == data, "a second reduction changed the output"
@@ -140,6 +141,7 @@ def thinking_records(records: list[dict[str, Any]]) -> list[str]:
         r["uuid"]
         for r in records
         if r["type"] == "assistant"
+        and not is_usage_stub(r)
         and any(b.get("type") == "thinking" for b in r["message"]["content"])
     ]
 
@@ -150,6 +152,10 @@ def test_clear_thinking_keeps_the_last_turn_and_drops_emptied_records(tmp_path: 
     uuids = by_uuid(records)
     for gone in ("a-01", "a-03", "a-08"):
         assert gone not in uuids
+    # Each was the first record of its response: what usage trackers read stays.
+    stubs = [r["message"]["id"] for r in records if is_usage_stub(r)]
+    source = {r.get("uuid"): r for r in lines_of(SESSION)}
+    assert stubs == [source[g]["message"]["id"] for g in ("a-01", "a-03", "a-08")]
     # Their children hang off their parents now: the chain is unbroken.
     assert uuids["a-02"]["parentUuid"] == "u-01"
     assert uuids["a-04"]["parentUuid"] == "u-02"
@@ -299,8 +305,27 @@ def test_a_read_after_the_last_edit_stays(tmp_path: Path) -> None:
 # --- drop_before_compaction --------------------------------------------------------------
 
 
+def without_stubs(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in records if not is_usage_stub(r)]
+
+
 def test_drop_before_compaction_keeps_boundary_summary_and_settings(tmp_path: Path) -> None:
     report, records, out = run([{"use": "drop_before_compaction"}], SESSION, tmp_path)
+    # What usage trackers read of the dropped responses stays: one stub per response.
+    stubs = [r for r in records if is_usage_stub(r)]
+    boundary_at = next(i for i, r in enumerate(lines_of(SESSION)) if r.get("subtype"))
+    firsts: dict[str, dict[str, Any]] = {}
+    for r in lines_of(SESSION)[:boundary_at]:
+        if r.get("type") == "assistant" and "usage" in r["message"]:
+            firsts.setdefault(r["message"]["id"], r)
+    assert [s["message"]["id"] for s in stubs] == list(firsts)
+    for stub in stubs:
+        first = firsts[stub["message"]["id"]]
+        assert stub["message"]["model"] == first["message"]["model"]
+        assert stub["timestamp"] == first["timestamp"]
+        assert stub["message"]["usage"]["input_tokens"] == first["message"]["usage"]["input_tokens"]
+        assert "uuid" not in stub and "content" not in stub["message"]
+    records = without_stubs(records)
     assert [r.get("uuid", r["type"]) for r in records[:4]] == [
         "custom-title",
         "s-02",
@@ -329,7 +354,7 @@ def test_drop_before_compaction_keeps_boundary_summary_and_settings(tmp_path: Pa
 def test_drop_before_compaction_without_citing(tmp_path: Path) -> None:
     stage = {"use": "drop_before_compaction", "cite_in_summary": False}
     report, records, _ = run([stage], SESSION, tmp_path)
-    assert records[2] == lines_of(SESSION)[20]
+    assert without_stubs(records)[2] == lines_of(SESSION)[20]
     assert report.resume_tokens_after == report.resume_tokens_before
 
 
@@ -378,6 +403,10 @@ def test_noop_on_a_clean_session(tmp_path: Path, stage: str) -> None:
 
 def test_the_stages_together(tmp_path: Path) -> None:
     report, records, _ = run([{"use": s} for s in STAGES], SESSION, tmp_path)
+    stub_bytes = sum(
+        len(json.dumps(r, separators=(",", ":"))) + 1 for r in records if is_usage_stub(r)
+    )
+    records = without_stubs(records)
     assert [r["type"] for r in records] == [
         "custom-title",
         "system",
@@ -390,7 +419,7 @@ def test_the_stages_together(tmp_path: Path) -> None:
         "assistant",
         "system",
     ]
-    assert report.bytes_after < report.bytes_before / 3
+    assert report.bytes_after - stub_bytes < report.bytes_before / 3
     # u-08's reminder repeats one that went with the messages before the boundary,
     # which the model no longer sees: so it stays.
     assert "<system-reminder>" in result_text(records, "u-08")

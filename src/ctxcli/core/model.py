@@ -144,21 +144,28 @@ class RecordEdits:
         keep: keys of records without a message not to drop with the message
             before them (a format otherwise does). ``drop`` wins over ``keep``.
         strip: key -> top-level fields to remove from that record.
+        set_values: key -> {path inside the record: new value}, for a kept record
+            (a usage figure brought up to date); applied after the message's own
+            changes. ``drop`` wins.
     """
 
     drop: frozenset[int] = frozenset()
     keep: frozenset[int] = frozenset()
     strip: Mapping[int, frozenset[str]] = field(default_factory=dict)
+    set_values: Mapping[int, Mapping[tuple[str | int, ...], Any]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.drop or self.keep or self.strip)
+        return bool(self.drop or self.keep or self.strip or self.set_values)
 
     def merged(self, other: RecordEdits) -> RecordEdits:
         """These edits together with ``other``."""
         strip = {k: frozenset(v) for k, v in self.strip.items()}
         for key, fields in other.strip.items():
             strip[key] = strip.get(key, frozenset()) | fields
-        return RecordEdits(self.drop | other.drop, self.keep | other.keep, strip)
+        values = {k: dict(v) for k, v in self.set_values.items()}
+        for key, paths in other.set_values.items():
+            values[key] = {**values.get(key, {}), **paths}
+        return RecordEdits(self.drop | other.drop, self.keep | other.keep, strip, values)
 
 
 @dataclass(frozen=True)

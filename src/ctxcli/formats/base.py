@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar, TypeVar
@@ -361,6 +361,7 @@ class Format:
                     keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
                 plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
                 _strip_fields(plan[-1], edits.strip.get(key))
+                _set_values(plan[-1], edits.set_values.get(key))
                 continue
             if not seen_message:
                 seen_message = True
@@ -380,6 +381,7 @@ class Format:
                 state = State.COPY if data is rec.data else State.CHANGED
                 plan.append(OutRecord(state, rec, data, new))
             _strip_fields(plan[-1], edits.strip.get(key))
+            _set_values(plan[-1], edits.set_values.get(key))
             emit_new(key, rec.data)
         for after in list(inserts):
             emit_new(after, None)
@@ -497,6 +499,23 @@ def _strip_fields(out: OutRecord, fields: frozenset[str] | None) -> None:
     if any(f in data for f in fields):
         out.touch()
         out.data = {k: v for k, v in data.items() if k not in fields}
+
+
+def _set_values(out: OutRecord, values: Mapping[tuple[str | int, ...], Any] | None) -> None:
+    """Set the values a stage asked for inside a kept record."""
+    if not values or out.state is State.DROPPED:
+        return
+    data = out.data
+    for path, value in values.items():
+        try:
+            if get_in(data, path) == value:
+                continue
+        except (KeyError, IndexError, TypeError):
+            pass
+        data = set_in(data, path, value)
+    if data is not out.data:
+        out.touch()
+        out.data = data
 
 
 def _style_sample(doc: Document) -> bytes:

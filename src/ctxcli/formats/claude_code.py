@@ -34,6 +34,7 @@ from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Message
+from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
     changed_result_ids,
@@ -112,6 +113,8 @@ class ClaudeCode(Format):
         message = data.get("message")
         if rtype not in ("user", "assistant") or not isinstance(message, dict):
             return None
+        if "content" not in message:
+            return None  # a usage stub (drop_before_compaction): never sent to the model
         role = message.get("role")
         if not isinstance(role, str):
             role = rtype
@@ -158,10 +161,27 @@ class ClaudeCode(Format):
 
     def fixup(self, plan: list[OutRecord]) -> None:
         drop_emptied(plan)
+        self._stub_usage(plan)
         self._reduce_copies(plan)
         self._relink(plan)
 
     # -- fixup steps ------------------------------------------------------------------
+
+    @staticmethod
+    def _stub_usage(plan: list[OutRecord]) -> None:
+        """A dropped record with the usage trackers count for a response stays as a stub."""
+        seen: set[tuple[str, str]] = set()
+        for rec in plan:
+            data = rec.orig.data if rec.orig is not None else rec.data
+            if usage_of(data) is None:
+                continue
+            pair = response_key(data)
+            if pair is not None:
+                if pair in seen:
+                    continue  # trackers count only the first record of a response
+                seen.add(pair)
+            if rec.state is State.DROPPED and rec.message is not None:
+                rec.state, rec.data, rec.message = State.CHANGED, usage_stub(data), None
 
     @staticmethod
     def _reduce_copies(plan: list[OutRecord]) -> None:
@@ -169,8 +189,8 @@ class ClaudeCode(Format):
         changed: set[str] = set()
         for rec in plan:
             if rec.state is State.CHANGED and rec.orig is not None and rec.orig.message is not None:
-                assert rec.message is not None
-                changed |= changed_result_ids(rec.orig.message, rec.message)
+                if rec.message is not None:  # None: a stub left for usage trackers
+                    changed |= changed_result_ids(rec.orig.message, rec.message)
         if not changed:
             return
         for rec in plan:
@@ -198,6 +218,11 @@ class ClaudeCode(Format):
         taken: set[str] = set()
         for rec in plan:
             data = rec.data
+            if rec.message is None and rec.orig is not None and rec.orig.message is not None:
+                data = rec.orig.data  # a usage stub: its record left the tree
+                if rec.state is not State.DROPPED and isinstance(data, dict):
+                    dropped[str(data.get("uuid"))] = data.get("parentUuid")
+                    continue
             if not isinstance(data, dict) or not isinstance(data.get("uuid"), str):
                 continue
             if rec.state is State.DROPPED:

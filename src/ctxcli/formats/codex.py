@@ -207,6 +207,10 @@ class Codex(Format):
                         blocks.append(
                             Block(Kind.THINKING, part["text"], slot=((*prefix, field, i), "keep"))
                         )
+            if not blocks:  # encrypted only: still reasoning a stage may clear
+                blocks.append(
+                    Block(Kind.THINKING, "", slot=((*prefix, "encrypted_content"), "keep"))
+                )
             return Message("assistant", tuple(blocks), key)
         return None
 

@@ -42,11 +42,12 @@ def _offload_count(ctx: StageContext) -> int:
 
 
 def _records_touched(before: RecordEdits, after: RecordEdits) -> int:
-    """Records a stage newly dropped or stripped fields from."""
+    """Records a stage newly dropped, stripped fields from or rewrote."""
     if after is before:
         return 0
     stripped = {k for k, f in after.strip.items() if f - before.strip.get(k, frozenset())}
-    return len((after.drop - before.drop) | (stripped - after.drop))
+    replaced = {k for k, v in after.set_values.items() if before.set_values.get(k) != v}
+    return len((after.drop - before.drop) | ((stripped | replaced) - after.drop))
 
 
 def run_pipeline(

@@ -10,8 +10,9 @@ from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
 from ctxcli.stages._records import trailing_records, validity_problems
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
-# Formats whose writers remove a block a stage left out (and sign their thinking).
-FORMATS = ("claude_code", "anthropic")
+# Formats whose writers remove a block a stage left out (and sign their thinking),
+# and Codex, whose reasoning items (encrypted) go whole.
+FORMATS = ("claude_code", "anthropic", "codex")
 
 
 class ClearThinkingOptions(StageOptions):
@@ -32,7 +33,11 @@ def clear_thinking(
     """Remove thinking blocks (and their signatures) from all but the last keep_turns turns.
 
     Applies to: Claude Code sessions and Anthropic Messages transcripts (the formats
-    whose thinking blocks carry signatures); other formats are left unchanged.
+    whose thinking blocks carry signatures) and Codex rollouts, whose ``reasoning``
+    items (summary + ``encrypted_content``) are dropped whole: Codex sends them without
+    an id, and the Responses API accepts a history without them (it rejects only a
+    reasoning item it cannot resolve, or one with nothing after it). Other formats are
+    left unchanged.
 
     Effect: as the Anthropic API's ``clear_thinking_20251015`` context edit does,
     every ``thinking`` and ``redacted_thinking`` block of an assistant turn older

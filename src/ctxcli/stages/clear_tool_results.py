@@ -45,8 +45,8 @@ class ClearToolResultsOptions(StageOptions):
     clear_arguments: bool = Field(
         False,
         validation_alias=AliasChoices("clear_arguments", "clear_tool_inputs"),
-        description="Also offload the arguments of the calls whose results are cleared "
-        "(alias: clear_tool_inputs).",
+        description="Also offload the arguments of the older calls, those of short results "
+        "too: an apply_patch input is long, its result short (alias: clear_tool_inputs).",
     )
     exclude_tools: list[str] = Field(
         default_factory=list,
@@ -109,9 +109,10 @@ def clear_tool_results(
         return StageResult(conv, counters, (note,) if plan else ())
     messages = list(conv.messages)
     for item in plan:
-        path = ctx.offload.put("clear", item.key, item.block.text)
-        _set(messages, item.ref, item.block.with_text(_hint(ctx, opts, path)))
-        counters["cleared"] += 1
+        if item.result:
+            path = ctx.offload.put("clear", item.key, item.block.text)
+            _set(messages, item.ref, item.block.with_text(_hint(ctx, opts, path)))
+            counters["cleared"] += 1
         if item.call is not None:
             call_block = conv.block(item.call)
             apath = ctx.offload.put("clear", f"{item.key}.args", call_block.text)
@@ -125,15 +126,22 @@ def clear_tool_results(
 
 
 class _Clear:
-    """One result to clear: where it is, its offload key, its call (if its
-    arguments go too) and the tokens clearing it saves."""
+    """One result to clear: where it is, its offload key, whether the result itself
+    goes (a short one stays), its call (if its arguments go) and the tokens saved."""
 
-    __slots__ = ("ref", "block", "key", "call", "saved")
+    __slots__ = ("ref", "block", "key", "result", "call", "saved")
 
     def __init__(
-        self, ref: BlockRef, block: Block, key: str, call: BlockRef | None, saved: int
+        self,
+        ref: BlockRef,
+        block: Block,
+        key: str,
+        result: bool,
+        call: BlockRef | None,
+        saved: int,
     ) -> None:
-        self.ref, self.block, self.key, self.call, self.saved = ref, block, key, call, saved
+        self.ref, self.block, self.key, self.result = ref, block, key, result
+        self.call, self.saved = call, saved
 
 
 def _protected_from(conv: Conversation, opts: ClearToolResultsOptions) -> int:
@@ -162,9 +170,8 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
             continue
         key = str(number) if opts.hint != "long" else block.call_id or f"result-{ref[0]}-{ref[1]}"
         hint = _hint(ctx, opts, ctx.offload.path_for("clear", key))
-        saved = count(text) - count(hint)
-        if saved <= 0:
-            continue
+        saved = max(0, count(text) - count(hint))
+        # A call's input can be long though its result is short (an apply_patch patch).
         call = conv.call_of(ref) if opts.clear_arguments else None
         if call is not None:
             args = conv.block(call).text
@@ -174,7 +181,9 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
                 apath = ctx.offload.path_for("clear", f"{key}.args")
                 note = json.dumps({"ctx_cleared": clear_args_hint(ctx.language, path=apath)})
                 saved += max(0, count(args) - count(note))
-        plan.append(_Clear(ref, block, key, call, saved))
+        if saved <= 0:
+            continue
+        plan.append(_Clear(ref, block, key, count(text) > count(hint), call, saved))
     return plan
 
 

@@ -9,6 +9,7 @@ from pydantic import Field
 from ctxcli.core.cuts import range_key, render_messages
 from ctxcli.core.hints import before_compaction_hint, cites_before_compaction
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
+from ctxcli.core.usage import is_usage_stub
 from ctxcli.stages._records import matches, validity_problems
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
@@ -57,7 +58,9 @@ def drop_before_compaction(
     session's own settings (title, permission mode, unknown record types) stay. The
     dropped messages are offloaded as readable text to
     ``{offload_dir}/drop_before_compaction/<first>-<last>`` and, with
-    ``cite_in_summary``, the summary gains a line naming that file. The format
+    ``cite_in_summary``, the summary gains a line naming that file. The records
+    that carry a response's API usage stay as stubs usage trackers still read
+    (see ``ctxcli.core.usage``; the format makes them). The format
     relinks the boundary's ``logicalParentUuid``; if the result would lose a
     call/result pair or split the record tree, nothing changes and a note says why.
 
@@ -128,7 +131,9 @@ def _unseen_records_before(
     for rec in conv.records[:start]:
         if rec.message:
             continue
-        if matches(rec.data, patterns):
+        if is_usage_stub(rec.data):
+            keep.add(rec.key)  # what usage trackers read of a response dropped before
+        elif matches(rec.data, patterns):
             drop.add(rec.key)
         elif rec.data is not None:
             keep.add(rec.key)
