@@ -35,6 +35,7 @@ def test_shipped_presets() -> None:
     assert preset_names() == [
         "claude-code-resume",
         "eino",
+        "keep-terms",
         "mini-swe-agent",
         "reasonblocks",
         "swe-agent",
@@ -44,6 +45,12 @@ def test_shipped_presets() -> None:
     assert chains == {
         "claude-code-resume": RESUME,
         "eino": ["truncate_tool_output", "clear_tool_results"],
+        "keep-terms": [
+            "dedupe_outputs",
+            "clear_thinking",
+            "strip_system_reminders",
+            "compress_words",
+        ],
         "mini-swe-agent": ["clear_tool_results"],
         "reasonblocks": ["head_tail", "compress_words", "nudge_early_exit"],
         "swe-agent": ["clear_tool_results"],
@@ -90,7 +97,7 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, eino, mini-swe-agent, reasonblocks, swe-agent, "
+        "valid presets: claude-code-resume, eino, keep-terms, mini-swe-agent, reasonblocks, swe-agent, "
         "synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
