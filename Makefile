@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test test-all test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval clean schema docs dist
+.PHONY: setup demo test test-all test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -86,10 +86,19 @@ bench-proxy: $(STAMP)
 e2e-proxy: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
 
-# eval_peers.py: ctx's clear vs LangChain's, observation masking, and the Claude Code
-# preset vs cozempic, on ../shared/transcripts (a few seconds).
-eval: $(VENV)/.bench-installed
+# eval.py: tokens saved and referenced-term recall of every ctx stage/preset and every
+# peer (reasonblocks, LangChain, cozempic, headroom-ai) on ../shared/transcripts, one table
+# (~10 s). eval-peers: the detail tables (clear vs LangChain at equal settings, masking,
+# the Claude Code preset vs cozempic). headroom-ai is tried; if it does not install the
+# table says "not installed".
+$(VENV)/.eval-installed: $(VENV)/.bench-installed
+	$(BIN)/pip install --quiet -e '.[dev,bench,headroom]' || echo "eval: headroom-ai not installed"
+	touch $@
+
+eval: $(VENV)/.eval-installed
 	$(BIN)/python benchmarks/eval.py
+
+eval-peers: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/eval_peers.py
 
 # Regenerate src/ctxcli/ctx.schema.json after changing a stage's options or a setting.

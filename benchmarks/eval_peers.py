@@ -1,6 +1,7 @@
 """ctx against its peers on every real transcript in ../shared/transcripts, same counter.
 
-Three tables (cl100k tokens), printed by ``make eval`` after benchmarks/eval.py:
+Three detail tables (cl100k tokens), printed by ``make eval-peers`` (``make eval``
+prints the summary table of benchmarks/eval.py):
 
 1. clear_tool_results against LangChain's ClearToolUsesEdit at equal settings
    (trigger = max_tokens, keep = keep_results, keep_rounds = 0) on whole files:
@@ -25,13 +26,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval import PAST_SHARE, terms
 from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs
+from recall import Case, measure_case
 
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import CtxError
 from ctxcli.core.hints import is_cleared
-from ctxcli.core.model import Conversation, visible_texts
+from ctxcli.core.model import Conversation
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
@@ -117,8 +118,7 @@ def masking_table(cases: list[tuple[str, bytes, Conversation]]) -> None:
     """Table 2: observation masking, and masking with a summary of what it masked.
 
     As in benchmarks/eval.py, only the first 60% of each transcript (the past) is
-    reduced; recall is the share of referenced terms (terms of the past that the
-    remaining 40% repeats) still visible anywhere in the reduced past.
+    reduced; tokens saved and recall are benchmarks/recall.py's.
     """
     mask = {"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 0, "keep_results": 10}
     summary = {"use": "summarize", "trigger": "always", "keep_messages": 20}
@@ -131,27 +131,13 @@ def masking_table(cases: list[tuple[str, bytes, Conversation]]) -> None:
     print(head)
     print("-" * len(head))
     for name, _raw, conv in cases:
-        cut = int(len(conv.messages) * PAST_SHARE)
-        past = conv.with_messages(conv.messages[:cut])
-        future = "\n".join(t for m in conv.messages[cut:] for t in visible_texts(m))
-        referenced = terms(_all_text(past)) & terms(future)
-        before = _tokens(past)
+        case = Case.split(name, conv)
         cells = []
         for stages in variants.values():
-            reduced = _reduce(past, stages)
-            kept = len(referenced & terms(_all_text(reduced)))
-            recall = kept / len(referenced) if referenced else 1.0
-            cells.append(f"{1 - _tokens(reduced) / before:>21.1%} {recall:>7.1%}")
+            m = measure_case(case, _reduce(case.past, stages), count)
+            cells.append(f"{m.context_saved:>21.1%} {m.recall:>7.1%}")
         print(f"{name[:50]:50} " + " ".join(cells))
     print()
-
-
-def _all_text(conv: Conversation) -> str:
-    return "\n".join(t for m in conv.messages for t in visible_texts(m))
-
-
-def _tokens(conv: Conversation) -> int:
-    return sum(count(t) for m in conv.messages for t in visible_texts(m))
 
 
 def cozempic_table(directory: Path, cases: list[tuple[str, bytes, Conversation]]) -> None:

@@ -8,6 +8,12 @@
   ``cozempic treat`` does (load, run the prescription, serialise each line), without
   touching any session directory.
 
+* reasonblocks' head+tail (``TokenSavingMiddleware`` at its defaults: 1,800-char
+  threshold, first 900 and last 700 characters, recent tool messages kept) on the
+  same LangChain messages.
+* headroom-ai's ``compress`` at its defaults, on the conversation as OpenAI chat
+  messages (run offline: no model download, no telemetry).
+
 Used by ``benchmarks/eval.py`` (``make eval``) and by tests/test_peer_parity.py. A
 peer that is not installed raises ImportError; callers report it, never fake it.
 """
@@ -17,11 +23,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ctxcli.core.model import Conversation, Kind, visible_texts
+from ctxcli.core.model import Block, Conversation, Kind, visible_texts
 from ctxcli.formats import load
 
 Count = Callable[[str], int]
@@ -97,10 +105,7 @@ def _args(text: str) -> dict[str, Any]:
 
 
 def _text_of(message: Any) -> str:
-    content = message.content
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return _content(message.content)
 
 
 def langchain_clear(
@@ -121,3 +126,63 @@ def langchain_clear(
     edit = ClearToolUsesEdit(trigger=trigger, keep=keep, clear_at_least=clear_at_least)
     edit.apply(messages, count_tokens=count_messages)
     return [_text_of(m) for m in messages if m.type == "tool"]
+
+
+def with_tool_outputs(conv: Conversation, outputs: list[str]) -> Conversation:
+    """``conv`` with its tool results' texts replaced, in order, by ``outputs``."""
+    refs = [ref for ref, _b in conv.iter_blocks(Kind.TOOL_RESULT)]
+    if len(refs) != len(outputs):
+        raise ValueError(f"{len(outputs)} tool outputs for {len(refs)} tool results")
+    messages = list(conv.messages)
+    for (mi, bi), text in zip(refs, outputs, strict=True):
+        blocks: list[Block] = list(messages[mi].blocks)
+        blocks[bi] = blocks[bi].with_text(text)
+        messages[mi] = messages[mi].with_blocks(blocks)
+    return conv.with_messages(messages)
+
+
+def langchain_clear_conv(
+    conv: Conversation, count: Count, *, trigger: int, keep: int
+) -> Conversation:
+    """``conv`` after LangChain's ClearToolUsesEdit."""
+    return with_tool_outputs(conv, langchain_clear(conv, count, trigger=trigger, keep=keep))
+
+
+def reasonblocks_head_tail(conv: Conversation) -> Conversation:
+    """``conv`` after reasonblocks' head+tail compression at its defaults."""
+    from reasonblocks.token_saving import TokenSavingMiddleware
+
+    messages = langchain_messages(conv)
+    middleware = TokenSavingMiddleware(enable_early_exit=False)
+    # _compress is the step before_model runs; it returns the replaced ToolMessages.
+    replaced = {m.id: m for m in middleware._compress(messages)}
+    outputs = [_text_of(replaced.get(m.id, m)) for m in messages if m.type == "tool"]
+    return with_tool_outputs(conv, outputs)
+
+
+def headroom_compress(conv: Conversation) -> tuple[Conversation, list[str]]:
+    """``conv`` after headroom-ai's ``compress`` at its defaults; and the transforms it ran.
+
+    Only the tool outputs are read back (headroom skips user messages by default).
+    """
+    os.environ.setdefault("HEADROOM_TELEMETRY_DISABLED", "1")
+    os.environ.setdefault("HEADROOM_UPDATE_CHECK", "0")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from headroom import compress
+    from langchain_core.messages import convert_to_openai_messages
+
+    logging.getLogger("headroom").setLevel(logging.ERROR)
+    messages = convert_to_openai_messages(langchain_messages(conv))
+    with contextlib.redirect_stderr(io.StringIO()):
+        result = compress(messages)
+    outputs = [_content(m.get("content")) for m in result.messages if m.get("role") == "tool"]
+    return with_tool_outputs(conv, outputs), list(result.transforms_applied)
+
+
+def _content(content: Any) -> str:
+    """The text of a message's content: a string, or a list of parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""

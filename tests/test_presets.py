@@ -37,6 +37,7 @@ def test_shipped_presets() -> None:
         "claude-code-resume",
         "codex-resume",
         "eino",
+        "keep-terms",
         "mini-swe-agent",
         "reasonblocks",
         "swe-agent",
@@ -53,6 +54,12 @@ def test_shipped_presets() -> None:
             "update_usage",
         ],
         "eino": ["truncate_tool_output", "clear_tool_results"],
+        "keep-terms": [
+            "dedupe_outputs",
+            "clear_thinking",
+            "strip_system_reminders",
+            "compress_words",
+        ],
         "mini-swe-agent": ["clear_tool_results"],
         "reasonblocks": ["head_tail", "compress_words", "nudge_early_exit"],
         "swe-agent": ["clear_tool_results"],
@@ -99,8 +106,8 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, codex-resume, eino, mini-swe-agent, reasonblocks, "
-        "swe-agent, synaptic. "
+        "valid presets: claude-code-resume, codex-resume, eino, keep-terms, mini-swe-agent, "
+        "reasonblocks, swe-agent, synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
     (tmp_path / "ctx.toml").write_text('preset = "einoo"\n')

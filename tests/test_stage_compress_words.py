@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SHARED
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
@@ -18,7 +21,12 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.services.classifier import HeuristicClassifier, WordStats, is_informative
+from ctxcli.services.classifier import (
+    HeuristicClassifier,
+    WordStats,
+    is_informative,
+    is_protected,
+)
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.compress_words import (
@@ -30,6 +38,13 @@ from ctxcli.stages.compress_words import (
     split_lines,
 )
 
+# ReasonBlocks' tiers, which the reasonblocks preset sets (ctx's defaults are more aggressive).
+RB: dict[str, Any] = {
+    "recent_cutoff": 3,
+    "mid_cutoff": 10,
+    "keep_ratio_mid": 0.55,
+    "keep_ratio_old": 0.30,
+}
 FILLER = "the a of and to in is that it for on with as was this by be are".split()
 
 
@@ -72,7 +87,7 @@ def _body(text: str) -> str:
 
 def test_recent_outputs_are_untouched() -> None:
     conv = _conv([_output(1), _output(2)])  # ages 1 and 0
-    result = compress_words(conv, CompressWordsOptions(), _ctx())
+    result = compress_words(conv, CompressWordsOptions(**RB), _ctx())
     assert result.conversation is conv
     assert result.counters["compressions"] == 0
 
@@ -134,7 +149,7 @@ def test_age_tiers_use_their_ratio() -> None:
     ages = model_call_ages(conv)
     old_idx, mid_idx = 2, 11
     assert ages[old_idx] == 12 and ages[mid_idx] == 4
-    result = compress_words(conv, CompressWordsOptions(), _ctx())
+    result = compress_words(conv, CompressWordsOptions(**RB), _ctx())
     old, mid = _results(result.conversation)
     assert "compressed to 30% of words" in old
     assert re.search(r"compressed to 5[56]% of words", mid)
@@ -191,13 +206,14 @@ def test_an_injected_classifier_is_used() -> None:
         def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
             return [i < len(words) // 2 for i in range(len(words))]
 
-    text = " ".join(f"w{i}" for i in range(100))
+    words = [f"w{a}{b}" for a in "abcdefghij" for b in "abcdefghij"]  # no protected word
+    text = " ".join(words)
     result = compress_words(
         _conv([text], rounds_after=12),
         CompressWordsOptions(window_words=100),
         _ctx(classifier=KeepFirstHalf()),
     )
-    assert _body(_results(result.conversation)[0]) == " ".join(f"w{i}" for i in range(50))
+    assert _body(_results(result.conversation)[0]) == " ".join(words[:50])
 
 
 def test_anthropic_without_key_falls_back_and_says_so() -> None:
@@ -218,8 +234,8 @@ def test_anthropic_without_key_falls_back_and_says_so() -> None:
 
 
 def test_cutoffs_must_be_in_order() -> None:
-    with pytest.raises(ConfigError, match=r"mid_cutoff \(2\) must be >= recent_cutoff \(3\)"):
-        build_config({"stages": [{"use": "compress_words", "mid_cutoff": 2}]}, "ctx.toml")
+    with pytest.raises(ConfigError, match=r"mid_cutoff \(0\) must be >= recent_cutoff \(1\)"):
+        build_config({"stages": [{"use": "compress_words", "mid_cutoff": 0}]}, "ctx.toml")
 
 
 # -- the heuristic ------------------------------------------------------------------------
@@ -323,13 +339,13 @@ def test_chained_stages_save_more_than_either_alone() -> None:
     # head_tail kept, so the savings add up instead of one undoing the other.
     words = " ".join(f"alpha beta gamma delta item{i}" for i in range(300))
     raw = _jsonl([words] * 6, 0)
-    chain = build_config({"stages": [{"use": "head_tail"}, {"use": "compress_words"}]}, "t")
+    chain = build_config({"stages": [{"use": "head_tail"}, {"use": "compress_words", **RB}]}, "t")
 
     def after(stages: list[dict[str, object]]) -> int:
         report = reduce_bytes(raw, config=build_config({"stages": stages}, "t")).report
         return report.tokens_after
 
-    head, words_only = after([{"use": "head_tail"}]), after([{"use": "compress_words"}])
+    head, words_only = after([{"use": "head_tail"}]), after([{"use": "compress_words", **RB}])
     both = reduce_bytes(raw, config=chain)
     assert both.report.tokens_after < min(head, words_only)
     outputs = [json.loads(line)["content"] for line in both.output.splitlines()[2::2]]
@@ -342,9 +358,9 @@ def test_chained_stages_save_more_than_either_alone() -> None:
 def test_a_text_mid_cutoff_calls_old_is_old() -> None:
     # ReasonBlocks: calls_back < mid_cutoff is mid, so exactly mid_cutoff is old.
     text = _output(9, lines=30)
-    at_cutoff = compress_words(_conv([text], rounds_after=10), CompressWordsOptions(), _ctx())
+    at_cutoff = compress_words(_conv([text], rounds_after=10), CompressWordsOptions(**RB), _ctx())
     assert "compressed to 30% of words" in _results(at_cutoff.conversation)[0]
-    before = compress_words(_conv([text], rounds_after=9), CompressWordsOptions(), _ctx())
+    before = compress_words(_conv([text], rounds_after=9), CompressWordsOptions(**RB), _ctx())
     assert re.search(r"compressed to 5[56]% of words", _results(before.conversation)[0])
 
 
@@ -354,13 +370,14 @@ def test_real_transcript_tiers_match_reasonblocks() -> None:
         pytest.skip(f"{path.name} is not present")
     conv = load(path.read_bytes(), str(path)).conversation
     ages = model_call_ages(conv)
-    out = compress_words(conv, CompressWordsOptions(), _ctx()).conversation
+    out = compress_words(conv, CompressWordsOptions(**RB), _ctx()).conversation
     pcts = {
         ages[mi]: int(m.group(1))
         for (mi, _bi), block in out.iter_blocks(Kind.TOOL_RESULT)
         if (m := re.search(r"compressed to (\d+)% of words", block.text))
     }
-    assert pcts[10] <= 31  # mid_cutoff calls old: the old tier
+    # mid_cutoff calls old: the old tier (30%, more where protected words alone exceed it)
+    assert 30 <= pcts[10] < 50
     assert all(pct >= 54 for age, pct in pcts.items() if age < 10)
 
 
@@ -381,3 +398,85 @@ def test_rerun_on_real_transcripts_changes_nothing(name: str, tokenizer: str) ->
     config = build_config({"tokenizer": tokenizer, "stages": [stage]}, "test")
     once = reduce_bytes(path.read_bytes(), config=config).output
     assert reduce_bytes(once, config=config).output == once
+
+
+# -- protected words: paths, identifiers, numbers, error codes are never dropped ----------
+
+
+def test_protected_words() -> None:
+    for word in (
+        "src/app.py",
+        "C:\\Users\\x",
+        "snake_case",
+        "os.path.join",
+        "setup.py,",
+        "1234",
+        "v2",
+        "E501",
+        "0x80004005",
+        "404:",
+        "(KeyError:",
+        "ENOENT",
+        "EACCES:",
+    ):
+        assert is_protected(word), word
+    for word in ("the", "done.", "Hello", "camelCase", "OK", "", "...", "not"):
+        assert not is_protected(word), word
+
+
+def test_the_reasonblocks_preset_keeps_reasonblocks_tiers() -> None:
+    stages = build_config({"preset": "reasonblocks"}, "t").stages
+    opts = next(s.options for s in stages if s.use == "compress_words")
+    assert {k: getattr(opts, k) for k in RB} == RB
+    defaults = CompressWordsOptions()
+    assert (defaults.recent_cutoff, defaults.keep_ratio_mid, defaults.keep_ratio_old) == (
+        1,
+        0.25,
+        0.10,
+    )
+
+
+class DropAll:
+    """A classifier that keeps as little as it may: only the first word of a window."""
+
+    name = "drop-all"
+
+    def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
+        return [i == 0 for i in range(len(words))]
+
+
+_PROTECTED_WORDS = st.one_of(
+    st.from_regex(r"[a-z]{1,6}(/[a-z_]{1,6}){1,3}\.(py|rs|json)", fullmatch=True),
+    st.from_regex(r"[a-z]{1,5}_[a-z0-9_]{1,8}", fullmatch=True),
+    st.from_regex(r"[a-z]{1,5}\.[a-z]{1,5}(\.[a-z]{1,5})?", fullmatch=True),
+    st.integers(0, 10**9).map(str),
+    st.from_regex(
+        r"(E|W|ERR)[0-9]{2,4}|0x[0-9a-f]{4,8}|[A-Z][a-z]{2,6}Error|E[A-Z]{3,6}", fullmatch=True
+    ),
+)
+_PLAIN_WORDS = st.sampled_from(FILLER + ["Alpha", "running", "done.", "(ok)", "value:"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    lines=st.lists(
+        st.lists(st.one_of(_PROTECTED_WORDS, _PLAIN_WORDS), min_size=1, max_size=14),
+        min_size=3,
+        max_size=12,
+    ),
+    edge=st.sampled_from(["", ",", ":", ")", "'"]),
+    ratio=st.sampled_from([0.05, 0.1, 0.3]),
+    drop_all=st.booleans(),
+)
+def test_no_protected_word_is_ever_dropped(
+    lines: list[list[str]], edge: str, ratio: float, drop_all: bool
+) -> None:
+    text = "\n".join("  " + " ".join(w + edge for w in words) for words in lines)
+    services = {"classifier": DropAll()} if drop_all else {}
+    opts = CompressWordsOptions(keep_ratio_mid=ratio, keep_ratio_old=ratio, min_content_words=1)
+    result = compress_words(_conv([text], rounds_after=12), opts, _ctx(**services))
+    out = _results(result.conversation)[0]
+    kept = Counter(out.split())
+    for word, n in Counter(text.split()).items():
+        if is_protected(word):
+            assert kept[word] >= n, (word, out)

