@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import REPO, SHARED, invoke, shared_transcripts
+from ctxcli.pipeline.config import load_config
 from test_report import session
 
 pytestmark = pytest.mark.browser
@@ -163,4 +164,4 @@ def test_report_with_the_resume_preset_in_chromium(browser: Any, tmp_path: Path)
     flags = ["--preset", "claude-code-resume"]
     invoke(["report", str(path), "-o", str(out), *flags])
     stats = check_page(browser, out, path, flags)
-    assert len(stats["stages"]) == 7
+    assert len(stats["stages"]) == len(load_config(preset="claude-code-resume").stages)
