@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -67,3 +68,13 @@ def test_a_changed_sign_of_zero_is_written() -> None:
     spliced = dumps_keeping(new, old, raw.decode(), style_of(raw))
     assert spliced == '{"x":-0.0,"content":"old"}'
     assert dumps_like(new, raw, old) == spliced.encode()
+
+
+def test_fast_path_falls_back_for_what_orjson_cannot_write() -> None:
+    raw = b'{"n":1,"content":"old"}'
+    old = orjson.loads(raw)
+    big = {**old, "n": 2**70}  # past 64 bits: orjson refuses, the stdlib writes it
+    spliced = dumps_keeping(big, old, raw.decode(), style_of(raw)).encode()
+    assert dumps_like(big, raw, old) == spliced == b'{"n":1180591620717411303424,"content":"old"}'
+    with pytest.raises(ValueError, match="not JSON"):
+        dumps_like({**old, "n": float("inf")}, raw, old)
