@@ -30,6 +30,30 @@ def test_library_does_not_import_the_cli(tmp_path: Path) -> None:
     assert result.stdout.strip() == ""
 
 
+VERSION_CODE = """
+import sys
+sys.argv = ["ctx", "--version"]
+from ctxcli._entry import main
+try:
+    main()
+except SystemExit as exc:  # the CLI exits; still report what it imported
+    assert not exc.code, exc.code
+heavy = ("anthropic", "pydantic", "typer", "rich", "click", "orjson", "httpx")
+print(",".join(sorted(m for m in sys.modules if m.split(".")[0] in heavy)), file=sys.stderr)
+"""
+
+
+def test_version_imports_no_heavy_module(tmp_path: Path) -> None:
+    from ctxcli._version import __version__
+
+    result = subprocess.run(
+        [sys.executable, "-c", VERSION_CODE], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"ctx {__version__}\n"
+    assert result.stderr.strip() == ""
+
+
 REPO = Path(__file__).resolve().parent.parent
 LINT_IMPORTS = Path(sys.executable).parent / "lint-imports"
 

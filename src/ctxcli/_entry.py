@@ -9,12 +9,18 @@ import sys
 def main() -> None:
     """Run the ``ctx`` command; exit 130 on Ctrl-C at any moment, without a traceback.
 
-    SIGINT is held back while the CLI's modules import: an interrupt landing inside a C
-    extension's initialisation can crash the interpreter (seen: exit -11) instead of
-    raising KeyboardInterrupt. A Ctrl-C pressed meanwhile is delivered as soon as the
-    imports are done, and handled like any other.
+    A bare ``ctx --version`` is answered before the CLI (typer, pydantic, every stage and
+    format) is imported. SIGINT is held back while the CLI's modules import: an interrupt
+    landing inside a C extension's initialisation can crash the interpreter (seen: exit
+    -11) instead of raising KeyboardInterrupt. A Ctrl-C pressed meanwhile is delivered as
+    soon as the imports are done, and handled like any other.
     """
     try:
+        if sys.argv[1:] == ["--version"]:
+            from ctxcli._version import __version__
+
+            sys.stdout.write(f"ctx {__version__}\n")
+            return
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             from ctxcli.cli import main as cli_main

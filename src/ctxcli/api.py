@@ -286,14 +286,15 @@ def _reduce_and_commit(
             counting=counting,
             monitors=False,
         )
+        input_sha, output_sha = sha256(data), sha256(reduced.output)  # once each
         manifest = {
             "tool": "ctx",
             "version": MANIFEST_VERSION,
             "ctx_version": __version__,
             "format": reduced.report.format,
             "units": reduced.units,
-            "input": {"name": input_name, "sha256": sha256(data), "bytes": len(data)},
-            "output": {"sha256": sha256(reduced.output), "bytes": len(reduced.output)},
+            "input": {"name": input_name, "sha256": input_sha, "bytes": len(data)},
+            "output": {"sha256": output_sha, "bytes": len(reduced.output)},
             "script": reduced.script,
         }
         if previous:
@@ -307,9 +308,9 @@ def _reduce_and_commit(
     written = str(out_path.resolve()) if out_path is not None else ""
     Ledger(log=log).record(
         Entry(
-            sha256(reduced.output),
+            output_sha,
             len(reduced.output),
-            sha256(data),
+            input_sha,
             str(off_path.resolve()),
             written,
         )

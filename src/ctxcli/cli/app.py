@@ -51,7 +51,7 @@ from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.report import Report
-from ctxcli.report import ReportData, analyze_file
+from ctxcli.report import ReportData
 from ctxcli.services.tokens import CountOptions
 
 app = typer.Typer(
@@ -362,6 +362,9 @@ def stats(
             counting = CountOptions(cache=not no_cache, workers=jobs, progress=bar)
             if by_tool or top:
                 # The breakdown `ctx report` shows: the same run, kept in detail.
+                # Imported here: the report package is start-up time for every command.
+                from ctxcli.report import analyze_file
+
                 data = analyze_file(
                     source, config=cfg, on_invalid=on_invalid, counting=counting, top=top or 0
                 )

@@ -20,7 +20,6 @@ from ctxcli.cli.options import (
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import load_config
-from ctxcli.report import write_report
 from ctxcli.services.tokens import CountOptions
 
 
@@ -65,6 +64,9 @@ def report(
         input = picked[0]
         cfg = load_config(config, preset=preset).with_overrides(tokenizer=tokenizer, format=format)
         with console.progress("counting tokens", enabled=output != "-") as bar:
+            # Imported on use: the report package is start-up time for every command.
+            from ctxcli.report import write_report
+
             data, page = write_report(
                 input,
                 output,

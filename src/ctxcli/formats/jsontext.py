@@ -312,6 +312,9 @@ def _same(new: Any, old: Any) -> bool:
         return new.keys() == old.keys() and all(_same(v, old[k]) for k, v in new.items())
     if isinstance(new, list):
         return len(new) == len(old) and all(_same(a, b) for a, b in zip(new, old, strict=True))
-    if isinstance(new, float) and math.isnan(new):
-        return math.isnan(old)
+    if isinstance(new, float):
+        if math.isnan(new):
+            return math.isnan(old)
+        # -0.0 == 0.0, but it is written "-0.0": a changed sign is a change.
+        return new == old and math.copysign(1.0, new) == math.copysign(1.0, old)
     return bool(new == old)

@@ -347,7 +347,7 @@ _Step = (
 
 
 class _Side(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     sha256: _Sha
     bytes: _Count
 
@@ -357,7 +357,7 @@ class _Input(_Side):
 
 
 class _Pack(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     name: _Rel
     bytes: _Count
 
@@ -369,7 +369,7 @@ class Manifest(BaseModel):
     path it names must stay inside the offload directory.
     """
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     tool: Literal["ctx"]
     version: Literal[1]
     format: StrictStr

@@ -28,7 +28,7 @@ from ctxcli.services.tokens import (
 class StageOptions(BaseModel):
     """Base of every stage's options: unknown keys are errors, values are frozen."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class TokenLedger:
