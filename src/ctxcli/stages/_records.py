@@ -14,6 +14,7 @@ from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 from ctxcli.core.model import Conversation, Kind, SourceRecord
+from ctxcli.stages.base import StageContext, StageResult
 
 
 def record_labels(data: Any) -> tuple[str, ...]:
@@ -144,3 +145,24 @@ def validity_problems(
     dropped = messages_removed(before, after) | set(after.record_edits.drop) | set(extra_drops)
     problems += chain_problems(before.records, dropped)
     return problems
+
+
+def unless_worse(
+    stage: str,
+    before: Conversation,
+    after: Conversation,
+    counters: dict[str, int],
+    ctx: StageContext,
+    notes: Sequence[str] = (),
+) -> StageResult:
+    """``after`` as the stage's result, or ``before`` unchanged with a note saying why.
+
+    The one refusal the record-editing stages share: an edit that would orphan a tool
+    call or split the session tree (:func:`validity_problems`) is not made.
+    """
+    problems = validity_problems(before, after)
+    if problems:
+        note = "left unchanged: " + "; ".join(problems)
+        ctx.log(f"{stage}: {note}")
+        return StageResult(before, dict.fromkeys(counters, 0), (note,))
+    return StageResult(after, counters, tuple(notes))

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
-from ctxcli.stages._records import trailing_records, validity_problems
+from ctxcli.stages._records import trailing_records, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Formats whose writers remove a block a stage left out (and sign their thinking),
@@ -80,12 +80,7 @@ def clear_thinking(
     out = conv.with_messages(messages)
     if keep:
         out = out.with_record_edits(RecordEdits(keep=frozenset(keep)))
-    problems = validity_problems(conv, out)
-    if problems:
-        note = "left unchanged: " + "; ".join(problems)
-        ctx.log(f"clear_thinking: {note}")
-        return StageResult(conv, dict.fromkeys(counters, 0), (note,))
-    return StageResult(out, counters)
+    return unless_worse("clear_thinking", conv, out, counters, ctx)
 
 
 def _clear_turn(

@@ -10,7 +10,7 @@ from ctxcli.core.cuts import range_key, render_messages
 from ctxcli.core.hints import before_compaction_hint, cites_before_compaction
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
 from ctxcli.core.usage import is_usage_stub
-from ctxcli.stages._records import matches, validity_problems
+from ctxcli.stages._records import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
@@ -94,12 +94,7 @@ def drop_before_compaction(
     out = conv.with_messages(kept).with_record_edits(
         RecordEdits(drop=frozenset(drop), keep=frozenset(keep))
     )
-    problems = validity_problems(conv, out)
-    if problems:
-        note = "left unchanged: " + "; ".join(problems)
-        ctx.log(f"drop_before_compaction: {note}")
-        return StageResult(conv, dict.fromkeys(counters, 0), (note,))
-    return StageResult(out, counters, tuple(notes))
+    return unless_worse("drop_before_compaction", conv, out, counters, ctx, notes)
 
 
 def _boundary(conv: Conversation, ctx: StageContext) -> int | str:

@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ctxcli.core.model import Conversation, RecordEdits, SourceRecord
-from ctxcli.stages._records import matches, validity_problems
+from ctxcli.stages._records import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Record types that hold model-visible messages: never dropped as a sidecar.
@@ -96,12 +96,7 @@ def prune_sidecars(
     if not strip and not drop:
         return StageResult(conv, counters)
     out = conv.with_record_edits(RecordEdits(drop=frozenset(drop), strip=strip))
-    problems = validity_problems(conv, out)
-    if problems:
-        note = "left unchanged: " + "; ".join(problems)
-        ctx.log(f"prune_sidecars: {note}")
-        return StageResult(conv, dict.fromkeys(counters, 0), (note,))
-    return StageResult(out, counters)
+    return unless_worse("prune_sidecars", conv, out, counters, ctx)
 
 
 def _sidecars(
