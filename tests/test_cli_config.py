@@ -82,6 +82,7 @@ def test_pyproject_tool_ctx_is_found_and_named() -> None:
         "offload_dir",
         "format",
         "preset",
+        "incremental",
         "stages",
     ]
 

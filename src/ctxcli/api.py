@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from ctxcli._version import __version__
-from ctxcli.core.errors import CtxError, OffloadError, TranscriptError
+from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.restore import sha256
+from ctxcli.formats import get_format
 from ctxcli.pipeline.chain import Restored, match_reduction, restore_chain
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import (
@@ -19,10 +22,12 @@ from ctxcli.pipeline.offload import (
     OffloadStore,
     check_offload_location,
     commit_lock,
+    load_manifest,
     remove_stale,
 )
 from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.pipeline.report import Reduced, Report
+from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
 from ctxcli.pipeline.stats_cache import cached_stats, store_report
 from ctxcli.services.ledger import Entry, Ledger
 from ctxcli.services.tokens import CountOptions
@@ -162,6 +167,7 @@ def reduce_file(
     counting: CountOptions | None = None,
     write: Callable[[bytes], None] | None = None,
     cite_as: str | None = None,
+    incremental: bool = True,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
@@ -172,7 +178,11 @@ def reduce_file(
     then the output, under a lock on both directories: an output never exists
     without what it needs to be restored, and racing runs never cross their pairs.
     ``cite_as`` is the offload directory the hints name when it is not where the files
-    are written (an upload to object storage follows).
+    are written (an upload to object storage follows). When ``output`` and its offload
+    directory hold a previous run over the start of this input (the transcript grew by
+    appending), that run's decisions for a prefix are kept and only the rest is
+    reduced, with the same result as a full run (``incremental=False`` runs in full;
+    see :mod:`ctxcli.pipeline.rerun`).
 
     Returns:
         The report and the reduced bytes.
@@ -217,6 +227,7 @@ def reduce_file(
         previous=previous,
         write=write,
         cite_as=cite_as,
+        incremental=incremental,
     )
     return reduced.report, reduced.output
 
@@ -268,25 +279,72 @@ def _reduce_and_commit(
     previous: list[str],
     write: Callable[[bytes], None] | None,
     cite_as: str | None = None,
+    incremental: bool = True,
 ) -> Reduced:
     """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`)."""
     out_path = None if out_name in (None, STDIO) else Path(str(out_name))
     off_path, display = _offload_path(root)
     keep = [Path(input_name)] if input_name != STDIO else []
     check_offload_location(off_path, keep=keep + ([out_path] if out_path is not None else []))
-    store = OffloadStore(off_path, cite_as or display, force=force)
-    try:
-        reduced = reduce_bytes(
-            data,
-            config=config,
-            offload=store,
-            path=input_name,
-            on_invalid=on_invalid,
-            log=log,
-            counting=counting,
-            monitors=False,
+    root_cited = cite_as or display
+    input_hash = hashlib.sha256()
+    resume: tuple[Resume, dict[str, Any]] | None = None
+    hashed, grown_from = 0, None
+    incremental = incremental and config.settings.incremental
+    if out_path is not None and not in_place:
+        resume, hashed, grown_from = _resume(
+            data, input_hash, out_path, off_path, root_cited, config, on_invalid
         )
-        input_sha, output_sha = sha256(data), sha256(reduced.output)  # once each
+        if not incremental:
+            resume = None
+
+    def fresh_store() -> OffloadStore:
+        store = OffloadStore(off_path, root_cited, force=force)
+        store.grown_from = grown_from
+        return store
+
+    store = fresh_store()
+    try:
+        reduced = None
+        if resume is not None:
+            try:
+                store.adopt(off_path, resume[1], pack_end(resume[0].script))
+            except OSError:  # the previous directory changed under us: run in full
+                store.abort()
+                store, resume = fresh_store(), None
+        if resume is not None:
+            try:
+                reduced = reduce_bytes(
+                    data,
+                    config=config,
+                    offload=store,
+                    path=input_name,
+                    on_invalid=on_invalid,
+                    log=log,
+                    counting=counting,
+                    monitors=False,
+                    keep=True,
+                    resume=resume[0],
+                )
+            except PrefixChanged:
+                # A stage or the format reached into the kept prefix: run in full.
+                store.abort()
+                store = fresh_store()
+        if reduced is None:
+            reduced = reduce_bytes(
+                data,
+                config=config,
+                offload=store,
+                path=input_name,
+                on_invalid=on_invalid,
+                log=log,
+                counting=counting,
+                monitors=False,
+                keep=incremental and out_path is not None and not in_place,
+            )
+        # Hashed once each (a re-run hashed the kept prefix of the input already).
+        input_hash.update(memoryview(data)[hashed:])
+        input_sha, output_sha = input_hash.hexdigest(), sha256(reduced.output)
         manifest = {
             "tool": "ctx",
             "version": MANIFEST_VERSION,
@@ -299,6 +357,8 @@ def _reduce_and_commit(
         }
         if previous:
             manifest["previous"] = previous
+        if reduced.rerun is not None:
+            manifest["rerun"] = reduced.rerun
         _commit(store, manifest, out_path, reduced.output, in_place, input_name, write)
     except BaseException as exc:
         store.abort()
@@ -317,6 +377,47 @@ def _reduce_and_commit(
     )
     reduced.report.output = out_name or STDIO
     return reduced
+
+
+def _resume(
+    data: bytes,
+    input_hash: hashlib._Hash,
+    out_path: Path,
+    off_path: Path,
+    root: str,
+    config: Config,
+    on_invalid: str,
+) -> tuple[tuple[Resume, dict[str, Any]] | None, int, str | None]:
+    """The prefix a previous run of ``data`` into ``out_path`` lets this run keep, if any;
+    how many leading bytes of ``data`` were hashed into ``input_hash`` to find out; and
+    the sha256 of the previous input if ``data`` starts with it (the same transcript,
+    grown: its offload directory may be replaced without ``force``).
+
+    That run's manifest must say what it kept and ``data`` must start with the bytes it
+    read (hashed once: the caller goes on hashing from there); its output must be
+    unchanged on disk.
+    """
+    try:
+        manifest = load_manifest(off_path)
+        old = manifest["input"]["bytes"]
+        if len(data) <= old:
+            return None, 0, None
+    except (CtxError, OSError):
+        return None, 0, None  # no usable previous run: a full one
+    input_hash.update(memoryview(data)[:old])
+    if input_hash.copy().hexdigest() != manifest["input"]["sha256"]:
+        return None, old, None
+    grown = str(manifest["input"]["sha256"])
+    try:
+        if "rerun" not in manifest or not out_path.is_file():
+            return None, old, grown
+        output = out_path.read_bytes()
+        fmt = get_format(manifest["format"])
+    except (CtxError, OSError):
+        return None, old, grown
+    digest = config_digest(config, fmt, root, on_invalid)
+    resume = resume_from(manifest, data, input_hash.copy(), output, digest)
+    return ((resume, manifest) if resume is not None else None), old, grown
 
 
 def _commit(

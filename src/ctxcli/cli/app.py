@@ -131,6 +131,14 @@ def reduce(
         bool,
         typer.Option("--in-place", help="Replace INPUT atomically; offload to INPUT.offload."),
     ] = False,
+    no_incremental: Annotated[
+        bool,
+        typer.Option(
+            "--no-incremental",
+            help="Reduce the whole file even when it grew from the one -o was made from "
+            "(the output is the same either way).",
+        ),
+    ] = False,
     json: JsonOpt = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")] = False,
     jobs: JobsOpt = None,
@@ -165,6 +173,8 @@ def reduce(
         check_on_invalid(on_invalid)
         cli_dataset.check_engine(engine, in_place)
         cfg = _config(config, tokenizer, format, preset)
+        if no_incremental:
+            cfg = cfg.with_overrides(incremental=False)
         if engine == "ray":
             cli_dataset.reduce_ray(
                 inputs,
@@ -260,6 +270,11 @@ def _print_reduced(report: Report, *, json: bool, quiet: bool) -> None:
             f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
             f"offload in {report.offload_dir}\n"
         )
+        if report.kept_lines:
+            sys.stderr.write(
+                f"ctx: {report.input}: the first {report.kept_lines:,} lines kept from the "
+                "previous run (the file grew); the rest reduced\n"
+            )
         before, after = report.resume_tokens_before, report.resume_tokens_after
         if before is not None and after is not None:
             sys.stderr.write(

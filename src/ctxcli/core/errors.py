@@ -86,3 +86,10 @@ class ClassifierError(CtxError):
     """A remote classifier, summarizer or token counter failed after its retries."""
 
     exit_code = ExitCode.API_ERROR
+
+
+class PrefixChanged(Exception):
+    """An incremental re-run cannot keep its prefix (a stage or the format touched it).
+
+    Not a user error: the caller runs in full instead, so it never reaches the CLI.
+    """

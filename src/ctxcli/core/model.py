@@ -183,6 +183,18 @@ class Conversation:
         return Conversation(tuple(messages), self.format, self.meta)
 
     @property
+    def frozen(self) -> int:
+        """How many leading messages are a kept prefix a stage must not read or change.
+
+        Zero, except in an incremental re-run (``ctxcli.pipeline.rerun``): there the
+        first ``frozen`` messages stand for a previous run's output, with their roles,
+        tool ids and names but no texts, and only stages that declare a ``frontier``
+        (see ``ctxcli.stages.register``) run over such a conversation.
+        """
+        frozen: int = self.meta.get("frozen", 0)
+        return frozen
+
+    @property
     def records(self) -> tuple[SourceRecord, ...]:
         """Every record of the loaded file (empty when the format exposes none)."""
         records: tuple[SourceRecord, ...] = self.meta.get("records", ())
@@ -300,6 +312,11 @@ class Conversation:
         ``group`` count as one response) together with the messages that hold the
         results of its tool calls.
         """
+        return list(self._rounds)
+
+    @cached_property
+    def _rounds(self) -> tuple[Round, ...]:
+        # Computed once per conversation: a stage and its frontier both ask.
         rounds: list[Round] = []
         i = 0
         msgs = self.messages
@@ -332,7 +349,7 @@ class Conversation:
             )
             rounds.append(Round(tuple(members), tuple(results)))
             i = members[-1] + 1
-        return rounds
+        return tuple(rounds)
 
     def tool_rounds(self) -> list[Round]:
         """The rounds whose response makes at least one tool call.

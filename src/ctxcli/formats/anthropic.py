@@ -295,6 +295,7 @@ class Anthropic(Format):
 
     name = "anthropic"
     description = "Anthropic Messages, one {role, content: str | [blocks]} per line"
+    incremental = True
 
     def sniff(self, records: Sequence[Any]) -> bool:
         # Plain-text-only files read the same as OpenAI chat and may stay there; a

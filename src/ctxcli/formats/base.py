@@ -17,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 import orjson
 
-from ctxcli.core.errors import ConfigError, Remedy, TranscriptError
+from ctxcli.core.errors import ConfigError, PrefixChanged, Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
 from ctxcli.core.plugins import Registry
 from ctxcli.core.restore import OriginalsSink, RestoreScript
@@ -235,6 +235,10 @@ class Format:
     skips_invalid_lines: ClassVar[bool] = False
     """True when the format's own client reads past a line that is not JSON (Claude
     Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
+    incremental: ClassVar[bool] = False
+    """True when a record's output depends only on its own message and the records
+    before it (no fix-up reaches back, ``build`` keeps the messages it is handed):
+    then a re-run of a grown file may keep a previous run's prefix (pipeline/rerun.py)."""
 
     # -- to implement -------------------------------------------------------------
 
@@ -404,15 +408,20 @@ class Format:
         return plan
 
     def dump(
-        self, doc: Document, conv: Conversation, blobs: OriginalsSink
+        self, doc: Document, conv: Conversation, blobs: OriginalsSink, *, start: int = 0
     ) -> tuple[bytes, RestoreScript]:
-        """Serialise the output and the script that turns it back into the input."""
+        """Serialise the output and the script that turns it back into the input.
+
+        ``start`` > 0 (an incremental re-run) leaves out the first ``start`` records,
+        which must be copied unchanged: their output is the previous run's.
+        """
         plan = self.plan(doc, conv)
         script = RestoreScript()
         parts: list[bytes | memoryview] = []
         live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
         last_live = live[-1] if live else -1
-        for i, rec in enumerate(plan):
+        for i in range(_kept_entries(plan, doc, start) if start else 0, len(plan)):
+            rec = plan[i]
             if rec.state is State.DROPPED:
                 assert rec.orig is not None
                 script.original(blobs.add_original(rec.orig.raw))
@@ -492,6 +501,25 @@ def register_format(fmt: F) -> F:
     """
     FORMAT_REGISTRY.register(fmt() if isinstance(fmt, type) else fmt)
     return fmt
+
+
+def _kept_entries(plan: list[OutRecord], doc: Document, start: int) -> int:
+    """How many leading plan entries are the first ``start`` records, copied unchanged.
+
+    Raises:
+        PrefixChanged: one of them is not a plain copy (a stage or a fix-up touched it).
+    """
+    kept = doc.records[:start]
+    n = 0
+    for rec in plan:
+        if n == start:
+            break
+        if rec.state is not State.COPY or rec.orig is not kept[n]:
+            raise PrefixChanged(f"record {n + 1} of a kept prefix changed")
+        n += 1
+    if n != start:
+        raise PrefixChanged("the kept prefix is longer than the transcript")
+    return n
 
 
 def _unwritable(doc: Document, rec: OutRecord, exc: Exception) -> TranscriptError:

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.errors import PrefixChanged, Remedy, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
@@ -358,9 +358,15 @@ class JsonDocument(Format):
         return anchor_kept
 
     def dump(
-        self, doc: Document, conv: Conversation, blobs: OriginalsSink
+        self, doc: Document, conv: Conversation, blobs: OriginalsSink, *, start: int = 0
     ) -> tuple[bytes, RestoreScript]:
-        """The document with its new message list; one restore unit for the whole file."""
+        """The document with its new message list; one restore unit for the whole file.
+
+        Never part of an incremental re-run (``start`` is always 0): the document is
+        one unit.
+        """
+        if start:
+            raise PrefixChanged("a JSON document is one unit: it keeps no prefix")
         plan = self.plan(doc, conv)
         script = RestoreScript()
         if all(r.state is State.COPY for r in plan):

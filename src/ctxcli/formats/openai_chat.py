@@ -23,6 +23,7 @@ class OpenAIChat(Format):
 
     name = "openai_chat"
     description = "OpenAI chat messages, one {role, content, tool_calls} per line"
+    incremental = True
 
     def sniff(self, records: Sequence[Any]) -> bool:
         # The first record decides; a later record of another shape is then an error

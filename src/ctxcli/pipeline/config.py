@@ -42,6 +42,12 @@ class Settings(BaseModel):
         "override its settings, [[stages]] here override its stage of the same name or run "
         "after its stages.",
     )
+    incremental: bool = Field(
+        True,
+        description="When a transcript grew by appending and its previous output and "
+        "offload directory are in place, keep that run's decisions for the start and "
+        "reduce only the rest (the output is the same as a full run's).",
+    )
 
 
 @dataclass(frozen=True)

@@ -157,6 +157,8 @@ class OffloadStore(DryRunOffload):
         self._pack = _open_private(self.staging / PACK)
         self._pack_size = 0
         self.old: Path | None = None
+        self.grown_from: str | None = None
+        """sha256 of a start of the input whose offload this one may replace."""
 
     def put(self, area: str, key: str, text: str) -> str:
         data = agent_text(text)
@@ -178,6 +180,37 @@ class OffloadStore(DryRunOffload):
                 fh.write(data)
         self.files[rel] = digest
         return self._names.display(rel)
+
+    def adopt(self, previous: Path, manifest: dict[str, Any], pack_bytes: int) -> None:
+        """Start from a previous run's directory (an incremental re-run keeps its prefix).
+
+        Every file it holds is linked in (a hard link: the files are never changed
+        once written) under its name, so the same text put again under the same key
+        writes nothing, and the first ``pack_bytes`` of its pack (the originals of
+        the kept records) are copied to the start of this pack.
+        """
+        # The manifest was validated (load_manifest): every name stays inside.
+        source = os.fspath(previous)
+        taken, files = self._names.taken, self.files
+        for rel, digest in manifest["files"].items():
+            area, name = rel.split("/", 1)
+            area_dir = os.path.join(self._staging_real, area)
+            if area_dir not in self._areas:
+                os.makedirs(area_dir, mode=0o700, exist_ok=True)
+                self._areas.add(area_dir)
+            os.link(os.path.join(source, rel), os.path.join(area_dir, name))
+            taken[(area, name)] = digest
+            files[rel] = digest
+        if pack_bytes:
+            with open(previous / manifest["pack"]["name"], "rb") as src:
+                self._pack.flush()
+                copied = 0
+                while copied < pack_bytes:
+                    n = os.copy_file_range(src.fileno(), self._pack.fileno(), pack_bytes - copied)
+                    if n == 0:
+                        raise OffloadError(f"{previous / manifest['pack']['name']} is truncated")
+                    copied += n
+            self._pack_size = pack_bytes
 
     def add_original(self, raw: bytes | memoryview) -> list[Any]:
         """Append an original record to the pack; return its restore op."""
@@ -207,7 +240,12 @@ class OffloadStore(DryRunOffload):
             os.fsync(fh.fileno())
         _fsync_dir(self.staging)
         if self.path.exists() or self.path.is_symlink():
-            check_offload_target(self.path, force=self.force, input_sha=manifest["input"]["sha256"])
+            check_offload_target(
+                self.path,
+                force=self.force,
+                input_sha=manifest["input"]["sha256"],
+                grown_from=self.grown_from,
+            )
             old = (
                 self.path.parent / f".{self.path.name}.ctx-old-{os.getpid()}-{secrets.token_hex(4)}"
             )
@@ -421,11 +459,15 @@ def load_manifest(path: Path) -> dict[str, Any]:
     return dict(data)
 
 
-def check_offload_target(path: Path, *, force: bool, input_sha: str | None = None) -> None:
+def check_offload_target(
+    path: Path, *, force: bool, input_sha: str | None = None, grown_from: str | None = None
+) -> None:
     """Refuse to replace anything but an empty directory or a ctx offload directory.
 
     ``force`` allows replacing the offload directory of another transcript; nothing
-    allows replacing a file or a directory ctx did not write.
+    allows replacing a file or a directory ctx did not write. ``grown_from`` is the
+    sha256 of a start of the input (checked by the caller): the offload of that
+    transcript is this one's before it grew, and may be replaced.
     """
     if not (path.exists() or path.is_symlink()):
         return
@@ -442,7 +484,7 @@ def check_offload_target(path: Path, *, force: bool, input_sha: str | None = Non
         return
     recorded = manifest.get("input")
     recorded = recorded if isinstance(recorded, dict) else {}
-    if recorded.get("sha256") != input_sha:
+    if recorded.get("sha256") not in (input_sha, grown_from):
         raise OffloadError(
             f"{path} holds the offload of another transcript ({recorded.get('name', '?')})",
             remedy=Remedy.OTHER_OFFLOAD_DIR,

@@ -12,10 +12,18 @@ from collections.abc import Callable
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.restore import RestoreScript
-from ctxcli.formats import Document, Split, load, split_collection
+from ctxcli.formats import Document, Split, get_format, load, split_collection
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
+from ctxcli.pipeline.rerun import (
+    Resume,
+    chain_supports,
+    config_digest,
+    kept_record,
+    load_tail,
+    merge_ops,
+)
 from ctxcli.pipeline.run import StageReport, run_pipeline
 from ctxcli.services.anthropic import default_services
 from ctxcli.services.counters import open_counter
@@ -36,6 +44,8 @@ def reduce_bytes(
     counting: CountOptions | None = None,
     monitors: bool = True,
     trace: bool = False,
+    keep: bool = False,
+    resume: Resume | None = None,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
@@ -46,7 +56,14 @@ def reduce_bytes(
     ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``
     shows them; ``ctx reduce`` skips them: on large logs they are a quarter of a run).
     ``trace`` keeps the conversation after every stage and the tokens of every block
-    in ``Reduced.trace`` (``ctx report``).
+    in ``Reduced.trace`` (``ctx report``). ``keep`` fills ``Reduced.rerun``: the prefix
+    a run over a longer version of this transcript may keep. ``resume`` is such a
+    prefix (:func:`ctxcli.pipeline.rerun.resume_from`): only the rest is parsed, counted
+    and reduced, and the output and script start with the previous run's.
+
+    Raises:
+        PrefixChanged: with ``resume``, a stage or the format touched the kept prefix;
+            run again without it.
 
     Example::
 
@@ -58,8 +75,11 @@ def reduce_bytes(
     config = config or load_config()
     offload = offload if offload is not None else DryRunOffload("ctx-offload")
     fmt = config.settings.format
-    split = split_collection(raw, path, format=fmt)
-    if split is None:
+    split = None if resume is not None else split_collection(raw, path, format=fmt)
+    prefix = resume.kept if resume is not None else None
+    if resume is not None:
+        docs = [load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)]
+    elif split is None:
         docs = [load(raw, path, format=fmt, on_invalid=on_invalid)]
     else:
         # Many trajectories in one file (tau-bench runs, dataset rows): each is reduced
@@ -68,8 +88,14 @@ def reduce_bytes(
     counting = counting or CountOptions()
     cache_notes: list[str] = []
     counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
+    keeping = keep and split is None and chain_supports(config, docs[0].format)
+    frontiers: list[int] | None = [] if keeping else None
+    counts: list[list[int]] | None = [] if keeping else None
     try:
         ledger = TokenLedger(counter)
+        if prefix is not None:
+            # The kept prefix is counted already: its tokens come from the manifest.
+            ledger.seed(docs[0].conversation.messages[: prefix.messages])
         # Count every text up front, in bulk: the stats need them all, and in bulk
         # they come from the disk cache or from every core.
         for doc in docs:
@@ -86,17 +112,38 @@ def reduce_bytes(
         steps: list[tuple[str, Conversation]] | None = (
             [("input", docs[0].conversation)] if trace and len(docs) == 1 else None
         )
-        runs = [run_pipeline(doc.conversation, config.stages, ctx, trace=steps) for doc in docs]
+        runs = [
+            run_pipeline(
+                doc.conversation,
+                config.stages,
+                ctx,
+                trace=steps,
+                frontiers=frontiers,
+                counts=counts,
+            )
+            for doc in docs
+        ]
         counter.finish()
         kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
+    rerun = None
     if split is None:
         doc, (conv, reports) = docs[0], runs[0]
-        output, script = doc.format.dump(doc, conv, offload)
+        if resume is None:
+            output, script = doc.format.dump(doc, conv, offload)
+            ops = script.ops
+        else:
+            tail, script = doc.format.dump(doc, conv, offload, start=resume.kept.records)
+            output = resume.output + tail
+            ops = merge_ops(resume.script, script.ops)
         name, units = doc.format.name, doc.format.units
+        if frontiers is not None and counts is not None:
+            digest = config_digest(config, doc.format, offload.root, on_invalid)
+            rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
     else:
         output, script = _join(raw, split, docs, [conv for conv, _ in runs], offload)
+        ops = script.ops
         reports = _merge([r for _, r in runs])
         name, units = split.format, "document"
     single = split is None
@@ -105,8 +152,10 @@ def reduce_bytes(
         format=name,
         tokenizer=config.settings.tokenizer,
         messages=sum(len(d.conversation) for d in docs),
-        tokens_before=sum(ledger.total(d.conversation) for d in docs),
-        tokens_after=sum(ledger.total(conv) for conv, _ in runs),
+        tokens_before=sum(ledger.total(d.conversation) for d in docs)
+        + (prefix.tokens[0] if prefix else 0),
+        tokens_after=sum(ledger.total(conv) for conv, _ in runs)
+        + (prefix.tokens[-1] if prefix else 0),
         bytes_before=len(raw),
         bytes_after=len(output),
         stages=reports,
@@ -117,7 +166,12 @@ def reduce_bytes(
     if single and docs[0].conversation.resume_start is not None:
         report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation)
         report.resume_tokens_after = _resume_tokens(ledger, runs[0][0])
-    return Reduced(output, report, script.ops, units, kept)
+    if prefix is not None:
+        for i, stage in enumerate(report.stages):
+            stage.tokens_before += prefix.tokens[i]
+            stage.tokens_after += prefix.tokens[i + 1]
+        report.kept_lines = prefix.records
+    return Reduced(output, report, ops, units, kept, rerun)
 
 
 def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) -> dict[int, int]:

@@ -34,6 +34,9 @@ class Report:
     """Tokens a resumed session sends again (after the last compaction boundary);
     None for formats that are not resumed from their file."""
     resume_tokens_after: int | None = None
+    kept_lines: int = 0
+    """Leading lines whose reduction an incremental re-run took from the previous run
+    (the rest was parsed and reduced; the stages' counters cover only that rest)."""
 
     @property
     def changed(self) -> bool:
@@ -58,6 +61,7 @@ class Report:
             "monitors": dict(self.monitors),
             "resume_tokens_before": self.resume_tokens_before,
             "resume_tokens_after": self.resume_tokens_after,
+            "kept_lines": self.kept_lines,
         }
 
 
@@ -89,3 +93,6 @@ class Reduced:
     units: str
     trace: Trace | None = None
     """Filled when ``reduce_bytes(..., trace=True)``."""
+    rerun: dict[str, Any] | None = None
+    """What the next run of a grown transcript may keep (the manifest's ``rerun``),
+    filled when ``reduce_bytes(..., keep=True)`` and the chain allows it."""

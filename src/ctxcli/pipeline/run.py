@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.model import Conversation, RecordEdits
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.offload import DryRunOffload
@@ -50,17 +51,38 @@ def _records_touched(before: RecordEdits, after: RecordEdits) -> int:
     return len((after.drop - before.drop) | ((stripped | replaced) - after.drop))
 
 
+def _check_frozen(name: str, before: Conversation, after: Conversation) -> None:
+    """Hold a stage to its promise over a kept prefix (see ``ctxcli.stages.register``)."""
+    frozen = before.frozen
+    old, new = before.messages, after.messages
+    if (
+        len(new) != len(old)
+        or any(new[i] is not old[i] for i in range(frozen))
+        or after.record_edits != before.record_edits
+    ):
+        raise PrefixChanged(f"stage {name} changed the kept prefix")
+
+
 def run_pipeline(
     conv: Conversation,
     stages: Sequence[StageConfig],
     ctx: StageContext,
     *,
     trace: list[tuple[str, Conversation]] | None = None,
+    frontiers: list[int] | None = None,
+    counts: list[list[int]] | None = None,
 ) -> tuple[Conversation, list[StageReport]]:
     """Run ``stages`` over ``conv``; each stage sees the previous stage's output.
 
     ``trace``, when given, receives ``(stage name, conversation after it)`` for each
-    stage in order (``ctx report`` shows what each stage removed).
+    stage in order (``ctx report`` shows what each stage removed). ``frontiers``
+    receives each stage's frontier (0 for a stage that declares none; see
+    ``ctxcli.stages.register``) and ``counts`` the tokens of every message of each
+    stage's input and of the output: what an incremental re-run keeps of this run.
+
+    Raises:
+        PrefixChanged: ``conv`` has a kept prefix (``conv.frozen``) and a stage
+            touched it.
     """
     done: list[tuple[StageConfig, Conversation, Conversation, StageResult, int, int]] = []
     for sc in stages:
@@ -68,6 +90,10 @@ def run_pipeline(
         files_before = _offload_count(ctx)
         result = spec.fn(conv, sc.options, ctx)
         new = result.conversation
+        if conv.frozen:
+            _check_frozen(sc.use, conv, new)
+        if frontiers is not None:
+            frontiers.append(spec.frontier(conv, result, sc.options) if spec.frontier else 0)
         # Texts the stage wrote (truncation previews can be megabytes) are counted in
         # bulk, on every core when they are many, like the input.
         ctx.tokens.prime(new)
@@ -96,4 +122,7 @@ def run_pipeline(
         )
         for sc, before, after, result, offloaded, changed in done
     ]
+    if counts is not None:
+        counts.extend(ctx.tokens.per_message(before) for _, before, *_ in done)
+        counts.append(ctx.tokens.per_message(conv))
     return conv, reports

@@ -22,17 +22,20 @@ from ctxcli.core.plugins import plugins_enabled
 from ctxcli.stages.base import (
     PLUGIN_GROUP,
     STAGE_REGISTRY,
+    Frontier,
     StageContext,
     StageOptions,
     StageResult,
     StageSpec,
     TokenLedger,
+    everything_final,
     register,
 )
 
 __all__ = [
     "Block",
     "Conversation",
+    "Frontier",
     "Kind",
     "Message",
     "RecordEdits",
@@ -46,6 +49,7 @@ __all__ = [
     "TokenLedger",
     "PLUGIN_GROUP",
     "STAGE_REGISTRY",
+    "everything_final",
     "get_stage",
     "plugins_enabled",
     "register",

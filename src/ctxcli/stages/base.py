@@ -47,6 +47,12 @@ class TokenLedger:
         self._by_id[id(msg)] = (msg, n)
         return n
 
+    def seed(self, messages: Iterable[Message], tokens: int = 0) -> None:
+        """Take ``tokens`` as the count of each of ``messages`` without counting them
+        (the text-less stand-ins of an incremental re-run's kept prefix)."""
+        for msg in messages:
+            self._by_id[id(msg)] = (msg, tokens)
+
     def retain(self, messages: Iterable[Message]) -> None:
         """Forget every count but those of ``messages`` (a long-lived ledger stays bounded)."""
         keep = {id(m) for m in messages}
@@ -122,6 +128,17 @@ class StageFn(Protocol):
     def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult: ...
 
 
+class Frontier(Protocol):
+    """Where a stage's decisions become final: see :func:`register`'s ``frontier``."""
+
+    def __call__(self, before: Conversation, result: StageResult, opts: Any, /) -> int: ...
+
+
+def everything_final(before: Conversation, result: StageResult, opts: Any, /) -> int:
+    """The frontier of a stage that decides each message alone (truncation, masking)."""
+    return len(result.conversation.messages)
+
+
 @dataclass(frozen=True)
 class StageSpec:
     """A registered stage."""
@@ -130,6 +147,7 @@ class StageSpec:
     fn: StageFn
     options: type[StageOptions]
     package: str = "ctxcli"
+    frontier: Frontier | None = None
 
     @property
     def doc(self) -> str:
@@ -181,15 +199,32 @@ STAGE_REGISTRY: Registry[StageSpec] = Registry(
 
 
 def register(
-    name: str, *, options: type[StageOptions]
+    name: str, *, options: type[StageOptions], frontier: Frontier | None = None
 ) -> Callable[[Callable[..., StageResult]], Callable[..., StageResult]]:
-    """Declare a stage; the registry adds it when it loads the stage's module."""
+    """Declare a stage; the registry adds it when it loads the stage's module.
+
+    ``frontier`` makes the stage usable in incremental re-runs (a transcript that grew
+    by appending is reduced again by processing only what is new). It is called after
+    the stage ran, with its input conversation, its result and its options, and returns
+    how many leading messages hold decisions no appended message can change. A stage
+    that declares one promises, for a conversation whose first ``conv.frozen``
+    messages are such a kept prefix (roles, tool ids and names, no texts):
+
+    * it neither reads the texts of those messages nor changes them, adds or drops
+      messages, or edits records;
+    * its output for the other messages is what it would be on the whole conversation.
+
+    :func:`everything_final` is the frontier of a stage that decides each message on
+    its own. The pipeline checks the first promise after every stage and falls back to
+    a full run when it is broken; tests/test_rerun.py checks the second on real files.
+    """
     if not NAME_RE.match(name):
         raise ValueError(f"invalid stage name {name!r}: must match {NAME_RE.pattern}")
 
     def decorate(fn: Callable[..., StageResult]) -> Callable[..., StageResult]:
         module = getattr(fn, "__module__", "") or ""
-        STAGE_REGISTRY.register(StageSpec(name, fn, options, package=package_of_module(module)))
+        spec = StageSpec(name, fn, options, package=package_of_module(module), frontier=frontier)
+        STAGE_REGISTRY.register(spec)
         return fn
 
     return decorate

@@ -64,7 +64,30 @@ class ClearToolResultsOptions(StageOptions):
     )
 
 
-@register("clear_tool_results", options=ClearToolResultsOptions)
+def _frontier(before: Conversation, result: StageResult, opts: ClearToolResultsOptions) -> int:
+    """Messages whose clearing no appended message can change (see ``register``).
+
+    Appending only adds tokens, results and rounds, so once this stage cleared, it
+    clears again everything it cleared, and what it left before the protected rounds
+    and the last ``keep_results`` results it left for reasons of their own (a skipped
+    tool, a result shorter than its hint). What lies after that boundary may be
+    cleared by a later run. A run that cleared nothing decides nothing for good: a
+    longer transcript may cross ``max_tokens`` or ``clear_at_least``.
+    """
+    counters = result.counters
+    if not before.frozen and not (counters.get("cleared") or counters.get("arguments_cleared")):
+        return 0
+    # The stage changes texts only: its input has the same rounds and results (and
+    # has worked them out already).
+    boundary = _protected_from(before, opts)
+    results = [ref for ref, _ in before.iter_blocks(Kind.TOOL_RESULT)]
+    last = len(results) - opts.keep_results
+    if 0 <= last < len(results):
+        boundary = min(boundary, results[last][0])
+    return boundary
+
+
+@register("clear_tool_results", options=ClearToolResultsOptions, frontier=_frontier)
 def clear_tool_results(
     conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext
 ) -> StageResult:
@@ -97,14 +120,17 @@ def clear_tool_results(
     ``keep_last`` and ``summarize`` drop messages instead of clearing them.
     """
     counters = {"cleared": 0, "arguments_cleared": 0, "tokens_reclaimed": 0}
+    # A kept prefix (an incremental re-run) means an earlier run over it cleared: the
+    # longer transcript is over max_tokens and reclaims enough too (see _frontier).
+    resumed = conv.frozen > 0
     # exceeds() answers from the counts known so far when it can, so on a large input
     # the stage starts while the rest is still being counted in the background.
-    if not ctx.tokens.exceeds(conv, opts.max_tokens):
+    if not resumed and not ctx.tokens.exceeds(conv, opts.max_tokens):
         total = ctx.tokens.total(conv)
         return StageResult(conv, counters, (f"{total} tokens <= max_tokens {opts.max_tokens}",))
     plan = _plan(conv, opts, ctx)
     reclaimed = sum(item.saved for item in plan)
-    if not plan or reclaimed < opts.clear_at_least:
+    if not plan or (not resumed and reclaimed < opts.clear_at_least):
         note = f"clearing would reclaim {reclaimed} tokens < clear_at_least {opts.clear_at_least}"
         return StageResult(conv, counters, (note,) if plan else ())
     messages = list(conv.messages)
@@ -160,9 +186,12 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
     last = len(results) - opts.keep_results
     skip = set(opts.exclude_tools) | {name for name, o in opts.tools.items() if o.skip}
     plan: list[_Clear] = []
+    frozen = conv.frozen
     for number, (ref, block) in enumerate(results, start=1):
         if ref[0] >= protected_from or number > last:
             break
+        if ref[0] < frozen:
+            continue  # a kept prefix: decided by an earlier run
         if skip and (conv.tool_name(ref) or "") in skip:
             continue
         text = block.text

@@ -6,7 +6,13 @@ from pydantic import Field
 
 from ctxcli.core.hints import is_ctx_marked, truncation_hint
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
-from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
+from ctxcli.stages.base import (
+    StageContext,
+    StageOptions,
+    StageResult,
+    everything_final,
+    register,
+)
 
 
 class TruncateToolOverride(StageOptions):
@@ -67,7 +73,7 @@ def split_preview(text: str, budget: int) -> tuple[str, str]:
     return head, tail
 
 
-@register("truncate_tool_output", options=TruncateToolOutputOptions)
+@register("truncate_tool_output", options=TruncateToolOutputOptions, frontier=everything_final)
 def truncate_tool_output(
     conv: Conversation, opts: TruncateToolOutputOptions, ctx: StageContext
 ) -> StageResult:
@@ -88,7 +94,10 @@ def truncate_tool_output(
     messages = list(conv.messages)
     counters = {"truncated": 0, "chars_removed": 0, "read_loop_skipped": 0}
     root = ctx.offload.root
+    frozen = conv.frozen
     for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
+        if ref[0] < frozen:
+            continue  # a kept prefix: decided by an earlier run (see register)
         # Looking the name up means finding the call: only worth it with overrides
         # (the in-process reducer runs this stage on every model call).
         override = opts.tools.get(conv.tool_name(ref) or "") if opts.tools else None

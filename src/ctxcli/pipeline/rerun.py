@@ -1,0 +1,342 @@
+"""Incremental re-runs: reduce a transcript that grew by appending, paying for what is new.
+
+A session file grows by appending. When ``ctx reduce IN -o OUT`` finds the offload
+directory of its previous run on ``OUT`` and ``IN`` starts with the bytes that run read,
+it keeps that run's decisions for a prefix and processes only the rest; the output is
+the one a full run would write (tests/test_rerun.py checks it on real transcripts cut
+at random points).
+
+How much is kept is decided when a run ends, by the stages themselves: each stage that
+declares a ``frontier`` (``ctxcli.stages.register``) says how many leading messages hold
+decisions no appended message can change (truncation: all of them; clearing: those
+before the rounds and results it protects). The kept prefix is the smallest of them,
+moved back so that no tool call is kept without its results and no record that lacks
+its line end is kept (an append would extend it). The manifest records it
+(:func:`kept_record`): where it ends in the input and the output, the roles, tool ids
+and names of its messages (no texts) and its tokens at every stage.
+
+The next run (:func:`resume_from`) checks that the input starts with the recorded
+input's bytes (its sha256), that the output and the configuration are those of that run,
+and then parses only the records after the prefix. The stages see the whole
+conversation, the prefix as text-less stand-ins (``Conversation.frozen``), so a stage
+can still count results and rounds from the start; the pipeline refuses any change to
+them (:class:`~ctxcli.pipeline.run.PrefixChanged`, and the caller runs in full). The
+output is the previous output's bytes for the prefix followed by the new part, and the
+restore script the previous script's ops for the prefix followed by the new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from ctxcli._version import __version__
+from ctxcli.core.errors import PrefixChanged
+from ctxcli.core.model import Block, Conversation, Kind, Message
+from ctxcli.formats import Document, Format
+from ctxcli.formats.base import Record, parse_lines
+from ctxcli.pipeline.config import Config
+from ctxcli.pipeline.stats_cache import code_fingerprint
+
+__all__ = [
+    "RERUN_VERSION",
+    "Kept",
+    "Resume",
+    "chain_supports",
+    "kept_record",
+    "load_tail",
+    "merge_ops",
+    "pack_end",
+    "resume_from",
+    "script_cut",
+]
+
+RERUN_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Kept:
+    """The prefix a run keeps for the next one (the manifest's ``rerun`` entry)."""
+
+    messages: int
+    """How many leading messages are kept."""
+    records: int
+    """How many leading records (lines) hold them, passthrough records included."""
+    input_bytes: int
+    """Where those records end in the input."""
+    structure: list[Any]
+    """``[role, key, group, [[kind, call_id, name, is_error], ...]]`` per kept message."""
+    tokens: list[int]
+    """Tokens of the kept messages at each stage's input, then in the output."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """What a re-run starts from: the kept prefix and the previous run's output for it."""
+
+    kept: Kept
+    format: str
+    """The format the previous run read the transcript as."""
+    output: bytes
+    """The previous output's bytes for the kept records."""
+    script: list[list[Any]]
+    """The previous restore script's ops for the kept records."""
+
+
+def chain_supports(config: Config, fmt: Format) -> bool:
+    """True if a run of ``config`` over a transcript of ``fmt`` can keep a prefix."""
+    return (
+        bool(config.stages)
+        and getattr(fmt, "incremental", False)
+        and all(sc.stage.frontier is not None for sc in config.stages)
+    )
+
+
+def config_digest(config: Config, fmt: Format, root: str, on_invalid: str) -> str:
+    """What must be the same for a run to keep another's decisions."""
+    described = orjson.dumps(
+        {
+            "rerun": RERUN_VERSION,
+            "version": __version__,
+            "format": [fmt.name, type(fmt).__module__],
+            "settings": config.settings.model_dump(mode="json"),
+            "stages": [
+                [
+                    sc.use,
+                    sc.stage.package,
+                    getattr(sc.stage.fn, "__module__", ""),
+                    sc.options.model_dump(mode="json"),
+                ]
+                for sc in config.stages
+            ],
+            # Hints cite the offload directory by this name.
+            "root": root,
+            "on_invalid": on_invalid,
+        },
+        option=orjson.OPT_SORT_KEYS,
+    )
+    return hashlib.sha256(code_fingerprint() + described).hexdigest()
+
+
+def _structure(msg: Message) -> list[Any]:
+    return [
+        msg.role,
+        msg.key,
+        msg.group,
+        [[b.kind.value, b.call_id, b.name, b.is_error] for b in msg.blocks],
+    ]
+
+
+def _stand_in(item: Sequence[Any]) -> Message:
+    role, key, group, blocks = item
+    return Message(
+        role,
+        tuple(
+            Block(Kind(kind), "", call_id, name, bool(err)) for kind, call_id, name, err in blocks
+        ),
+        key,
+        group,
+    )
+
+
+def _safe_frontier(conv: Conversation, frontier: int, records: Sequence[Record]) -> int:
+    """``frontier`` moved back until no call is kept without its results and every kept
+    record has its line end."""
+    messages = conv.messages
+    if records and not records[-1].terminator:
+        # An append would extend the last line: its message (and after) are not kept.
+        while frontier > 0 and messages[frontier - 1].key == len(records) - 1:
+            frontier -= 1
+    moved = True
+    while moved and frontier > 0:
+        moved = False
+        for mi in range(frontier):
+            for bi, block in enumerate(messages[mi].blocks):
+                if block.kind is not Kind.TOOL_CALL:
+                    continue
+                results = conv.results_of((mi, bi))
+                # Unanswered: a result may still come, and its stages read this call.
+                if not results or any(r[0] >= frontier for r in results):
+                    frontier, moved = mi, True
+                    break
+            if moved:
+                break
+    return frontier
+
+
+def kept_record(
+    doc: Document,
+    conv_in: Conversation,
+    frontiers: Sequence[int],
+    counts: Sequence[Sequence[int]],
+    previous: Kept | None,
+    digest: str,
+) -> dict[str, Any] | None:
+    """The manifest's ``rerun`` entry for a run that just ended, or None if it keeps nothing.
+
+    ``conv_in`` is the conversation the stages got (with the stand-ins of ``previous``,
+    if this run kept a prefix), ``frontiers`` each stage's frontier and ``counts`` the
+    tokens of every message at each stage's input and in the output.
+    """
+    if not frontiers:
+        return None
+    frontier = _safe_frontier(conv_in, min(frontiers), doc.records)
+    if previous is not None:
+        # What was kept stays kept: its decisions are final.
+        frontier = max(frontier, previous.messages)
+    if frontier <= 0:
+        return None
+    messages = conv_in.messages
+    if frontier < len(messages):
+        first = messages[frontier].key
+        assert first is not None  # stages that declare a frontier create no messages
+        records = first
+    else:
+        records = len(doc.records) if doc.records[-1].terminator else len(doc.records) - 1
+    start = previous.messages if previous is not None else 0
+    structure = list(previous.structure) if previous is not None else []
+    structure.extend(_structure(m) for m in messages[start:frontier])
+    tokens = [sum(per[start:frontier]) for per in counts]
+    if previous is not None:
+        tokens = [a + b for a, b in zip(previous.tokens, tokens, strict=True)]
+    # Kept records of this run are placeholders without bytes: count from where they end.
+    done = previous.records if previous is not None else 0
+    input_bytes = (previous.input_bytes if previous is not None else 0) + sum(
+        len(r.raw) for r in doc.records[done:records]
+    )
+    return {
+        "v": RERUN_VERSION,
+        "config": digest,
+        "messages": frontier,
+        "records": records,
+        "input_bytes": input_bytes,
+        "structure": structure,
+        "tokens": tokens,
+    }
+
+
+def script_cut(ops: Sequence[Sequence[Any]], records: int) -> tuple[list[list[Any]], int]:
+    """The ops of ``script`` that rebuild the first ``records`` input units, and how many
+    output units they cover.
+
+    Ops run in output order: ``c n`` is n units of both, an original (``b``/``p``) one
+    input unit, ``s n`` n output units (a changed record's new line follows its
+    original; created records follow the record they were made after).
+    """
+    out: list[list[Any]] = []
+    inp = units = 0
+    for op in ops:
+        kind = op[0]
+        if kind == "s":
+            out.append(list(op))
+            units += op[1]
+            continue
+        if inp >= records:
+            break
+        if kind == "c":
+            n = min(op[1], records - inp)
+            out.append(["c", n])
+            inp += n
+            units += n
+        else:
+            out.append(list(op))
+            inp += 1
+    return out, units
+
+
+def pack_end(ops: Sequence[Sequence[Any]]) -> int:
+    """Where the last pack bytes ``ops`` read end: a re-run copies the pack up to there."""
+    end = 0
+    for op in ops:
+        if op[0] == "b":
+            end = max(end, op[1] + op[2])
+    return end
+
+
+def merge_ops(head: list[list[Any]], tail: Sequence[list[Any]]) -> list[list[Any]]:
+    """``head`` then ``tail``, adjacent copy or skip runs joined as one run writes them."""
+    merged = [list(op) for op in head]
+    for op in tail:
+        if merged and op[0] in ("c", "s") and merged[-1][0] == op[0]:
+            merged[-1][1] += op[1]
+        else:
+            merged.append(list(op))
+    return merged
+
+
+def _unit_end(output: bytes, units: int) -> int:
+    """Where the first ``units`` lines of ``output`` end."""
+    pos = 0
+    for _ in range(units):
+        nl = output.find(b"\n", pos)
+        if nl < 0:
+            return len(output)
+        pos = nl + 1
+    return pos
+
+
+def resume_from(
+    manifest: dict[str, Any],
+    raw: bytes,
+    input_sha: hashlib._Hash,
+    output: bytes,
+    digest: str,
+) -> Resume | None:
+    """The prefix a re-run on ``raw`` may keep from the run that wrote ``manifest``, or None.
+
+    ``input_sha`` holds sha256 of ``raw[:manifest's input bytes]`` (the caller hashes
+    the input once, on to the end, for the new manifest); ``output`` is what is on disk
+    where that run wrote its output.
+    """
+    entry = manifest.get("rerun")
+    if not isinstance(entry, dict) or entry.get("v") != RERUN_VERSION:
+        return None
+    if entry.get("config") != digest or manifest.get("units") != "lines":
+        return None
+    old_input, old_output = manifest["input"], manifest["output"]
+    if len(raw) < old_input["bytes"] or input_sha.hexdigest() != old_input["sha256"]:
+        return None
+    if (
+        len(output) != old_output["bytes"]
+        or hashlib.sha256(output).hexdigest() != old_output["sha256"]
+    ):
+        return None
+    kept = Kept(
+        entry["messages"],
+        entry["records"],
+        entry["input_bytes"],
+        entry["structure"],
+        entry["tokens"],
+    )
+    if kept.input_bytes > old_input["bytes"] or kept.messages != len(kept.structure):
+        return None
+    script, units = script_cut(manifest["script"], kept.records)
+    return Resume(kept, manifest["format"], output[: _unit_end(output, units)], script)
+
+
+def load_tail(raw: bytes, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
+    """The document of ``raw`` with the kept records unparsed and their messages stand-ins."""
+    stand_ins = [_stand_in(item) for item in kept.structure]
+    records = [Record(b"", key + 1) for key in range(kept.records)]
+    for msg in stand_ins:
+        assert msg.key is not None
+        records[msg.key].message = msg
+    rest = raw[kept.input_bytes :]
+    if rest.strip():
+        tail = parse_lines(rest, path, on_invalid=fmt.on_invalid(on_invalid))
+    else:  # only blank lines were appended, or nothing
+        tail = [Record(unit, 0) for unit in rest.splitlines(keepends=True)]
+    for i, rec in enumerate(tail):
+        rec.line = kept.records + i + 1
+    records.extend(tail)
+    doc = fmt.build(raw, path, records)
+    conv = doc.conversation
+    if any(a is not b for a, b in zip(conv.messages, stand_ins, strict=False)):
+        raise PrefixChanged("the kept prefix does not line up with the messages")
+    meta = {**conv.meta, "frozen": kept.messages}
+    doc.conversation = Conversation(conv.messages, conv.format, meta)
+    return doc
