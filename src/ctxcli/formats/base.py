@@ -352,27 +352,39 @@ class Format:
         conv = Conversation(tuple(messages), self.name, meta)
         return Document(path, self, raw, records, conv, warnings)
 
-    def plan(self, doc: Document, conv: Conversation) -> list[OutRecord]:
-        """Lay out the output: which records are copied, changed, dropped or new."""
+    def plan(self, doc: Document, conv: Conversation, start: int = 0) -> list[OutRecord]:
+        """Lay out the output: which records are copied, changed, dropped or new.
+
+        ``start`` > 0 lays out only the records from there on (an incremental re-run:
+        the ones before are the previous run's, and the stages left their messages
+        alone); a message a stage created among them is an error.
+        """
         kept: dict[int, Message] = {}
         inserts: dict[int | None, list[Message]] = {}
         prev: int | None = None
-        for msg in conv.messages:
+        frozen = conv.frozen if start else 0
+        seen_message = frozen > 0
+        for msg in conv.messages[frozen:]:
             if msg.key is None:
+                if start and prev is None:
+                    raise PrefixChanged("a stage created a message in the kept prefix")
                 inserts.setdefault(prev, []).append(msg)
+            elif msg.key < start:
+                raise PrefixChanged("a message of the kept prefix moved")
             else:
                 kept[msg.key] = msg
                 prev = msg.key
         plan: list[OutRecord] = []
         anchor_kept = True
-        seen_message = False
         edits = conv.record_edits
 
         def emit_new(after: int | None, neighbour: Any) -> None:
             for m in inserts.pop(after, []):
                 plan.append(OutRecord(State.NEW, None, self.new_record(m, neighbour), m))
 
-        for key, rec in enumerate(doc.records):
+        records = doc.records
+        for key in range(start, len(records)):
+            rec = records[key]
             if rec.message is None:
                 if key in edits.drop or key in edits.keep:
                     keep = key not in edits.drop
@@ -415,13 +427,12 @@ class Format:
         ``start`` > 0 (an incremental re-run) leaves out the first ``start`` records,
         which must be copied unchanged: their output is the previous run's.
         """
-        plan = self.plan(doc, conv)
+        plan = self.plan(doc, conv, start)
         script = RestoreScript()
         parts: list[bytes | memoryview] = []
         live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
         last_live = live[-1] if live else -1
-        for i in range(_kept_entries(plan, doc, start) if start else 0, len(plan)):
-            rec = plan[i]
+        for i, rec in enumerate(plan):
             if rec.state is State.DROPPED:
                 assert rec.orig is not None
                 script.original(blobs.add_original(rec.orig.raw))
@@ -501,25 +512,6 @@ def register_format(fmt: F) -> F:
     """
     FORMAT_REGISTRY.register(fmt() if isinstance(fmt, type) else fmt)
     return fmt
-
-
-def _kept_entries(plan: list[OutRecord], doc: Document, start: int) -> int:
-    """How many leading plan entries are the first ``start`` records, copied unchanged.
-
-    Raises:
-        PrefixChanged: one of them is not a plain copy (a stage or a fix-up touched it).
-    """
-    kept = doc.records[:start]
-    n = 0
-    for rec in plan:
-        if n == start:
-            break
-        if rec.state is not State.COPY or rec.orig is not kept[n]:
-            raise PrefixChanged(f"record {n + 1} of a kept prefix changed")
-        n += 1
-    if n != start:
-        raise PrefixChanged("the kept prefix is longer than the transcript")
-    return n
 
 
 def _unwritable(doc: Document, rec: OutRecord, exc: Exception) -> TranscriptError:
