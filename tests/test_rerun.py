@@ -311,3 +311,23 @@ def test_script_cut_and_merge_rebuild_the_script() -> None:
     head, _ = script_cut(ops, 4)
     assert head == [["c", 2], ["b", 0, 5, "x"], ["s", 1], ["c", 1]]
     assert merge_ops(head, [["c", 2], ["b", 5, 4, "y"], ["s", 1], ["c", 1]]) == ops
+
+
+@pytest.mark.slow
+def test_the_exact_in_process_reducer_sends_what_a_full_reduction_would(tmp_path: Path) -> None:
+    """The same settled-prefix mechanism, in the agent loop (ctxcli.Reducer(exact=True))."""
+    from ctxcli import Reducer
+
+    path = REAL[0]
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/transcripts)")
+    messages = [orjson.loads(line) for line in path.read_bytes().splitlines()]
+    config = CONFIGS["default-like"]
+    live = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", exact=True)
+    settled = []
+    for n in range(20, len(messages) + 1, 15):
+        sent = live.reduce(messages[:n]).messages
+        fresh = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", exact=True)
+        assert sent == fresh.reduce(messages[:n]).messages, n
+        settled.append(live._state.settled)
+    assert settled[-1] and settled == sorted(settled)

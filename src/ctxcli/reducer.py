@@ -104,6 +104,11 @@ class Reducer:
             shared prefix by comparing them (fast); False keeps only their digests and
             what was sent (less memory: a long-lived proxy), and hashes every message
             on each call instead.
+        exact: send on every call what reducing the whole list at once would send
+            (the stages' settled decisions are kept, the rest decided again); by
+            default earlier decisions are kept for everything already sent, which
+            changes the sent prefix less often (better for the prompt cache) but may
+            clear less than a full reduction.
 
     Not thread-safe: use one reducer per conversation (they may share a directory).
     """
@@ -118,6 +123,7 @@ class Reducer:
         tokenizer: str | None = None,
         read_tool: str | None = None,
         keep_originals: bool = True,
+        exact: bool = False,
     ) -> None:
         if api not in _FORMATS:
             raise ConfigError(
@@ -137,6 +143,7 @@ class Reducer:
         self._ledger = TokenLedger(self._counter)
         self._state = PrefixState()
         self._keep_originals = keep_originals
+        self._exact = exact
         self._system_given = False
         self._sent: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -173,6 +180,7 @@ class Reducer:
             log=self.notes.append,
             keep_originals=self._keep_originals,
             index_offset=offset,
+            exact=self._exact,
         )
         entries = state.entries
         if offset:

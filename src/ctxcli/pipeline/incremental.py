@@ -39,12 +39,12 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import TranscriptError
-from ctxcli.core.model import Message
+from ctxcli.core.errors import PrefixChanged, TranscriptError
+from ctxcli.core.model import Conversation, Message
 from ctxcli.core.restore import Offload
 from ctxcli.formats.base import Format, Record, State
 from ctxcli.pipeline.config import StageConfig
-from ctxcli.pipeline.run import StageReport, run_pipeline
+from ctxcli.pipeline.run import StageReport, run_pipeline, settled_prefix
 from ctxcli.stages import StageContext, TokenLedger
 
 __all__ = [
@@ -145,6 +145,10 @@ class PrefixState:
     tokens: list[int] = field(default_factory=list)
     entries: list[Entry] = field(default_factory=list)
     originals: list[Any] | None = None
+    settled: int | None = None
+    """Leading input records whose decisions no appended record can change (the
+    stages' frontiers, :func:`~ctxcli.pipeline.run.settled_prefix`); None when a stage
+    of the chain declares no frontier."""
     """Copies of the input records, when kept: the prefix is then recognised by
     comparing records (a memcmp of their strings) instead of hashing them all again.
     Without them (bounded memory) every call hashes every record."""
@@ -216,6 +220,7 @@ def run_increment(
     path: str = "messages",
     index_offset: int = 0,
     keep_originals: bool = True,
+    exact: bool = False,
 ) -> tuple[Increment, PrefixState]:
     """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
 
@@ -226,12 +231,92 @@ def run_increment(
     than by hashing every record; pass False to hold only the digests and what was
     sent (bounded memory).
 
+    Two policies for what is kept. By default (cache first) everything shared keeps
+    what was sent, and the stages run again over that reduced prefix: a stage may cut
+    deeper into it, but it clears less than a full run would, so the sent prefix
+    changes less often (the prompt cache stays warm; tests/test_integration_*.py keep
+    at least half the calls' prefixes). ``exact=True`` (when every stage declares a
+    frontier) keeps only the settled records, as the file re-runs of
+    :mod:`ctxcli.pipeline.rerun` do, so every call sends what a full reduction of the
+    whole list would (tests/test_rerun.py).
+
     Raises:
         TranscriptError: a new record is not a message of ``fmt``.
         CtxError: a stage or the offload store failed.
     """
     k, chain = state.shared_prefix(records, seed)
-    kept = state.kept_entries(k)
+    exact = exact and bool(stages) and all(sc.stage.frontier is not None for sc in stages)
+    try:
+        return _increment(
+            state,
+            records,
+            k,
+            chain,
+            exact,
+            fmt,
+            stages,
+            ledger,
+            offload,
+            language,
+            log,
+            services,
+            path,
+            index_offset,
+            keep_originals,
+            state.sent,
+            k,
+        )
+    except PrefixChanged:
+        # A stage reached into the kept prefix: decide everything again.
+        return _increment(
+            PrefixState(),
+            records,
+            0,
+            chain,
+            exact,
+            fmt,
+            stages,
+            ledger,
+            offload,
+            language,
+            log,
+            services,
+            path,
+            index_offset,
+            keep_originals,
+            state.sent,
+            k,
+        )
+
+
+def _increment(
+    state: PrefixState,
+    records: Sequence[Any],
+    k: int,
+    chain: list[bytes],
+    exact: bool,
+    fmt: Format,
+    stages: Sequence[StageConfig],
+    ledger: TokenLedger,
+    offload: Offload,
+    language: str,
+    log: Callable[[str], None],
+    services: dict[str, Any] | None,
+    path: str,
+    index_offset: int,
+    keep_originals: bool,
+    previous_sent: list[Any],
+    reused: int,
+) -> tuple[Increment, PrefixState]:
+    """:func:`run_increment` once ``k`` leading records are known to be the same.
+
+    ``exact`` (every stage declares a frontier): only the records whose decisions are
+    settled keep what was sent for them, and the stages see them as a kept prefix
+    (``Conversation.frozen``), so the output is a full run's. Otherwise everything
+    shared keeps what was sent, and the stages run over that, reduced already.
+    """
+    start = min(k, state.settled or 0) if exact else k
+    kept = state.kept_entries(start)
     # The conversation the stages see: what was sent for the prefix, then the new
     # records as given. Messages are re-keyed only when their position moved.
     doc_records: list[Record] = []
@@ -242,11 +327,11 @@ def run_increment(
         doc_records.append(entry.record)
         anchors.append(entry.anchor)
         created.append(entry.created)
-    tokens = list(state.tokens[:k])
+    tokens = list(state.tokens[:start])
     originals: list[Any] | None = None
     if keep_originals and (state.originals is not None or not state.chain):
-        originals = (state.originals or [])[:k]
-    for j in range(k, len(records)):
+        originals = (state.originals or [])[:start]
+    for j in range(start, len(records)):
         # A copy: what was sent must not change when the caller edits its dicts later.
         # Stages copy on write, so the copy doubles as the original the next call
         # compares against (shared with what is sent while a stage leaves it alone).
@@ -264,7 +349,19 @@ def run_increment(
         tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
     doc = fmt.assemble(b"", path, doc_records)
     ctx = StageContext(ledger, offload, language, log, services=services or {})
-    conv, reports = run_pipeline(doc.conversation, stages, ctx)
+    conv_in = doc.conversation
+    frozen = sum(1 for entry in kept if entry.message is not None)
+    if exact and frozen:
+        conv_in = Conversation(conv_in.messages, conv_in.format, {**conv_in.meta, "frozen": frozen})
+    frontiers: list[int] | None = [] if exact else None
+    conv, reports = run_pipeline(conv_in, stages, ctx, frontiers=frontiers)
+    settled = None
+    if frontiers is not None:
+        # In input records: the settled messages' records, up to the next message's.
+        end = settled_prefix(conv_in, frontiers)
+        messages = conv_in.messages
+        settled = anchors[messages[end].key or 0] if end < len(messages) else len(records)
+        settled = max(settled, start)
     plan = fmt.plan(doc, conv)
     entries: list[Entry] = []
     anchor = -1
@@ -289,12 +386,12 @@ def run_increment(
             rec = fmt.record_from_data(out.data, pos, path)
         entries.append(Entry(rec, anchor, made))
     sent = [e.data for e in entries]
-    new_state = PrefixState(chain, tokens, entries, originals)
+    new_state = PrefixState(chain, tokens, entries, originals, settled)
     ledger.retain([e.message for e in entries if e.message is not None])
     outcome = Increment(
         sent=sent,
-        reused=k,
-        changed_prefix_at=first_difference(state.sent, sent),
+        reused=reused,
+        changed_prefix_at=first_difference(previous_sent, sent),
         tokens_before=sum(tokens),
         tokens_after=sum(ledger.message(e.message) for e in entries if e.message is not None),
         stages=reports,

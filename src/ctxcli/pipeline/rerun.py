@@ -40,6 +40,7 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
 from ctxcli.formats.base import Record, parse_lines
 from ctxcli.pipeline.config import Config
+from ctxcli.pipeline.run import settled_prefix
 from ctxcli.pipeline.stats_cache import code_fingerprint
 
 __all__ = [
@@ -143,31 +144,6 @@ def _stand_in(item: Sequence[Any]) -> Message:
     )
 
 
-def _safe_frontier(conv: Conversation, frontier: int, records: Sequence[Record]) -> int:
-    """``frontier`` moved back until no call is kept without its results and every kept
-    record has its line end."""
-    messages = conv.messages
-    if records and not records[-1].terminator:
-        # An append would extend the last line: its message (and after) are not kept.
-        while frontier > 0 and messages[frontier - 1].key == len(records) - 1:
-            frontier -= 1
-    moved = True
-    while moved and frontier > 0:
-        moved = False
-        for mi in range(frontier):
-            for bi, block in enumerate(messages[mi].blocks):
-                if block.kind is not Kind.TOOL_CALL:
-                    continue
-                results = conv.results_of((mi, bi))
-                # Unanswered: a result may still come, and its stages read this call.
-                if not results or any(r[0] >= frontier for r in results):
-                    frontier, moved = mi, True
-                    break
-            if moved:
-                break
-    return frontier
-
-
 def kept_record(
     doc: Document,
     conv_in: Conversation,
@@ -184,7 +160,7 @@ def kept_record(
     """
     if not frontiers:
         return None
-    frontier = _safe_frontier(conv_in, min(frontiers), doc.records)
+    frontier = settled_prefix(conv_in, frontiers, doc.records)
     if previous is not None:
         # What was kept stays kept: its decisions are final.
         frontier = max(frontier, previous.messages)

@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ctxcli.core.errors import PrefixChanged
-from ctxcli.core.model import Conversation, RecordEdits
+from ctxcli.core.model import Conversation, Kind, RecordEdits
+from ctxcli.formats.base import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.stages import StageContext, StageResult
@@ -61,6 +62,40 @@ def _check_frozen(name: str, before: Conversation, after: Conversation) -> None:
         or after.record_edits != before.record_edits
     ):
         raise PrefixChanged(f"stage {name} changed the kept prefix")
+
+
+def settled_prefix(
+    conv: Conversation, frontiers: Sequence[int], records: Sequence[Record] | None = None
+) -> int:
+    """How many leading messages a later run over a longer ``conv`` may keep as they are.
+
+    The smallest of the stages' ``frontiers`` (see ``ctxcli.stages.register``), moved
+    back so that no kept tool call lacks a result (a result still to come would be
+    reduced next to a call its stages cannot read) and, for a file's ``records``, so
+    that no kept record lacks its line end (an append would extend that line).
+    """
+    if not frontiers:
+        return 0
+    frontier = min(frontiers)
+    messages = conv.messages
+    if records and not records[-1].terminator:
+        while frontier > 0 and messages[frontier - 1].key == len(records) - 1:
+            frontier -= 1
+    while frontier > 0:
+        first_open = frontier
+        for mi in range(frontier):
+            for bi, block in enumerate(messages[mi].blocks):
+                if block.kind is Kind.TOOL_CALL:
+                    results = conv.results_of((mi, bi))
+                    if not results or any(r[0] >= frontier for r in results):
+                        first_open = mi
+                        break
+            if first_open != frontier:
+                break
+        if first_open == frontier:
+            return frontier
+        frontier = first_open
+    return frontier
 
 
 def run_pipeline(
