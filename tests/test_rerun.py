@@ -31,6 +31,8 @@ from ctxcli.stages.base import StageOptions
 REAL = [
     SHARED / "anthropic_derived_from_cc_mclaude_3cfce0ff.jsonl",
     SHARED / "oai_taubench_airline_task2_trial1.jsonl",
+    SHARED / "codex_agentcmd_2025-09-24T19-22-20.jsonl",
+    SHARED / "codex_agentcmd_2025-09-25T08-02-05.jsonl",
 ]
 
 

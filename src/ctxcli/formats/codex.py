@@ -149,6 +149,7 @@ class Codex(Format):
 
     name = "codex"
     skips_invalid_lines = True
+    incremental = True
     description = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload} per line)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
@@ -248,8 +249,9 @@ class Codex(Format):
             assert msg.key is not None
             if group is None:
                 group = f"response@{records[msg.key].line}"
-            messages[i] = replace(msg, group=group)
-            records[msg.key].message = messages[i]
+            if msg.group != group:  # a kept prefix's messages come grouped already
+                messages[i] = replace(msg, group=group)
+                records[msg.key].message = messages[i]
         doc.conversation = doc.conversation.with_messages(messages)
         return doc
 
