@@ -38,6 +38,9 @@ class Record:
     data: Any = None
     message: Message | None = None
     invalid: str | None = None
+    kept: bool = False
+    """A record of an incremental re-run's kept prefix: no bytes, ``data`` is at most
+    the format's :meth:`Format.skeleton` of it and ``message`` a text-less stand-in."""
 
     @property
     def has_bom(self) -> bool:
@@ -278,6 +281,12 @@ class Format:
         """
         return None
 
+    def skeleton(self, data: Any) -> Any:
+        """What an incremental re-run needs of a kept record besides its message: the
+        fields :meth:`resume_start` reads, say (None: nothing). JSON-able and small,
+        it is stored in the manifest for every kept record."""
+        return None
+
     def check(self, doc: Document) -> list[Problem]:
         """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
         return []
@@ -316,7 +325,7 @@ class Format:
             if rec.invalid is not None:
                 warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
                 continue
-            if rec.data is None:
+            if rec.data is None or rec.kept:
                 continue
             rec.message = self.to_message(rec.data, key, rec.line, path)
         return self.assemble(raw, path, records, warnings)

@@ -96,6 +96,7 @@ class ClaudeCode(Format):
 
     name = "claude_code"
     skips_invalid_lines = True
+    incremental = True
     description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
@@ -348,6 +349,12 @@ class ClaudeCode(Format):
             return True
         return anchor_kept
 
+    def skeleton(self, data: Any) -> Any:
+        # What resume_chain reads of a record, for a re-run's kept prefix.
+        if not isinstance(data, dict):
+            return None
+        return {k: data[k] for k in _CHAIN_FIELDS if k in data}
+
     def resume_start(self, records: Sequence[Record]) -> int | None:
         # `claude --resume` walks parentUuid back from the leaf it resumes; the walk
         # ends at a compaction restart (a compact_boundary, or in 1.0.x the
@@ -357,6 +364,10 @@ class ClaudeCode(Format):
         if chain and is_chain_restart(records[chain[0]].data):
             return chain[0]
         return -1
+
+
+_CHAIN_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "isCompactSummary")
+"""The fields the resume walk (:func:`resume_chain`) reads."""
 
 
 def is_chain_restart(data: Any) -> bool:

@@ -164,8 +164,15 @@ def reduce_bytes(
         monitors=conversation_monitors(docs[0].conversation) if monitors and single else {},
     )
     if single and docs[0].conversation.resume_start is not None:
-        report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation)
-        report.resume_tokens_after = _resume_tokens(ledger, runs[0][0])
+        kept_in: dict[int, int] = {}
+        kept_out: dict[int, int] = {}
+        if prefix is not None:  # the stand-ins count 0: their tokens are the manifest's
+            for msg, (n_in, n_out) in zip(
+                docs[0].conversation.messages, prefix.per_message, strict=False
+            ):
+                kept_in[id(msg)], kept_out[id(msg)] = n_in, n_out
+        report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation, kept_in)
+        report.resume_tokens_after = _resume_tokens(ledger, runs[0][0], kept_out)
     if prefix is not None:
         for i, stage in enumerate(report.stages):
             stage.tokens_before += prefix.tokens[i]
@@ -233,6 +240,9 @@ def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
     return merged
 
 
-def _resume_tokens(ledger: TokenLedger, conv: Conversation) -> int:
-    """Model-visible tokens a resume sends again: those after the last compaction."""
-    return sum(ledger.message(m) for m in conv.resumed_messages())
+def _resume_tokens(ledger: TokenLedger, conv: Conversation, kept: dict[int, int]) -> int:
+    """Model-visible tokens a resume sends again: those after the last compaction.
+
+    ``kept`` holds the tokens of a re-run's kept stand-ins (by ``id``).
+    """
+    return sum(kept.get(id(m), 0) + ledger.message(m) for m in conv.resumed_messages())

@@ -73,6 +73,10 @@ class Kept:
     """``[role, key, group, [[kind, call_id, name, is_error], ...]]`` per kept message."""
     tokens: list[int]
     """Tokens of the kept messages at each stage's input, then in the output."""
+    per_message: list[list[int]]
+    """``[input, output]`` tokens of each kept message (a resume's share of them)."""
+    skeletons: list[Any] | None = None
+    """The format's :meth:`~ctxcli.formats.base.Format.skeleton` of each kept record."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +181,10 @@ def kept_record(
     structure = list(previous.structure) if previous is not None else []
     structure.extend(_structure(m) for m in messages[start:frontier])
     tokens = [sum(per[start:frontier]) for per in counts]
+    per_message = list(previous.per_message) if previous is not None else []
+    per_message.extend(
+        [a, b] for a, b in zip(counts[0][start:frontier], counts[-1][start:frontier], strict=True)
+    )
     if previous is not None:
         tokens = [a + b for a, b in zip(previous.tokens, tokens, strict=True)]
     # Kept records of this run are placeholders without bytes: count from where they end.
@@ -184,7 +192,7 @@ def kept_record(
     input_bytes = (previous.input_bytes if previous is not None else 0) + sum(
         len(r.raw) for r in doc.records[done:records]
     )
-    return {
+    entry: dict[str, Any] = {
         "v": RERUN_VERSION,
         "config": digest,
         "messages": frontier,
@@ -192,7 +200,15 @@ def kept_record(
         "input_bytes": input_bytes,
         "structure": structure,
         "tokens": tokens,
+        "per_message": per_message,
     }
+    fmt = doc.format
+    skeletons = [fmt.skeleton(r.data) for r in doc.records[done:records]]
+    if previous is not None and previous.skeletons is not None:
+        skeletons = previous.skeletons + skeletons
+    if any(s is not None for s in skeletons):
+        entry["skeletons"] = skeletons
+    return entry
 
 
 def script_cut(ops: Sequence[Sequence[Any]], records: int) -> tuple[list[list[Any]], int]:
@@ -287,8 +303,15 @@ def resume_from(
         entry["input_bytes"],
         entry["structure"],
         entry["tokens"],
+        entry["per_message"],
+        entry.get("skeletons"),
     )
-    if kept.input_bytes > old_input["bytes"] or kept.messages != len(kept.structure):
+    if (
+        kept.input_bytes > old_input["bytes"]
+        or kept.messages != len(kept.structure)
+        or kept.messages != len(kept.per_message)
+        or (kept.skeletons is not None and len(kept.skeletons) != kept.records)
+    ):
         return None
     script, units = script_cut(manifest["script"], kept.records)
     return Resume(kept, manifest["format"], output[: _unit_end(output, units)], script)
@@ -297,7 +320,8 @@ def resume_from(
 def load_tail(raw: bytes, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
     """The document of ``raw`` with the kept records unparsed and their messages stand-ins."""
     stand_ins = [_stand_in(item) for item in kept.structure]
-    records = [Record(b"", key + 1) for key in range(kept.records)]
+    skeletons = kept.skeletons or [None] * kept.records
+    records = [Record(b"", key + 1, skeletons[key], kept=True) for key in range(kept.records)]
     for msg in stand_ins:
         assert msg.key is not None
         records[msg.key].message = msg
