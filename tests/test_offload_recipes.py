@@ -220,6 +220,20 @@ def test_recipe_pieces_cover_the_record(tmp_path: Path) -> None:
     assert restore_bytes(output, tmp_path / "off") == record
 
 
+def test_a_json_string_inside_a_json_string_is_referenced(tmp_path: Path) -> None:
+    # Codex: a function_call_output's "output" is the JSON text of {"output": ..., ...}.
+    store = OffloadStore(tmp_path / "off", "off")
+    store.put("trunc", "c1", OUTPUT)
+    inner = orjson.dumps({"output": OUTPUT, "metadata": {"exit_code": 0}}).decode()
+    record = orjson.dumps({"type": "function_call_output", "output": inner}) + b"\n"
+    op = store.add_original(record, [OUTPUT])
+    assert op[0] == "p"
+    assert ["trunc/c1", "nested"] in op[1]
+    output = b"{}\n"
+    store.commit(_manifest(record, output, [op, ["s", 1]]))
+    assert restore_bytes(output, tmp_path / "off") == record
+
+
 def _manifest(original: bytes, output: bytes, script: list[Any]) -> dict[str, Any]:
     return {
         "tool": "ctx",

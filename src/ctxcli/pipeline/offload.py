@@ -59,8 +59,13 @@ MIN_REF_CHARS = 64
 
 ASCII = "ascii"
 """The escaping of a reference written by Python's ``json.dumps`` (``ensure_ascii``);
-a reference without it is escaped the way orjson (and ``json.dumps(ensure_ascii=False)``)
+a reference without a style is escaped the way orjson (and ``json.dumps(ensure_ascii=False)``)
 writes a string."""
+
+NESTED = "nested"
+"""The escaping of a reference to a JSON string inside a JSON string (Codex keeps a tool's
+output as JSON text in a string field): orjson's literal escaped once more, without the
+outer quotes."""
 
 
 def agent_text(text: str) -> bytes:
@@ -210,8 +215,9 @@ class OffloadStore(DryRunOffload):
         ``json.dumps`` would escape the file's text, is not copied to the pack: the op
         is then a recipe ``["p", pieces, length, sha256]`` whose pieces are
         ``[offset, length]`` (bytes from the pack), ``[rel]`` (the file's text as
-        orjson escapes it, quotes included) or ``[rel, "ascii"]`` (as ``json.dumps``
-        does). Otherwise, and always without ``texts``, the op is ``["b", offset,
+        orjson escapes it, quotes included), ``[rel, "ascii"]`` (as ``json.dumps``
+        does) or ``[rel, "nested"]`` (orjson's literal inside a JSON string, see
+        :data:`NESTED`). Otherwise, and always without ``texts``, the op is ``["b", offset,
         length, sha256]``: the bytes are in the pack. Ops name only pack offsets and
         file paths, so a later run may copy them together with the pack and files.
         """
@@ -254,6 +260,8 @@ class OffloadStore(DryRunOffload):
             hits = _occurrences(body, escape_text(text), [rel])
             if not hits and (not text.isascii() or "\x7f" in text):
                 hits = _occurrences(body, escape_text(text, ASCII), [rel, ASCII])
+            if not hits:
+                hits = _occurrences(body, escape_text(text, NESTED), [rel, NESTED])
             found += hits
         found.sort(key=lambda hit: hit[0])
         disjoint: list[tuple[int, int, list[Any]]] = []
@@ -427,10 +435,13 @@ def escape_text(text: str, style: str = "") -> bytes:
     """``text`` as a JSON string, quotes included, escaped in ``style``.
 
     ``""``: as orjson writes it (and Python's ``json.dumps(ensure_ascii=False)``);
-    :data:`ASCII`: as Python's ``json.dumps`` writes it.
+    :data:`ASCII`: as Python's ``json.dumps`` writes it; :data:`NESTED`: orjson's
+    literal as it sits inside another JSON string.
     """
     if style == ASCII:
         return json.dumps(text).encode("ascii")
+    if style == NESTED:
+        return orjson.dumps(orjson.dumps(text).decode("utf-8"))[1:-1]
     return orjson.dumps(text)
 
 
@@ -454,7 +465,7 @@ def _confined(rel: str) -> str:
 _Rel = Annotated[StrictStr, AfterValidator(_confined)]
 _Sha = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
 _Count = Annotated[StrictInt, Field(ge=0)]
-_Piece = tuple[_Count, _Count] | tuple[_Rel] | tuple[_Rel, Literal["ascii"]]
+_Piece = tuple[_Count, _Count] | tuple[_Rel] | tuple[_Rel, Literal["ascii", "nested"]]
 _Step = (
     tuple[Literal["c"], _Count]
     | tuple[Literal["s"], _Count]
