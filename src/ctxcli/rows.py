@@ -94,7 +94,7 @@ class BlobStore(DryRunOffload):
         """Every cited path has the same length: a hash of zeros stands in."""
         return self._cite("0" * 64)
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
         """Keep an original unit; the op names it by its hash."""
         data = bytes(raw)
         return ["b", 0, len(data), self._keep(data)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import io
 import re
+from collections.abc import Iterable
 from typing import Any, Protocol
 
 __all__ = [
@@ -60,8 +61,13 @@ def split_units(data: bytes) -> list[bytes]:
 class OriginalsSink(Protocol):
     """Where a format puts the original bytes of the records it changed or dropped."""
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
-        """Keep ``raw`` and return the restore op that inserts it again."""
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        """Keep ``raw`` and return the restore op that inserts it again.
+
+        ``texts`` are texts the record held (its old block texts); a sink that stored
+        one of them in a file already may refer to that file instead of keeping its
+        bytes twice. Ignoring them is always correct.
+        """
         ...
 
 
@@ -84,7 +90,9 @@ class RestoreScript:
 
     Ops: ``["c", n]`` copy the next n output units, ``["s", n]`` skip n output units
     that are not in the original, ``["b", offset, length, sha256]`` insert original
-    bytes from the pack.
+    bytes from the pack, ``["p", pieces, length, sha256]`` insert an original rebuilt
+    from pack bytes and offloaded files (the sink's recipe, see
+    ``OffloadStore.add_original``).
     """
 
     def __init__(self) -> None:

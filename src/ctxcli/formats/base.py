@@ -444,7 +444,7 @@ class Format:
         for i, rec in enumerate(plan):
             if rec.state is State.DROPPED:
                 assert rec.orig is not None
-                script.original(blobs.add_original(rec.orig.raw))
+                script.original(blobs.add_original(rec.orig.raw, _texts_of(rec.orig)))
                 continue
             orig = rec.orig
             if rec.state is State.COPY and orig is not None:
@@ -468,7 +468,7 @@ class Format:
             except (ValueError, RecursionError) as exc:
                 raise _unwritable(doc, rec, exc) from None
             if orig is not None:
-                script.original(blobs.add_original(orig.raw))
+                script.original(blobs.add_original(orig.raw, _texts_of(orig)))
             parts.append(lead + body + end)
             script.skip()
         return b"".join(parts), script
@@ -560,6 +560,12 @@ def _set_values(out: OutRecord, values: Mapping[tuple[str | int, ...], Any] | No
     if data is not out.data:
         out.touch()
         out.data = data
+
+
+def _texts_of(record: Record) -> list[str]:
+    """The block texts a record held: what its original may share with offloaded files."""
+    message = record.message
+    return [block.text for block in message.blocks] if message is not None else []
 
 
 def _style_sample(doc: Document) -> bytes:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -86,7 +87,7 @@ class LiveOffload:
         """The path :meth:`put` would cite for ``key`` (when nothing else holds it)."""
         return self._cite(area, safe_name(key))
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
         """Originals are the caller's messages, kept by the caller: nothing to pack."""
         return ["b", 0, len(raw), ""]
 

@@ -3,13 +3,17 @@
 Layout of an offload directory::
 
     manifest.json        what was reduced, hashes of every file, the restore script
-    originals.bin        the original bytes of every record a stage changed or dropped
+    originals.bin        the original bytes of every record a stage changed or dropped,
+                         less the texts that are in one of the files below
     trunc/<safe id>      texts removed by truncate_tool_output (Eino layout)
     clear/<safe id>      texts removed by clear_tool_results (Eino layout)
     <stage>/<safe id>    texts removed by any other stage
 
-The agent reads the per-text files; ``ctx restore`` uses the manifest and
-``originals.bin`` to rebuild the input byte-for-byte and checks every hash first.
+The agent reads the per-text files; ``ctx restore`` uses the manifest, ``originals.bin``
+and those files to rebuild the input byte-for-byte and checks every hash first. A changed
+record whose original holds an offloaded text as a JSON string is kept as a recipe: the
+bytes around the string in the pack, the string as a reference to its file (see
+:meth:`OffloadStore.add_original`), so the pack does not hold every removed text twice.
 Everything is written into a private staging directory that is renamed into place
 only when complete, so a crash never leaves a half-written offload directory.
 """
@@ -17,14 +21,15 @@ only when complete, so a crash never leaves a half-written offload directory.
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import orjson
@@ -48,6 +53,19 @@ from ctxcli.core.restore import (
 MANIFEST = "manifest.json"
 PACK = "originals.bin"
 MANIFEST_VERSION = 1
+
+MIN_REF_CHARS = 64
+"""Shorter texts are kept literally in the pack: a reference would save next to nothing."""
+
+ASCII = "ascii"
+"""The escaping of a reference written by Python's ``json.dumps`` (``ensure_ascii``);
+a reference without a style is escaped the way orjson (and ``json.dumps(ensure_ascii=False)``)
+writes a string."""
+
+NESTED = "nested"
+"""The escaping of a reference to a JSON string inside a JSON string (Codex keeps a tool's
+output as JSON text in a string field): orjson's literal escaped once more, without the
+outer quotes."""
 
 
 def agent_text(text: str) -> bytes:
@@ -117,7 +135,7 @@ class DryRunOffload:
     def path_for(self, area: str, key: str) -> str:
         return self._names.display(f"{area}/{safe_name(key)}")
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
         """A dry run keeps nothing; the op has the real shape with an empty hash."""
         return ["b", 0, len(raw), ""]
 
@@ -156,12 +174,20 @@ class OffloadStore(DryRunOffload):
         self._areas: set[str] = set()
         self._pack = _open_private(self.staging / PACK)
         self._pack_size = 0
+        # Offloaded text -> the file holding exactly its UTF-8 bytes, for the recipes of
+        # add_original. The texts are the stages' str objects, alive anyway until the
+        # format has dumped (the whole-document core); dropped at commit.
+        self._texts: dict[str, str] = {}
         self.old: Path | None = None
         self.grown_from: str | None = None
         """sha256 of a start of the input whose offload this one may replace."""
 
     def put(self, area: str, key: str, text: str) -> str:
-        data = agent_text(text)
+        try:
+            data = text.encode("utf-8")
+            exact = True
+        except UnicodeEncodeError:  # a lone surrogate: the file holds U+FFFD instead
+            data, exact = agent_text(text), False
         digest = sha256(data)
         rel, new = self._names.assign(area, key, digest)
         if new:
@@ -176,9 +202,10 @@ class OffloadStore(DryRunOffload):
             if area_dir not in self._areas:
                 os.makedirs(area_dir, mode=0o700, exist_ok=True)
                 self._areas.add(area_dir)
-            with _open_private(Path(target)) as fh:
-                fh.write(data)
+            _write_private(target, data)
         self.files[rel] = digest
+        if exact and len(text) >= MIN_REF_CHARS:
+            self._texts.setdefault(text, rel)
         return self._names.display(rel)
 
     def adopt(self, previous: Path, manifest: dict[str, Any], pack_bytes: int) -> None:
@@ -212,12 +239,71 @@ class OffloadStore(DryRunOffload):
                     copied += n
             self._pack_size = pack_bytes
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
-        """Append an original record to the pack; return its restore op."""
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        """Keep an original record for restore; return its restore op.
+
+        ``texts`` are texts the record held (a format passes the old block texts of a
+        record it changed or dropped). Each one this store wrote to a file and that
+        sits in ``raw`` as a JSON string, escaped exactly as orjson or Python's
+        ``json.dumps`` would escape the file's text, is not copied to the pack: the op
+        is then a recipe ``["p", pieces, length, sha256]`` whose pieces are
+        ``[offset, length]`` (bytes from the pack), ``[rel]`` (the file's text as
+        orjson escapes it, quotes included), ``[rel, "ascii"]`` (as ``json.dumps``
+        does) or ``[rel, "nested"]`` (orjson's literal inside a JSON string, see
+        :data:`NESTED`). Otherwise, and always without ``texts``, the op is ``["b", offset,
+        length, sha256]``: the bytes are in the pack. Ops name only pack offsets and
+        file paths, so a later run may copy them together with the pack and files.
+        """
+        spans = self._spans(raw, texts) if self._texts else []
+        if not spans:
+            return ["b", self._append(raw), len(raw), sha256(raw)]
+        view = memoryview(raw)
+        pieces: list[list[Any]] = []
+        pos = 0
+        for start, end, ref in spans:
+            if start > pos:
+                pieces.append([self._append(view[pos:start]), start - pos])
+            pieces.append(ref)
+            pos = end
+        if pos < len(view):
+            pieces.append([self._append(view[pos:]), len(view) - pos])
+        return ["p", pieces, len(view), sha256(raw)]
+
+    def _append(self, data: bytes | memoryview) -> int:
+        """Write ``data`` to the pack; its offset there."""
         offset = self._pack_size
-        self._pack.write(raw)
-        self._pack_size += len(raw)
-        return ["b", offset, len(raw), sha256(raw)]
+        self._pack.write(data)
+        self._pack_size += len(data)
+        return offset
+
+    def _spans(
+        self, raw: bytes | memoryview, texts: Iterable[str]
+    ) -> list[tuple[int, int, list[Any]]]:
+        """Where offloaded ``texts`` sit in ``raw`` as JSON strings: sorted, disjoint."""
+        body: bytes | None = None
+        found: list[tuple[int, int, list[Any]]] = []
+        for text in texts:
+            if len(text) < MIN_REF_CHARS:
+                continue
+            rel = self._texts.get(text)
+            if rel is None:
+                continue
+            if body is None:
+                body = raw if isinstance(raw, bytes) else bytes(raw)
+            hits = _occurrences(body, escape_text(text), [rel])
+            if not hits and (not text.isascii() or "\x7f" in text):
+                hits = _occurrences(body, escape_text(text, ASCII), [rel, ASCII])
+            if not hits:
+                hits = _occurrences(body, escape_text(text, NESTED), [rel, NESTED])
+            found += hits
+        found.sort(key=lambda hit: hit[0])
+        disjoint: list[tuple[int, int, list[Any]]] = []
+        end = 0
+        for hit in found:
+            if hit[0] >= end:  # one text inside another, or listed twice: keep the first
+                disjoint.append(hit)
+                end = hit[1]
+        return disjoint
 
     def commit(self, manifest: dict[str, Any]) -> None:
         """Write the manifest and move the staging directory into place.
@@ -229,6 +315,7 @@ class OffloadStore(DryRunOffload):
         belongs to is still in place until the new output's rename, and a run killed
         in between leaves it restorable (:func:`restore_bytes` finds it).
         """
+        self._texts.clear()
         self._pack.flush()
         os.fsync(self._pack.fileno())
         self._pack.close()
@@ -272,6 +359,7 @@ class OffloadStore(DryRunOffload):
 
     def abort(self) -> None:
         """Remove the staging directory (after an error or Ctrl-C)."""
+        self._texts.clear()
         try:
             self._pack.close()
         except OSError:
@@ -366,10 +454,48 @@ def _open_private(path: Path) -> Any:
     return os.fdopen(fd, "wb")
 
 
+def _write_private(path: str, data: bytes) -> None:
+    """Create ``path`` (never an existing one) holding ``data``, readable by us only.
+
+    Plain ``os.write``: a buffered file object costs an ioctl, an lseek and an fstat
+    per file, and there are thousands of offloaded texts.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def escape_text(text: str, style: str = "") -> bytes:
+    """``text`` as a JSON string, quotes included, escaped in ``style``.
+
+    ``""``: as orjson writes it (and Python's ``json.dumps(ensure_ascii=False)``);
+    :data:`ASCII`: as Python's ``json.dumps`` writes it; :data:`NESTED`: orjson's
+    literal as it sits inside another JSON string.
+    """
+    if style == ASCII:
+        return json.dumps(text).encode("ascii")
+    if style == NESTED:
+        return orjson.dumps(orjson.dumps(text).decode("utf-8"))[1:-1]
+    return orjson.dumps(text)
+
+
+def _occurrences(body: bytes, literal: bytes, ref: list[Any]) -> list[tuple[int, int, list[Any]]]:
+    hits: list[tuple[int, int, list[Any]]] = []
+    start = body.find(literal)
+    while start >= 0:
+        hits.append((start, start + len(literal), list(ref)))
+        start = body.find(literal, start + len(literal))
+    return hits
+
+
 def _confined(rel: str) -> str:
     """A path inside the offload directory: relative, no ``..``, no empty part."""
-    parts = PurePosixPath(rel).parts
-    if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or ".." in parts:
+    # split, not PurePosixPath: as strict about "..", and a manifest lists thousands.
+    if not rel or rel.startswith("/") or "\\" in rel or "\0" in rel or ".." in rel.split("/"):
         raise ValueError(f"{rel!r} is not a path inside the offload directory")
     return rel
 
@@ -377,10 +503,12 @@ def _confined(rel: str) -> str:
 _Rel = Annotated[StrictStr, AfterValidator(_confined)]
 _Sha = Annotated[StrictStr, Field(pattern=r"^[0-9a-f]{64}$")]
 _Count = Annotated[StrictInt, Field(ge=0)]
+_Piece = tuple[_Count, _Count] | tuple[_Rel] | tuple[_Rel, Literal["ascii", "nested"]]
 _Step = (
     tuple[Literal["c"], _Count]
     | tuple[Literal["s"], _Count]
     | tuple[Literal["b"], _Count, _Count, _Sha]
+    | tuple[Literal["p"], list[_Piece], _Count, _Sha]
 )
 
 
@@ -548,8 +676,18 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
             or altered, or the reduced transcript is not the one it was made with.
     """
     manifest = load_manifest(offload_dir)
-    for rel, digest in manifest["files"].items():
-        _check_file(offload_dir, rel, digest)
+    # A file a recipe rebuilds a record from is checked when it is read for that.
+    referenced = {
+        piece[0]
+        for op in manifest["script"]
+        if op[0] == "p"
+        for piece in op[1]
+        if isinstance(piece[0], str)
+    }
+    files = _OffloadedFiles(offload_dir, manifest["files"])
+    for rel in manifest["files"]:
+        if rel not in referenced:
+            files.read(rel)
     if sha256(reduced) != manifest["output"]["sha256"]:
         previous = previous_offload(offload_dir, sha256(reduced))
         if previous is not None:
@@ -575,7 +713,7 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
             pos += op[1]
         elif op[0] == "s":
             pos += op[1]
-        else:
+        elif op[0] == "b":
             _, offset, length, digest = op
             piece = pack[offset : offset + length]
             if sha256(piece) != digest:
@@ -583,6 +721,8 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
                     f"{pack_path} is altered (record at offset {offset} fails its hash check)."
                 )
             out += piece
+        else:
+            out += _follow_recipe(op, pack, pack_path, files)
     result = bytes(out)
     if sha256(result) != manifest["input"]["sha256"]:
         raise RestoreError(
@@ -591,16 +731,80 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
     return result
 
 
-def _check_file(root: Path, rel: str, digest: str) -> None:
-    target = (root / rel).resolve()
-    if root.resolve() not in target.parents:
-        raise RestoreError(f"{root / MANIFEST} names a file outside the directory: {rel}")
-    try:
-        data = target.read_bytes()
-    except OSError:
-        raise RestoreError(f"offloaded file {root / rel} is missing.") from None
-    if sha256(data) != digest:
-        raise RestoreError(f"offloaded file {root / rel} was altered (sha256 mismatch).")
+def _follow_recipe(op: list[Any], pack: bytes, pack_path: Path, files: _OffloadedFiles) -> bytes:
+    """The original record a ``["p", ...]`` op describes (see ``OffloadStore.add_original``).
+
+    Each file it names is hash-checked as it is read, then the record itself.
+    """
+    _, pieces, length, digest = op
+    record = bytearray()
+    for piece in pieces:
+        if isinstance(piece[0], int):
+            offset, size = piece
+            record += pack[offset : offset + size]
+            continue
+        rel = piece[0]
+        try:
+            text = files.read(rel).decode("utf-8")
+        except UnicodeDecodeError:  # its hash matched: the manifest lists a non-text file
+            raise RestoreError(
+                f"{files.manifest} is damaged: a record is rebuilt from {rel}, "
+                "which is not UTF-8 text."
+            ) from None
+        record += escape_text(text, piece[1] if len(piece) > 1 else "")
+    if len(record) == length and sha256(memoryview(record)) == digest:
+        return bytes(record)
+    offsets = [piece[0] for piece in pieces if isinstance(piece[0], int)]
+    if not offsets:
+        raise RestoreError(
+            f"{files.manifest} is damaged: the record rebuilt from "
+            f"{', '.join(str(piece[0]) for piece in pieces)} fails its hash check."
+        )
+    raise RestoreError(
+        f"{pack_path} is altered (record at offset {offsets[0]} fails its hash check)."
+    )
+
+
+class _OffloadedFiles:
+    """Reads the files a manifest lists, each checked against its hash.
+
+    A file (or its folder) that is a link leading out of the directory is refused.
+    Folders are resolved once each, not once per file: resolving every path was most
+    of a large restore's time.
+    """
+
+    def __init__(self, root: Path, digests: dict[str, str]) -> None:
+        self.root = root
+        self.manifest = root / MANIFEST
+        self.digests = digests
+        self._real = os.path.realpath(root)
+        self._folders: dict[str, str] = {}
+
+    def read(self, rel: str) -> bytes:
+        digest = self.digests.get(rel)
+        if digest is None:
+            raise RestoreError(
+                f"{self.manifest} is damaged: a record is rebuilt from {rel}, "
+                "which it does not list."
+            )
+        path = os.path.join(self.root, rel)
+        folder, name = os.path.split(path)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder)
+        target = os.path.join(real, name)
+        if os.path.islink(target):
+            target = os.path.realpath(target)
+        if not target.startswith(self._real.rstrip("/") + "/"):
+            raise RestoreError(f"{self.manifest} names a file outside the directory: {rel}")
+        try:
+            with open(target, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            raise RestoreError(f"offloaded file {path} is missing.") from None
+        if sha256(data) != digest:
+            raise RestoreError(f"offloaded file {path} was altered (sha256 mismatch).")
+        return data
 
 
 def iter_offloaded(offload_dir: Path) -> Iterator[tuple[str, str]]:

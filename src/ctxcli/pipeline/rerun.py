@@ -246,6 +246,10 @@ def pack_end(ops: Sequence[Sequence[Any]]) -> int:
     for op in ops:
         if op[0] == "b":
             end = max(end, op[1] + op[2])
+        elif op[0] == "p":  # a recipe: pack pieces [offset, length] between file texts
+            for piece in op[1]:
+                if len(piece) == 2 and isinstance(piece[0], int) and isinstance(piece[1], int):
+                    end = max(end, piece[0] + piece[1])
     return end
 
 
