@@ -356,3 +356,14 @@ def test_the_exact_in_process_reducer_sends_what_a_full_reduction_would(tmp_path
         assert sent == fresh.reduce(messages[:n]).messages, n
         settled.append(live._state.settled)
     assert settled[-1] and settled == sorted(settled)
+
+
+def test_a_new_result_for_a_kept_call_makes_a_full_run(tmp_path: Path) -> None:
+    # Ids are reused in real files: a result that answers a call of the kept prefix
+    # would be reduced next to a stand-in without text, so the re-run runs in full.
+    start = session(30, seed=17)
+    late = {"role": "tool", "tool_call_id": "call_17_0", "content": "late " * 900}
+    whole = start + orjson.dumps(late) + b"\n"
+    grown, full = twin_runs(tmp_path, start, whole, CONFIGS["default-like"])
+    assert twin_runs.keepable and twin_runs.kept == 0  # type: ignore[attr-defined]
+    assert_same_as_full(grown, full, whole)

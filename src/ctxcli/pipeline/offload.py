@@ -547,15 +547,38 @@ class Manifest(BaseModel):
     pack: _Pack
 
 
+_PARSED: dict[str, tuple[tuple[int, int, int], Any]] = {}
+"""The last manifest parsed, by path, with the (inode, size, mtime) it had: a re-run
+reads its previous manifest (megabytes for a large session) three times."""
+
+
+def _parse_manifest(file: Path) -> Any:
+    """``file`` parsed as JSON, from :data:`_PARSED` while it is unchanged.
+
+    Raises:
+        OSError, orjson.JSONDecodeError: as reading and parsing would.
+    """
+    with open(file, "rb") as fh:
+        st = os.fstat(fh.fileno())
+        stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
+        hit = _PARSED.get(str(file))
+        if hit is not None and hit[0] == stamp:
+            return hit[1]
+        data = orjson.loads(fh.read())
+    _PARSED.clear()
+    _PARSED[str(file)] = (stamp, data)
+    return data
+
+
 def read_manifest(path: Path) -> dict[str, Any] | None:
     """The manifest of an offload directory, or None if it is not one."""
     try:
-        data = orjson.loads((path / MANIFEST).read_bytes())
+        data = _parse_manifest(path / MANIFEST)
     except (OSError, orjson.JSONDecodeError):
         return None
     if not isinstance(data, dict) or data.get("tool") != "ctx":
         return None
-    return data
+    return dict(data)
 
 
 def load_manifest(path: Path) -> dict[str, Any]:
@@ -566,7 +589,7 @@ def load_manifest(path: Path) -> dict[str, Any]:
     """
     file = path / MANIFEST
     try:
-        raw = file.read_bytes()
+        data = _parse_manifest(file)
     except FileNotFoundError:
         raise RestoreError(
             f"{path} is not a ctx offload directory (no {MANIFEST})",
@@ -574,11 +597,10 @@ def load_manifest(path: Path) -> dict[str, Any]:
         ) from None
     except IsADirectoryError:
         raise RestoreError(f"{file} is damaged: it is a directory.") from None
-    try:
-        data = orjson.loads(raw)
-        Manifest.model_validate(data)
     except orjson.JSONDecodeError as exc:
         raise RestoreError(f"{file} is damaged: not JSON ({exc}).") from None
+    try:
+        Manifest.model_validate(data)
     except ValidationError as exc:
         err = exc.errors()[0]
         # Union members show up in the location as type names: keep the real path.

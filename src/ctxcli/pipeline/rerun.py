@@ -164,7 +164,10 @@ def kept_record(
     """
     if not frontiers:
         return None
-    frontier = settled_prefix(conv_in, frontiers, doc.records)
+    # The kept calls have their results among the kept messages (load_tail checks
+    # that no new result answers one): the walk starts after them.
+    done_messages = previous.messages if previous is not None else 0
+    frontier = settled_prefix(conv_in, frontiers, doc.records, start=done_messages)
     if previous is not None:
         # What was kept stays kept: its decisions are final.
         frontier = max(frontier, previous.messages)
@@ -341,6 +344,14 @@ def load_tail(raw: bytes, path: str, fmt: Format, kept: Kept, on_invalid: str) -
     conv = doc.conversation
     if any(a is not b for a, b in zip(conv.messages, stand_ins, strict=False)):
         raise PrefixChanged("the kept prefix does not line up with the messages")
+    for mi in range(kept.messages, len(conv.messages)):
+        for bi, block in enumerate(conv.messages[mi].blocks):
+            if block.kind is Kind.TOOL_RESULT:
+                call = conv.call_of((mi, bi))
+                if call is not None and call[0] < kept.messages:
+                    # A new result answers a kept call (ids reused): its stages would
+                    # read a call whose text the stand-in does not hold.
+                    raise PrefixChanged("a new tool result answers a kept call")
     meta = {**conv.meta, "frozen": kept.messages}
     doc.conversation = Conversation(conv.messages, conv.format, meta)
     return doc

@@ -65,7 +65,11 @@ def _check_frozen(name: str, before: Conversation, after: Conversation) -> None:
 
 
 def settled_prefix(
-    conv: Conversation, frontiers: Sequence[int], records: Sequence[Record] | None = None
+    conv: Conversation,
+    frontiers: Sequence[int],
+    records: Sequence[Record] | None = None,
+    *,
+    start: int = 0,
 ) -> int:
     """How many leading messages a later run over a longer ``conv`` may keep as they are.
 
@@ -73,6 +77,7 @@ def settled_prefix(
     back so that no kept tool call lacks a result (a result still to come would be
     reduced next to a call its stages cannot read) and, for a file's ``records``, so
     that no kept record lacks its line end (an append would extend that line).
+    The calls of the first ``start`` messages are known to be answered among them.
     """
     if not frontiers:
         return 0
@@ -83,7 +88,7 @@ def settled_prefix(
             frontier -= 1
     while frontier > 0:
         first_open = frontier
-        for mi in range(frontier):
+        for mi in range(min(start, frontier), frontier):
             for bi, block in enumerate(messages[mi].blocks):
                 if block.kind is Kind.TOOL_CALL:
                     results = conv.results_of((mi, bi))
