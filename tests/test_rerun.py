@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -367,3 +368,19 @@ def test_a_new_result_for_a_kept_call_makes_a_full_run(tmp_path: Path) -> None:
     grown, full = twin_runs(tmp_path, start, whole, CONFIGS["default-like"])
     assert twin_runs.keepable and twin_runs.kept == 0  # type: ignore[attr-defined]
     assert_same_as_full(grown, full, whole)
+
+
+def test_an_offloaded_file_edited_since_is_written_anew(tmp_path: Path) -> None:
+    whole = session(40, seed=19)
+    os.chdir(tmp_path)
+    Path("session.jsonl").write_bytes(cut_at(whole, 0.7))
+    reduce_file("session.jsonl", "out.jsonl", config=CONFIGS["default-like"])
+    edited = sorted(Path("out.jsonl.offload/clear").iterdir())[0]
+    time.sleep(0.01)
+    edited.write_text("an agent wrote here")
+    Path("session.jsonl").write_bytes(whole)
+    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIGS["default-like"])
+    assert report.kept_lines == 0  # not trusted: a full run
+    assert edited.read_text() != "an agent wrote here"
+    restore_file("out.jsonl", "back.jsonl")
+    assert Path("back.jsonl").read_bytes() == whole

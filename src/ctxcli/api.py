@@ -309,7 +309,7 @@ def _reduce_and_commit(
         if resume is not None:
             try:
                 store.adopt(off_path, resume[1], pack_end(resume[0].script))
-            except OSError:  # the previous directory changed under us: run in full
+            except (OSError, OffloadError):  # the previous directory changed: run in full
                 store.abort()
                 store, resume = fresh_store(), None
         if resume is not None:

@@ -215,9 +215,16 @@ class OffloadStore(DryRunOffload):
         once written) under its name, so the same text put again under the same key
         writes nothing, and the first ``pack_bytes`` of its pack (the originals of
         the kept records) are copied to the start of this pack.
+
+        Raises:
+            OSError: a file is missing, or OffloadError: one changed after the
+                manifest was written (the caller runs in full instead).
         """
         # The manifest was validated (load_manifest): every name stays inside.
         source = os.fspath(previous)
+        # Written after every file it lists: a file changed since (an agent edited
+        # it) is not taken on trust; the caller then runs in full, writing it anew.
+        written = os.stat(os.path.join(source, MANIFEST)).st_mtime_ns
         taken, files = self._names.taken, self.files
         for rel, digest in manifest["files"].items():
             area, name = rel.split("/", 1)
@@ -225,15 +232,18 @@ class OffloadStore(DryRunOffload):
             if area_dir not in self._areas:
                 os.makedirs(area_dir, mode=0o700, exist_ok=True)
                 self._areas.add(area_dir)
-            os.link(os.path.join(source, rel), os.path.join(area_dir, name))
+            src = os.path.join(source, rel)
+            if os.stat(src).st_mtime_ns > written:
+                raise OffloadError(f"{src} changed after its run")
+            os.link(src, os.path.join(area_dir, name))
             taken[(area, name)] = digest
             files[rel] = digest
         if pack_bytes:
-            with open(previous / manifest["pack"]["name"], "rb") as src:
+            with open(previous / manifest["pack"]["name"], "rb") as pack:
                 self._pack.flush()
                 copied = 0
                 while copied < pack_bytes:
-                    n = os.copy_file_range(src.fileno(), self._pack.fileno(), pack_bytes - copied)
+                    n = os.copy_file_range(pack.fileno(), self._pack.fileno(), pack_bytes - copied)
                     if n == 0:
                         raise OffloadError(f"{previous / manifest['pack']['name']} is truncated")
                     copied += n
