@@ -18,6 +18,7 @@ import argparse
 import random
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -160,7 +161,7 @@ class _Writer:
         self.cache: dict[str, str] = {}
         self.calls = first_call
 
-    def emit(self, record: dict[str, object]) -> None:
+    def emit(self, record: Mapping[str, object]) -> None:
         line = orjson.dumps(record) + b"\n"
         self.parts.append(line)
         self.size += len(line)
