@@ -102,11 +102,20 @@ print(json.dumps({"s": s, "rss_kb": resource.getrusage(resource.RUSAGE_CHILDREN)
 
 
 def timed(
-    cmd: Sequence[str], env: dict[str, str], runs: int = 1, cwd: Path | None = None
+    cmd: Sequence[str],
+    env: dict[str, str],
+    runs: int = 1,
+    cwd: Path | None = None,
+    before: Callable[[], None] | None = None,
 ) -> tuple[float, float]:
-    """Wall seconds (best of ``runs``) and peak RSS (MB, largest process of the command)."""
+    """Wall seconds (best of ``runs``) and peak RSS (MB, largest process of the command).
+
+    ``before`` runs ahead of each run, untimed (to remove a previous run's output).
+    """
     best, peak = float("inf"), 0.0
     for _ in range(runs):
+        if before is not None:
+            before()
         # getrusage(CHILDREN) is a running maximum over a process's children, so each
         # measurement runs under a fresh helper process to get its own peak.
         _, out, _code = run([sys.executable, "-c", _RSS_HELPER, *cmd], env=env, cwd=cwd)
@@ -491,22 +500,28 @@ def main() -> int:
         rows.append(Row("ctx stats approx", s, mbytes, rss))
         out = work / "out.jsonl"
         red = [*CTX, "reduce", str(path), "-o", str(out), "--force", "-q"]
-        s, rss = timed(red, nocache, runs)
+
+        def fresh() -> None:
+            # Each reduce row writes a new output, as the floor does: replacing a previous
+            # run's offload is the incremental row's case, not these.
+            shutil.rmtree(work / "out.jsonl.offload", ignore_errors=True)
+            out.unlink(missing_ok=True)
+
+        s, rss = timed(red, nocache, runs, before=fresh)
         reduce_cl100k = s
         rows.append(
             Row("ctx reduce cl100k (no cache)", s, mbytes, rss, f"{s / fast:.2f}x its count")
         )
-        s, rss = timed([*red, "--tokenizer", "approx"], nocache, runs)
+        s, rss = timed([*red, "--tokenizer", "approx"], nocache, runs, before=fresh)
         reduce_approx = s
         rows.append(Row("ctx reduce approx", s, mbytes, rss))
         if engine != "tiktoken" and extras:
             tk_env = {**nocache, "CTX_TOKEN_ENGINE": "tiktoken"}
-            s, rss = timed(red, tk_env)
+            s, rss = timed(red, tk_env, before=fresh)
             rows.append(
                 Row("ctx reduce cl100k, tiktoken", s, mbytes, rss, f"{s / tk:.2f}x its count")
             )
-        shutil.rmtree(work / "out.jsonl.offload", ignore_errors=True)
-        out.unlink(missing_ok=True)
+        fresh()
         inc = incremental(path, work, nocache)
         rows += [inc.full, inc.rerun]
 
