@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
@@ -149,45 +151,76 @@ def _tool_output(rng: random.Random, cache: dict[str, str]) -> tuple[str, dict[s
     return "edit_file", {"path": rng.choice(_FILES), "old": _ident(rng), "new": _ident(rng)}, "ok"
 
 
+class _Writer:
+    """Rounds of assistant tool calls and their results, as JSONL lines."""
+
+    def __init__(self, seed: int, first_call: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.cache: dict[str, str] = {}
+        self.calls = first_call
+
+    def emit(self, record: Mapping[str, object]) -> None:
+        line = orjson.dumps(record) + b"\n"
+        self.parts.append(line)
+        self.size += len(line)
+
+    def rounds(self, target_bytes: int) -> None:
+        """Tool rounds (every call answered by its result) until ``target_bytes`` are out."""
+        rng = self.rng
+        while self.size < target_bytes:
+            calls = []
+            outputs = []
+            for _ in range(1 if rng.random() < 0.8 else rng.randint(2, 4)):
+                tool, args, output = _tool_output(rng, self.cache)
+                call_id = f"call_{self.calls:07d}"
+                self.calls += 1
+                calls.append(
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": tool, "arguments": orjson.dumps(args).decode()},
+                    }
+                )
+                outputs.append({"role": "tool", "tool_call_id": call_id, "content": output})
+            thought = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 60)))
+            self.emit({"role": "assistant", "content": thought, "tool_calls": calls})
+            for out in outputs:
+                self.emit(out)
+            if rng.random() < 0.05:
+                self.emit(
+                    {"role": "user", "content": "Keep going. " + " ".join(rng.sample(_WORDS, 6))}
+                )
+
+
 def generate(target_bytes: int, seed: int = 1) -> bytes:
     """The transcript as JSONL bytes, at least ``target_bytes`` long."""
-    rng = random.Random(seed)
-    parts: list[bytes] = []
-    size = 0
+    out = _Writer(seed)
+    out.emit({"role": "system", "content": "You are a careful coding agent. " * 40})
+    out.emit({"role": "user", "content": "The cache expiry test fails; find out why and fix it."})
+    out.rounds(target_bytes)
+    out.emit({"role": "assistant", "content": "Fixed: the expiry used ttl=0. All tests pass. ✅"})
+    return b"".join(out.parts)
 
-    def emit(record: dict[str, object]) -> None:
-        nonlocal size
-        line = orjson.dumps(record) + b"\n"
-        parts.append(line)
-        size += len(line)
 
-    emit({"role": "system", "content": "You are a careful coding agent. " * 40})
-    emit({"role": "user", "content": "The cache expiry test fails; find out why and fix it."})
-    cache: dict[str, str] = {}
-    n = 0
-    while size < target_bytes:
-        calls = []
-        outputs = []
-        for _ in range(1 if rng.random() < 0.8 else rng.randint(2, 4)):
-            tool, args, output = _tool_output(rng, cache)
-            call_id = f"call_{n:07d}"
-            n += 1
-            calls.append(
-                {
-                    "id": call_id,
-                    "type": "function",
-                    "function": {"name": tool, "arguments": orjson.dumps(args).decode()},
-                }
-            )
-            outputs.append({"role": "tool", "tool_call_id": call_id, "content": output})
-        thought = " ".join(rng.choice(_WORDS) for _ in range(rng.randint(5, 60)))
-        emit({"role": "assistant", "content": thought, "tool_calls": calls})
-        for out in outputs:
-            emit(out)
-        if rng.random() < 0.05:
-            emit({"role": "user", "content": "Keep going. " + " ".join(rng.sample(_WORDS, 6))})
-    emit({"role": "assistant", "content": "Fixed: the expiry used ttl=0. All tests pass. ✅"})
-    return b"".join(parts)
+_CALL_ID = re.compile(rb'"tool_call_id":"call_(\d+)"')
+
+
+def extend(transcript: bytes, extra_bytes: int, seed: int = 2) -> bytes:
+    """Lines that continue ``transcript`` (from :func:`generate`) by ``extra_bytes`` or more.
+
+    ``transcript + extend(transcript, n)`` is one valid session, as an agent's file
+    grows: the user asks for more, the assistant runs further tool rounds (call ids
+    go on from the transcript's last one, each call answered) and ends with a reply.
+    """
+    last = transcript.rfind(b'"tool_call_id":"call_')
+    found = _CALL_ID.match(transcript, last) if last >= 0 else None
+    out = _Writer(seed, int(found.group(1)) + 1 if found else 0)
+    out.emit({"role": "user", "content": "Now make the retry test pass as well."})
+    out.rounds(extra_bytes)
+    out.emit({"role": "assistant", "content": "Done: retries back off now. All tests pass. ✅"})
+    return b"".join(out.parts)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -52,6 +54,53 @@ def test_version_imports_no_heavy_module(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert result.stdout == f"ctx {__version__}\n"
     assert result.stderr.strip() == ""
+
+
+STATS_CODE = """
+import sys
+sys.argv = ["ctx", "stats", sys.argv[1], "--json"]
+from ctxcli._entry import main
+try:
+    main()
+except SystemExit as exc:
+    assert not exc.code, exc.code
+print(",".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+# What `ctx stats --json` of one file has no use for: the report page, remote storage,
+# dataset rows, the config schema, validation, sessions, the terminal tables, the API
+# client. Each is imported by the command that needs it (ctxcli/cli/app.py).
+NOT_FOR_STATS = (
+    "ctxcli.report",
+    "ctxcli.storage",
+    "ctxcli.rows",
+    "ctxcli.pipeline.schema",
+    "ctxcli.formats.validate",
+    "ctxcli.sessions",
+    "ctxcli.cli.render",
+    "rich",
+    "anthropic",
+    "httpx",
+)
+
+
+def test_stats_json_imports_only_what_it_uses(tmp_path: Path) -> None:
+    env = {**os.environ, "CTX_CACHE_DIR": str(tmp_path / "cache"), "CTX_NO_PLUGINS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-c", STATS_CODE, str(SAMPLE)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["tokens_before"] > 0
+    modules = result.stderr.strip().splitlines()[-1].split(",")
+    assert "ctxcli.api" in modules  # the check sees the command's imports
+    loaded = sorted(
+        m for m in modules for top in NOT_FOR_STATS if m == top or m.startswith(top + ".")
+    )
+    assert loaded == []
 
 
 REPO = Path(__file__).resolve().parent.parent

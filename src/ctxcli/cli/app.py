@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
 import typer.core
 
-from ctxcli import api, batch, storage
+from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import boundary, console
@@ -48,11 +48,16 @@ from ctxcli.cli.sessions import (
     sessions,
 )
 from ctxcli.core.errors import CtxError, ExitCode
-from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.report import Report
-from ctxcli.report import ReportData
 from ctxcli.services.tokens import CountOptions
+
+if TYPE_CHECKING:
+    from ctxcli.report import ReportData
+
+# Start-up: what only some commands need (remote storage, the report package,
+# validation, batches of files) is imported in those commands, so `ctx stats --json`
+# of one file loads none of it (tests/test_layering.py keeps it so).
 
 app = typer.Typer(
     name="ctx",
@@ -223,6 +228,8 @@ def reduce(
             output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
+        from ctxcli import storage
+
         remote = storage.is_url(source) or storage.is_url(output) or storage.is_url(offload_dir)
         if remote and in_place:
             raise CtxError("--in-place takes a local file; pass -o for a URL.")
@@ -502,6 +509,8 @@ def restore(
                 )
             )
         reduced = _resolve_input(picked[0] if picked else None)
+        from ctxcli import storage
+
         if storage.is_url(reduced) or storage.is_url(output) or storage.is_url(offload_dir):
             data = storage.restore_url(reduced, output, offload_dir=offload_dir)
             if output == api.STDIO:
@@ -557,6 +566,8 @@ def validate(
         ctx validate reduced.jsonl
     """
 
+    from ctxcli.formats.validate import validate_bytes
+
     with _errors():
         check_on_invalid(on_invalid)
         paths = _validate_paths(session_input(inputs, session, last, project), allow_empty)
@@ -602,6 +613,8 @@ def validate(
 
 def _validate_paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
     """Files to validate: a directory stands for its transcripts, as for reduce and stats."""
+    from ctxcli import batch
+
     if not inputs:
         return [_resolve_input(None)]
     paths: list[str] = []

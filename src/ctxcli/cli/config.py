@@ -12,7 +12,6 @@ import typer
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.pipeline.config import load_config
-from ctxcli.pipeline.schema import config_to_dict, config_to_toml, schema_text
 
 config_app = typer.Typer(
     name="config",
@@ -46,6 +45,8 @@ def check(
     \b
         ctx config check ctx.toml
     """
+    # Imported here, as in schema(): other commands' start-up does not need it.
+    from ctxcli.pipeline.schema import config_to_dict, config_to_toml
 
     with _errors():
         config = load_config(file)
@@ -74,6 +75,7 @@ def schema() -> None:
     \b
         ctx config schema > ctx.schema.json
     """
+    from ctxcli.pipeline.schema import schema_text
 
     with _errors():
         console.write_stdout(schema_text().encode())
