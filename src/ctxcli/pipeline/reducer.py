@@ -8,11 +8,13 @@ the reduced transcript back. Everything above (files, batches, rows) calls this.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
-from ctxcli.core.restore import RestoreScript
+from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats import Document, Split, load, split_collection
+from ctxcli.formats.base import RELEASE_BYTES, Input, release
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
@@ -26,7 +28,7 @@ __all__ = ["reduce_bytes"]
 
 
 def reduce_bytes(
-    raw: bytes,
+    raw: Input,
     *,
     config: Config | None = None,
     offload: DryRunOffload | None = None,
@@ -93,7 +95,8 @@ def reduce_bytes(
         counter.close()
     if split is None:
         doc, (conv, reports) = docs[0], runs[0]
-        output, script = doc.format.dump(doc, conv, offload)
+        output, script = doc.format.dump(doc, conv, _Releasing(offload, raw))
+        release(raw)  # the copied records were read by the join
         name, units = doc.format.name, doc.format.units
     else:
         output, script = _join(raw, split, docs, [conv for conv, _ in runs], offload)
@@ -132,7 +135,7 @@ def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) 
 
 
 def _join(
-    raw: bytes,
+    raw: Input,
     split: Split,
     docs: list[Document],
     convs: list[Conversation],
@@ -147,11 +150,30 @@ def _join(
     script = RestoreScript()
     if all(out is None for out in outputs):
         script.copy()
-        return raw, script
+        return raw[:], script
     output = split.join(outputs)
-    script.original(offload.add_original(raw))
+    script.original(offload.add_original(memoryview(raw)))
     script.skip()
     return output, script
+
+
+class _Releasing:
+    """The originals sink a dump writes to, giving a mapped input's pages back as it goes.
+
+    The dump reads every changed record's original bytes to pack them: without this,
+    those pages (most of a well-reduced input) would all be resident again at the end.
+    """
+
+    def __init__(self, sink: OriginalsSink, raw: Input) -> None:
+        self._sink, self._raw, self._read = sink, raw, 0
+
+    def add_original(self, raw: bytes | memoryview) -> list[Any]:
+        op = self._sink.add_original(raw)
+        self._read += len(raw)
+        if self._read >= RELEASE_BYTES:
+            release(self._raw)
+            self._read = 0
+        return op
 
 
 def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
