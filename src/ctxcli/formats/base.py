@@ -35,7 +35,7 @@ Slicing either gives ``bytes``; record views (``Record.raw``) point into either.
 pages can be given back once read (:func:`release`): they re-fault from the page cache.
 """
 
-RELEASE_BYTES = 16 << 20
+RELEASE_BYTES = 4 << 20
 """How much of a mapped input is read between two :func:`release` calls."""
 
 

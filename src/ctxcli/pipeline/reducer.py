@@ -93,6 +93,15 @@ def reduce_bytes(
         kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
+    single = split is None
+    tokens_before = sum(ledger.total(d.conversation) for d in docs)
+    tokens_after = sum(ledger.total(conv) for conv, _ in runs)
+    resume: tuple[int, int] | None = None
+    if single and docs[0].conversation.resume_start is not None:
+        resume = _resume_tokens(ledger, docs[0].conversation), _resume_tokens(ledger, runs[0][0])
+    # Every count is taken: the ledger's hold on the stages' intermediate messages (the
+    # previews a later stage replaced) goes before the dump adds the output.
+    ledger.retain(())
     if split is None:
         doc, (conv, reports) = docs[0], runs[0]
         output, script = doc.format.dump(doc, conv, _Releasing(offload, raw))
@@ -102,14 +111,13 @@ def reduce_bytes(
         output, script = _join(raw, split, docs, [conv for conv, _ in runs], offload)
         reports = _merge([r for _, r in runs])
         name, units = split.format, "document"
-    single = split is None
     report = Report(
         input=path,
         format=name,
         tokenizer=config.settings.tokenizer,
         messages=sum(len(d.conversation) for d in docs),
-        tokens_before=sum(ledger.total(d.conversation) for d in docs),
-        tokens_after=sum(ledger.total(conv) for conv, _ in runs),
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
         bytes_before=len(raw),
         bytes_after=len(output),
         stages=reports,
@@ -117,9 +125,8 @@ def reduce_bytes(
         warnings=[w for d in docs for w in d.warnings] + cache_notes,
         monitors=conversation_monitors(docs[0].conversation) if monitors and single else {},
     )
-    if single and docs[0].conversation.resume_start is not None:
-        report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation)
-        report.resume_tokens_after = _resume_tokens(ledger, runs[0][0])
+    if resume is not None:
+        report.resume_tokens_before, report.resume_tokens_after = resume
     return Reduced(output, report, script.ops, units, kept)
 
 
