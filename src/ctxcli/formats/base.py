@@ -142,12 +142,13 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-def join_parts(parts: Sequence[bytes | memoryview]) -> bytes:
+def join_parts(parts: list[bytes | memoryview]) -> bytes:
     """``b"".join(parts)``, giving a mapped input's pages back as its records are copied.
 
     Reading a record of a map faults its neighbours in too (the kernel maps up to 64 KB
     around a fault): copying a few MB of records scattered over the input would make
-    all of it resident again.
+    all of it resident again. ``parts`` is emptied as it is copied (the output is not
+    held twice).
     """
     maps = {
         id(p.obj): p.obj
@@ -157,9 +158,10 @@ def join_parts(parts: Sequence[bytes | memoryview]) -> bytes:
     if not maps:
         return b"".join(parts)
     out = io.BytesIO()
-    for i, part in enumerate(parts, 1):
-        out.write(part)
-        if i % 128 == 0:
+    for i in range(len(parts)):
+        out.write(parts[i])
+        parts[i] = b""
+        if i % 128 == 127:
             for m in maps.values():
                 release(m)
     for m in maps.values():
