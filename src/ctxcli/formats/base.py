@@ -45,10 +45,11 @@ def release(raw: Input, end: int | None = None) -> None:
     ``MADV_DONTNEED`` on a read-only file map only unmaps the pages: the next read of
     them faults them in again from the page cache, so nothing is lost.
     """
-    if isinstance(raw, mmap.mmap) and len(raw):
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on Windows: pages stay
+    if isinstance(raw, mmap.mmap) and len(raw) and dontneed is not None:
         length = len(raw) if end is None else end - end % mmap.PAGESIZE
         if length > 0:
-            raw.madvise(mmap.MADV_DONTNEED, 0, length)
+            raw.madvise(dontneed, 0, length)
 
 
 @dataclass(slots=True)

@@ -41,7 +41,9 @@ def reduce_bytes(
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
-    With the default ``offload`` (a dry run) nothing is written: this is what
+    ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
+    given back as they are parsed, packed and copied. With the default ``offload``
+    (a dry run) nothing is written: this is what
     ``ctx stats`` runs. Pass an :class:`~ctxcli.pipeline.offload.OffloadStore` to keep the
     removed texts. ``counting`` says whether to use the count cache and how many
     processes may count (default: the cache and every core, for large inputs).
