@@ -101,9 +101,10 @@ def reduce_bytes(
     resume: tuple[int, int] | None = None
     if single and docs[0].conversation.resume_start is not None:
         resume = _resume_tokens(ledger, docs[0].conversation), _resume_tokens(ledger, runs[0][0])
-    # Every count is taken: the ledger's hold on the stages' intermediate messages (the
-    # previews a later stage replaced) goes before the dump adds the output.
+    # Every count is taken: the ledger's and the counter's hold on the stages'
+    # intermediate texts (the previews a later stage replaced) goes before the dump.
     ledger.retain(())
+    counter.trim(0)
     if split is None:
         doc, (conv, reports) = docs[0], runs[0]
         output, script = doc.format.dump(doc, conv, _Releasing(offload, raw))
