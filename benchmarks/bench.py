@@ -395,8 +395,8 @@ class Incremental:
 def incremental(path: Path, work: Path, env: dict[str, str]) -> Incremental:
     """``ctx reduce IN -o OUT``, 1% appended to IN, the same command again (OUT in place).
 
-    The command is the approx reduce row's (``--force`` replaces the offload directory of
-    an input that changed). The re-run must write what a fresh run on the grown file
+    The command is the approx reduce row's, without ``--force``: a grown input may
+    replace its own offload directory. The re-run must write what a fresh run on the grown file
     writes, compared byte for byte; the text names offload files by the path given to
     ``-o``, so both runs are given ``out.jsonl`` in their own directory. ``ctx restore``
     of the re-run's output must give the grown file back.
@@ -405,7 +405,7 @@ def incremental(path: Path, work: Path, env: dict[str, str]) -> Incremental:
     here.mkdir()
     src = here / "in.jsonl"
     shutil.copyfile(path, src)
-    cmd = [*CTX, "reduce", "in.jsonl", "-o", "out.jsonl", "--force", "-q", "--tokenizer", "approx"]
+    cmd = [*CTX, "reduce", "in.jsonl", "-o", "out.jsonl", "-q", "--tokenizer", "approx"]
     mbytes = src.stat().st_size / MB
     s, rss = timed(cmd, env, cwd=here)
     full = Row("ctx reduce approx, full (incremental)", s, mbytes, rss)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import mmap
 import os
 import secrets
+import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,6 +16,7 @@ from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.restore import sha256
 from ctxcli.formats import get_format
+from ctxcli.formats.base import RELEASE_BYTES, Input, release
 from ctxcli.pipeline.chain import Restored, match_reduction, restore_chain
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import (
@@ -49,7 +52,7 @@ __all__ = [
 STDIO = "-"
 
 
-def default_offload_dir(output: str | None, config: Config, data: bytes | None = None) -> str:
+def default_offload_dir(output: str | None, config: Config, data: Input | None = None) -> str:
     """Where removed text goes when no offload directory is given.
 
     One rule: beside a file output (``OUT.offload``); for output to stdout, a directory
@@ -62,7 +65,7 @@ def default_offload_dir(output: str | None, config: Config, data: bytes | None =
         return f"{output}.offload"
     if data is None:
         return "ctx-offload"
-    return f"ctx-offload/{sha256(data)[:12]}"
+    return f"ctx-offload/{digest(data)[:12]}"
 
 
 def offload_siblings(root: str) -> list[Path]:
@@ -103,12 +106,72 @@ def read_input(path: str) -> bytes:
         return sys.stdin.buffer.read()
     try:
         return Path(path).read_bytes()
-    except FileNotFoundError:
-        raise TranscriptError(path, None, "no such file") from None
-    except IsADirectoryError:
-        raise TranscriptError(path, None, "is a directory; pass a transcript file") from None
     except OSError as exc:
-        raise TranscriptError(path, None, f"cannot read ({exc.strerror})") from None
+        raise _unreadable(path, exc) from None
+
+
+def _unreadable(path: str, exc: OSError) -> TranscriptError:
+    if isinstance(exc, FileNotFoundError):
+        return TranscriptError(path, None, "no such file")
+    if isinstance(exc, IsADirectoryError):
+        return TranscriptError(path, None, "is a directory; pass a transcript file")
+    return TranscriptError(path, None, f"cannot read ({exc.strerror})")
+
+
+MAP_MIN_BYTES = 1 << 20
+"""Inputs from this size on are mapped, not read (:func:`open_input`)."""
+
+
+def open_input(path: str) -> tuple[Input, os.stat_result | None]:
+    """The bytes of ``path``, and the file's status when they are a map of it.
+
+    A regular file of :data:`MAP_MIN_BYTES` or more is mapped read-only instead of read:
+    its pages are given back once parsed (:func:`~ctxcli.formats.base.release`), so a
+    run does not hold the input and its parsed records at once. Check the returned
+    status with :func:`check_unchanged` before using the result: a map shows what is in
+    the file now, not a snapshot. (A file truncated under the map kills the process
+    with SIGBUS: in-place and session runs, whose file a client may rewrite, read bytes.)
+    """
+    if path == STDIO:
+        return read_input(path), None
+    try:
+        with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if stat.S_ISREG(st.st_mode) and st.st_size >= max(MAP_MIN_BYTES, 1):
+                return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
+            return fh.read(), None  # a pipe is read once, from this open
+    except OSError as exc:
+        raise _unreadable(path, exc) from None
+
+
+def digest(data: Input) -> str:
+    """Hex SHA-256 of ``data``; a map is read in steps, its pages given back as it goes."""
+    if isinstance(data, bytes):
+        return sha256(data)
+    return _hash_into(hashlib.sha256(), data, 0, len(data)).hexdigest()
+
+
+def _hash_into(h: hashlib._Hash, data: Input, start: int, end: int) -> hashlib._Hash:
+    """``h`` updated with ``data[start:end]``; a map's pages are given back as it goes."""
+    view = memoryview(data)
+    if isinstance(data, bytes):
+        h.update(view[start:end])
+        return h
+    for pos in range(start, end, RELEASE_BYTES):
+        h.update(view[pos : min(pos + RELEASE_BYTES, end)])
+        release(data, min(pos + RELEASE_BYTES, end))
+    return h
+
+
+def changed_since(path: str, st: os.stat_result | None) -> bool:
+    """True if the mapped file ``path`` is not as it was when mapped (``st``)."""
+    if st is None:
+        return False
+    try:
+        now = os.stat(path)
+    except OSError:
+        return True
+    return (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
@@ -190,12 +253,17 @@ def reduce_file(
     config = config or load_config()
     input_name = str(input)
     out_name = _check_output(input_name, None if output is None else str(output), in_place)
-    data = raw if raw is not None else read_input(input_name)
+    st: os.stat_result | None = None
+    if raw is not None or in_place:
+        data: Input = raw if raw is not None else read_input(input_name)
+    else:
+        data, st = open_input(input_name)
     root = (
         str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config, data)
     )
     previous: list[str] = []
     if in_place:
+        assert isinstance(data, bytes)  # read, not mapped: the output replaces the input
         previous = [str(p.resolve()) for p in _reductions_of(data, input_name, root)]
         if previous:
             # Already a ctx output: a rerun that changes nothing writes nothing; one that
@@ -228,6 +296,7 @@ def reduce_file(
         write=write,
         cite_as=cite_as,
         incremental=incremental,
+        mapped=st,
     )
     return reduced.report, reduced.output
 
@@ -265,7 +334,7 @@ def _ledger_dirs(data: bytes, name: str) -> list[Path]:
 
 
 def _reduce_and_commit(
-    data: bytes,
+    data: Input,
     input_name: str,
     out_name: str | None,
     root: str,
@@ -280,8 +349,14 @@ def _reduce_and_commit(
     write: Callable[[bytes], None] | None,
     cite_as: str | None = None,
     incremental: bool = True,
+    mapped: os.stat_result | None = None,
 ) -> Reduced:
-    """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`)."""
+    """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`).
+
+    ``mapped`` is the input file's status when ``data`` is a map of it: a file changed
+    during the run is refused unless its mapped bytes are still those hashed first
+    (lines appended to a session are not part of this run, as with a read).
+    """
     out_path = None if out_name in (None, STDIO) else Path(str(out_name))
     off_path, display = _offload_path(root)
     keep = [Path(input_name)] if input_name != STDIO else []
@@ -297,6 +372,9 @@ def _reduce_and_commit(
         )
         if not incremental:
             resume = None
+    # First, before reading for the run: the check below compares the map with it. A
+    # re-run's check hashed the previous input's bytes already.
+    input_sha = _hash_into(input_hash, data, hashed, len(data)).hexdigest()
 
     def fresh_store() -> OffloadStore:
         store = OffloadStore(off_path, root_cited, force=force)
@@ -342,9 +420,14 @@ def _reduce_and_commit(
                 monitors=False,
                 keep=incremental and out_path is not None and not in_place,
             )
-        # Hashed once each (a re-run hashed the kept prefix of the input already).
-        input_hash.update(memoryview(data)[hashed:])
-        input_sha, output_sha = input_hash.hexdigest(), sha256(reduced.output)
+        if changed_since(input_name, mapped) and digest(data) != input_sha:
+            raise TranscriptError(
+                input_name,
+                None,
+                "the file changed while ctx read it; run again once it is no longer "
+                "being rewritten, or reduce a copy",
+            )
+        output_sha = sha256(reduced.output)
         manifest = {
             "tool": "ctx",
             "version": MANIFEST_VERSION,
@@ -380,7 +463,7 @@ def _reduce_and_commit(
 
 
 def _resume(
-    data: bytes,
+    data: Input,
     input_hash: hashlib._Hash,
     out_path: Path,
     off_path: Path,
@@ -404,7 +487,7 @@ def _resume(
             return None, 0, None
     except (CtxError, OSError):
         return None, 0, None  # no usable previous run: a full one
-    input_hash.update(memoryview(data)[:old])
+    _hash_into(input_hash, data, 0, old)
     if input_hash.copy().hexdigest() != manifest["input"]["sha256"]:
         return None, old, None
     grown = str(manifest["input"]["sha256"])
@@ -469,7 +552,11 @@ def stats_file(
     """
 
     config = config or load_config()
-    data = raw if raw is not None else read_input(str(input))
+    st: os.stat_result | None = None
+    if raw is not None:
+        data: Input = raw
+    else:
+        data, st = open_input(str(input))
     out_name = _check_output(str(input), None if output is None else str(output), in_place)
     if offload_dir is not None:
         root = str(offload_dir)
@@ -489,6 +576,19 @@ def stats_file(
             on_invalid=on_invalid,
             counting=counting,
         )
+        if changed_since(str(input), st):
+            # The map showed the file while it changed: count a snapshot of it instead.
+            snapshot = read_input(str(input))
+            return stats_file(
+                input,
+                config=config,
+                on_invalid=on_invalid,
+                raw=snapshot,
+                counting=counting,
+                output=output,
+                offload_dir=offload_dir,
+                in_place=in_place,
+            )
         if cache is not None and key is not None:
             store_report(cache, key, reduced.report)
         return reduced.report

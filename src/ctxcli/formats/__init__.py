@@ -19,6 +19,7 @@ from ctxcli.formats.base import (
     PLUGIN_GROUP,
     Document,
     Format,
+    Input,
     OutRecord,
     Record,
     State,
@@ -65,6 +66,7 @@ FORMATS: dict[str, Format] = FORMAT_REGISTRY.loaded
 # own: each part is read by an ordinary format.
 from ctxcli.formats.collection import Collection, Split  # noqa: E402
 from ctxcli.formats.dataset_rows import MessageRows  # noqa: E402
+from ctxcli.formats.json_doc import is_jsonl  # noqa: E402
 from ctxcli.formats.openhands import OpenHandsOutput  # noqa: E402
 from ctxcli.formats.taubench import TauBenchRuns  # noqa: E402
 
@@ -73,7 +75,7 @@ COLLECTIONS: dict[str, Collection] = {
 }
 
 
-def split_collection(raw: bytes, path: str = "<stdin>", *, format: str = "auto") -> Split | None:
+def split_collection(raw: Input, path: str = "<stdin>", *, format: str = "auto") -> Split | None:
     """The trajectories of a file holding many, or None for a single transcript.
 
     Raises:
@@ -98,7 +100,7 @@ def split_collection(raw: bytes, path: str = "<stdin>", *, format: str = "auto")
         # One row may also be a whole document (a compact mini-swe-agent trajectory):
         # its document format knows it better.
         if len(split.parts) == 1 and any(
-            fmt.units == "document" and fmt.try_load_document(raw, path) is not None  # type: ignore[attr-defined]
+            fmt.units == "document" and fmt.try_load_document(raw[:], path) is not None  # type: ignore[attr-defined]
             for fmt in FORMATS.values()
         ):
             return None
@@ -139,7 +141,7 @@ def detect_format(records: list[Any], path: str) -> Format:
 
 
 def load(
-    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "auto"
+    raw: Input, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "auto"
 ) -> Document:
     """Parse a transcript of any supported format.
 
@@ -153,12 +155,15 @@ def load(
     """
     if format != "auto":
         fmt = get_format(format)
-        return fmt.load(raw, path, on_invalid=on_invalid)
-    for fmt in registry().values():
-        if fmt.units == "document":
-            loaded: Document | None = fmt.try_load_document(raw, path)  # type: ignore[attr-defined]
-            if loaded is not None:
-                return loaded
+        # A whole document is parsed whole: a map of it saves nothing (``raw[:]`` of
+        # bytes is the same object, of a map a copy).
+        return fmt.load(raw if fmt.units == "lines" else raw[:], path, on_invalid=on_invalid)
+    if isinstance(raw, bytes) or not is_jsonl(raw):
+        for fmt in registry().values():
+            if fmt.units == "document":
+                loaded: Document | None = fmt.try_load_document(raw[:], path)  # type: ignore[attr-defined]
+                if loaded is not None:
+                    return loaded
     records = parse_lines(raw, path, on_invalid="error" if on_invalid == "error" else "keep")
     try:
         fmt = detect_format([r.data for r in records if r.data is not None], path)

@@ -8,7 +8,9 @@ and the restore script are done here once, for all formats.
 
 from __future__ import annotations
 
+import io
 import json
+import mmap
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +27,29 @@ from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain, numbers_m
 
 BOM = b"\xef\xbb\xbf"
 Path_ = tuple[str | int, ...]
+
+Input = bytes | mmap.mmap
+"""A transcript's bytes: in memory, or a read-only map of its file (``api.open_input``).
+
+Slicing either gives ``bytes``; record views (``Record.raw``) point into either. A map's
+pages can be given back once read (:func:`release`): they re-fault from the page cache.
+"""
+
+RELEASE_BYTES = 4 << 20
+"""How much of a mapped input is read between two :func:`release` calls."""
+
+
+def release(raw: Input, end: int | None = None) -> None:
+    """Give back the resident pages of a mapped input (up to ``end``); bytes are kept.
+
+    ``MADV_DONTNEED`` on a read-only file map only unmaps the pages: the next read of
+    them faults them in again from the page cache, so nothing is lost.
+    """
+    dontneed = getattr(mmap, "MADV_DONTNEED", None)  # not on Windows: pages stay
+    if isinstance(raw, mmap.mmap) and len(raw) and dontneed is not None:
+        length = len(raw) if end is None else end - end % mmap.PAGESIZE
+        if length > 0:
+            raw.madvise(dontneed, 0, length)
 
 
 @dataclass(slots=True)
@@ -68,7 +93,7 @@ class Document:
 
     path: str
     format: Format
-    raw: bytes
+    raw: Input
     records: list[Record]
     conversation: Conversation
     warnings: list[str] = field(default_factory=list)
@@ -119,6 +144,33 @@ class Problem:
         """``path:line: message``."""
         where = f"{path}:{self.line}" if self.line is not None else path
         return f"{where}: {self.message}"
+
+
+def join_parts(parts: list[bytes | memoryview]) -> bytes:
+    """``b"".join(parts)``, giving a mapped input's pages back as its records are copied.
+
+    Reading a record of a map faults its neighbours in too (the kernel maps up to 64 KB
+    around a fault): copying a few MB of records scattered over the input would make
+    all of it resident again. ``parts`` is emptied as it is copied (the output is not
+    held twice).
+    """
+    maps = {
+        id(p.obj): p.obj
+        for p in parts
+        if isinstance(p, memoryview) and isinstance(p.obj, mmap.mmap)
+    }
+    if not maps:
+        return b"".join(parts)
+    out = io.BytesIO()
+    for i in range(len(parts)):
+        out.write(parts[i])
+        parts[i] = b""
+        if i % 128 == 127:
+            for m in maps.values():
+                release(m)
+    for m in maps.values():
+        release(m)
+    return out.getvalue()
 
 
 # --- copy-on-write access to nested JSON -----------------------------------------
@@ -307,7 +359,7 @@ class Format:
             data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
         return data
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
+    def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
         records = parse_lines(raw, path, on_invalid=self.on_invalid(on_invalid))
         return self.build(raw, path, records)
@@ -318,7 +370,7 @@ class Format:
             return "keep" if self.skips_invalid_lines else "error"
         return on_invalid
 
-    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
         warnings: list[str] = []
         for key, rec in enumerate(records):
@@ -341,7 +393,7 @@ class Format:
         return rec
 
     def assemble(
-        self, raw: bytes, path: str, records: list[Record], warnings: list[str] | None = None
+        self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
     ) -> Document:
         """The document of records whose messages are attached already.
 
@@ -471,7 +523,7 @@ class Format:
                 script.original(blobs.add_original(orig.raw, _texts_of(orig)))
             parts.append(lead + body + end)
             script.skip()
-        return b"".join(parts), script
+        return join_parts(parts), script
 
 
 PLUGIN_GROUP = "ctxcli.formats.v1"
@@ -579,7 +631,7 @@ def _ends_with_newline(doc: Document) -> bool:
     return not doc.records or doc.records[-1].terminator != b""
 
 
-def parse_lines(raw: bytes, path: str, *, on_invalid: str = "error") -> list[Record]:
+def parse_lines(raw: Input, path: str, *, on_invalid: str = "error") -> list[Record]:
     """Split JSONL bytes into records, parsing each line.
 
     Blank lines are kept as records without data. A line that is not JSON is an
@@ -598,11 +650,16 @@ def raise_first_invalid(records: Sequence[Record], path: str) -> None:
             raise TranscriptError(path, rec.line, rec.invalid, remedy=Remedy.KEEP_INVALID)
 
 
-def _parse_lines(raw: bytes, path: str) -> list[Record]:
-    if not raw or raw.isspace():  # strip() would copy the whole input to find out
+def _parse_lines(raw: Input, path: str) -> list[Record]:
+    if not raw or _NON_SPACE.search(raw) is None:  # strip() would copy the input to find out
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
     records: list[Record] = []
+    read = released = 0
     for i, unit in enumerate(_line_views(raw)):
+        read += len(unit)
+        if read - released >= RELEASE_BYTES:  # a mapped input's parsed pages go back
+            release(raw, read)
+            released = read
         rec = Record(unit, i + 1)
         body = _body_view(unit)  # no copy: orjson parses the view
         if _blank(body):
@@ -616,11 +673,13 @@ def _parse_lines(raw: bytes, path: str) -> list[Record]:
                 reason = "incomplete last line; was the file still being written?"
             rec.invalid = f"not valid JSON ({reason})"
         records.append(rec)
+    release(raw)
     return records
 
 
 _LINE_END = (0x0A, 0x0D)
 _SPACE = frozenset(b" \t\n\r\x0b\x0c")
+_NON_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
 
 
 def _body_view(unit: memoryview) -> memoryview:
@@ -639,7 +698,7 @@ def _blank(body: memoryview) -> bool:
     return not bytes(body).strip()
 
 
-def _line_views(data: bytes) -> Iterator[memoryview]:
+def _line_views(data: Input) -> Iterator[memoryview]:
     """Zero-copy views of the lines of ``data``, each with its terminator."""
     view = memoryview(data)
     start, end_of_data = 0, len(data)

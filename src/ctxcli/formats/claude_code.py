@@ -43,7 +43,16 @@ from ctxcli.formats.anthropic import (
     require_recognised,
     write_content,
 )
-from ctxcli.formats.base import Document, Format, OutRecord, Problem, Record, State, register_format
+from ctxcli.formats.base import (
+    Document,
+    Format,
+    Input,
+    OutRecord,
+    Problem,
+    Record,
+    State,
+    register_format,
+)
 
 KNOWN_TYPES = {
     "user",
@@ -331,7 +340,7 @@ class ClaudeCode(Format):
                 )
         return problems
 
-    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         require_recognised(
             records,
             path,

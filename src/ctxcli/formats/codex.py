@@ -38,6 +38,7 @@ from ctxcli.formats.anthropic import drop_emptied, json_text, require_recognised
 from ctxcli.formats.base import (
     Document,
     Format,
+    Input,
     OutRecord,
     Path_,
     Record,
@@ -234,7 +235,7 @@ class Codex(Format):
                 blocks.append(Block(Kind.OTHER, slot=(path, "keep")))
         return blocks
 
-    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         require_recognised(
             records, path, _is_codex, "a Codex rollout record ({timestamp, type, payload})"
         )

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.restore import split_units
-from ctxcli.formats.base import BOM, Record, dumps_like, loads_record, parse_lines
+from ctxcli.formats.base import BOM, Input, Record, dumps_like, loads_record, parse_lines
 
 __all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
 
@@ -55,7 +55,7 @@ class Collection:
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
 
-    def split(self, raw: bytes, path: str) -> Split | None:
+    def split(self, raw: Input, path: str) -> Split | None:
         """The trajectories in ``raw``, or None if ``raw`` is not this kind of file."""
         raise NotImplementedError
 
@@ -63,9 +63,9 @@ class Collection:
 _NON_SPACE = re.compile(rb"\S")
 
 
-def first_value(raw: bytes) -> int:
+def first_value(raw: Input) -> int:
     """Where the first JSON value of ``raw`` starts (after a BOM and blanks), or -1."""
-    m = _NON_SPACE.search(raw, len(BOM) if raw.startswith(BOM) else 0)
+    m = _NON_SPACE.search(raw, len(BOM) if raw[:3] == BOM else 0)
     return m.start() if m else -1
 
 
@@ -113,7 +113,7 @@ class JsonlRows(Collection):
                 return column
         return None
 
-    def split(self, raw: bytes, path: str) -> Split | None:
+    def split(self, raw: Input, path: str) -> Split | None:
         # Only the first line is looked at before deciding: no copy of a large input.
         start = first_value(raw)
         if start < 0 or raw[start : start + 1] != b"{":

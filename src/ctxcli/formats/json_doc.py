@@ -44,6 +44,7 @@ from ctxcli.formats.base import (
     BOM,
     Document,
     Format,
+    Input,
     OutRecord,
     Record,
     State,
@@ -52,6 +53,7 @@ from ctxcli.formats.base import (
     register_format,
     style_of,
 )
+from ctxcli.formats.collection import first_value
 from ctxcli.formats.jsontext import Style, dumps_keeping
 from ctxcli.formats.jsontext import item_spans as _item_spans
 from ctxcli.formats.jsontext import member_span as _member_span
@@ -68,17 +70,21 @@ V0_CALL = "swe_v0"  # the codec of the tool-call block ctx reads from a v0 ``act
 _NON_SPACE = re.compile(rb"\S")
 
 
-def _is_jsonl(body: bytes) -> bool:
+def is_jsonl(raw: Input) -> bool:
     """True if the first line is a whole JSON value and more follows: JSONL, not a document.
 
     Checked first because the whole-document parse of a JSONL file fails only after
     the stdlib fallback has decoded all of it (seconds and gigabytes on a large file).
+    Only the first line is read (a mapped input is not copied).
     """
-    end = body.find(b"\n")
-    if end == -1 or _NON_SPACE.search(body, end + 1) is None:
+    start = first_value(raw)
+    if start < 0 or raw[start : start + 1] not in (b"[", b"{"):
+        return False
+    end = raw.find(b"\n", start)
+    if end == -1 or _NON_SPACE.search(raw, end + 1) is None:
         return False
     try:
-        loads_record(body[:end])
+        loads_record(raw[start:end])
     except (ValueError, RecursionError):
         return False
     return True
@@ -225,7 +231,7 @@ class JsonDocument(Format):
         stripped = body.lstrip()
         if not stripped or stripped[:1] not in (b"[", b"{"):
             return None
-        if _is_jsonl(stripped):
+        if is_jsonl(raw):
             return None
         try:
             value = loads_record(body)
@@ -264,8 +270,8 @@ class JsonDocument(Format):
             doc.extra["copies"] = (copies, (start, end), value[COPIES_KEY])
         return doc
 
-    def load(self, raw: bytes, path: str, *, on_invalid: str = "auto") -> Document:
-        doc = self.try_load_document(raw, path, allow_empty=True)
+    def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
+        doc = self.try_load_document(raw[:], path, allow_empty=True)
         if doc is None:
             raise TranscriptError(
                 path,
@@ -371,7 +377,7 @@ class JsonDocument(Format):
         script = RestoreScript()
         if all(r.state is State.COPY for r in plan):
             script.copy()
-            return doc.raw, script
+            return doc.raw[:], script  # a document is always held as bytes
         layout: Layout = doc.extra["layout"]
         same_layout = all(r.state in (State.COPY, State.CHANGED) for r in plan)
         items = []
@@ -393,7 +399,7 @@ class JsonDocument(Format):
         text = layout.head + layout.join(items, same_layout) + layout.tail
         if "copies" in doc.extra:
             text = _rewrite_copies(text, layout, doc.extra["copies"], plan)
-        script.original(blobs.add_original(doc.raw))
+        script.original(blobs.add_original(doc.raw[:]))
         script.skip()
         return layout.lead + text.encode("utf-8", "surrogatepass"), script
 

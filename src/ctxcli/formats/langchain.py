@@ -27,6 +27,7 @@ from ctxcli.formats.anthropic import drop_emptied, json_text, require_recognised
 from ctxcli.formats.base import (
     Document,
     Format,
+    Input,
     OutRecord,
     Path_,
     Record,
@@ -109,7 +110,7 @@ class LangChain(Format):
             return False
         return any(_shape(r)[0] is not None for r in records)
 
-    def build(self, raw: bytes, path: str, records: list[Record]) -> Document:
+    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         require_recognised(
             records,
             path,

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ctxcli.formats.base import Document, Record
+from ctxcli.formats.base import Document, Input, Record
 from ctxcli.formats.codex import Codex
 
 __all__ = ["OpenAIResponses"]
@@ -32,7 +32,7 @@ class OpenAIResponses(Codex):
         return super().to_message(data, key, line, path)
 
     def assemble(
-        self, raw: bytes, path: str, records: list[Record], warnings: list[str] | None = None
+        self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
     ) -> Document:
         # Consecutive assistant items (reasoning, text, parallel calls) are one model
         # response and share a group, as in a Codex rollout.

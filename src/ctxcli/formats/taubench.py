@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxcli.core.restore import encode_text
-from ctxcli.formats.base import BOM, loads_record
+from ctxcli.formats.base import BOM, Input, loads_record
 from ctxcli.formats.collection import (
     Collection,
     Part,
@@ -40,11 +40,11 @@ class TauBenchRuns(Collection):
     name = "taubench_runs"
     description = "tau-bench results: a JSON array of runs [{task_id, traj: [messages]}, ...]"
 
-    def split(self, raw: bytes, path: str) -> Split | None:
+    def split(self, raw: Input, path: str) -> Split | None:
         start = first_value(raw)
         if start < 0 or raw[start : start + 1] != b"[":
             return None
-        lead = BOM if raw.startswith(BOM) else b""
+        lead = BOM if raw[:3] == BOM else b""
         body = raw[len(lead) :]
         try:
             runs = loads_record(body)

@@ -7,12 +7,14 @@ the reduced transcript back. Everything above (files, batches, rows) calls this.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
-from ctxcli.core.restore import RestoreScript
+from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats import Document, Split, get_format, load, split_collection
+from ctxcli.formats.base import RELEASE_BYTES, Input, release
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
@@ -34,7 +36,7 @@ __all__ = ["reduce_bytes"]
 
 
 def reduce_bytes(
-    raw: bytes,
+    raw: Input,
     *,
     config: Config | None = None,
     offload: DryRunOffload | None = None,
@@ -49,7 +51,9 @@ def reduce_bytes(
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
-    With the default ``offload`` (a dry run) nothing is written: this is what
+    ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
+    given back as they are parsed, packed and copied. With the default ``offload``
+    (a dry run) nothing is written: this is what
     ``ctx stats`` runs. Pass an :class:`~ctxcli.pipeline.offload.OffloadStore` to keep the
     removed texts. ``counting`` says whether to use the count cache and how many
     processes may count (default: the cache and every core, for large inputs).
@@ -127,16 +131,41 @@ def reduce_bytes(
         kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
+    single = split is None
+    tokens_before = sum(ledger.total(d.conversation) for d in docs)
+    tokens_after = sum(ledger.total(conv) for conv, _ in runs)
+    if prefix is not None:  # the kept stand-ins count 0: their tokens are the manifest's
+        tokens_before += prefix.tokens[0]
+        tokens_after += prefix.tokens[-1]
+    resumed: tuple[int, int] | None = None
+    if single and docs[0].conversation.resume_start is not None:
+        kept_in: dict[int, int] = {}
+        kept_out: dict[int, int] = {}
+        if prefix is not None:
+            for msg, (n_in, n_out) in zip(
+                docs[0].conversation.messages, prefix.per_message, strict=False
+            ):
+                kept_in[id(msg)], kept_out[id(msg)] = n_in, n_out
+        resumed = (
+            _resume_tokens(ledger, docs[0].conversation, kept_in),
+            _resume_tokens(ledger, runs[0][0], kept_out),
+        )
+    # Every count is taken: the ledger's and the counter's hold on the stages'
+    # intermediate texts (the previews a later stage replaced) goes before the dump.
+    ledger.retain(())
+    counter.trim(0)
     rerun = None
     if split is None:
         doc, (conv, reports) = docs[0], runs[0]
+        sink = _Releasing(offload, raw)
         if resume is None:
-            output, script = doc.format.dump(doc, conv, offload)
+            output, script = doc.format.dump(doc, conv, sink)
             ops = script.ops
         else:
-            tail, script = doc.format.dump(doc, conv, offload, start=resume.kept.records)
+            tail, script = doc.format.dump(doc, conv, sink, start=resume.kept.records)
             output = resume.output + tail
             ops = merge_ops(resume.script, script.ops)
+        release(raw)  # the copied records were read by the join
         name, units = doc.format.name, doc.format.units
         if frontiers is not None and counts is not None:
             digest = config_digest(config, doc.format, offload.root, on_invalid)
@@ -146,16 +175,13 @@ def reduce_bytes(
         ops = script.ops
         reports = _merge([r for _, r in runs])
         name, units = split.format, "document"
-    single = split is None
     report = Report(
         input=path,
         format=name,
         tokenizer=config.settings.tokenizer,
         messages=sum(len(d.conversation) for d in docs),
-        tokens_before=sum(ledger.total(d.conversation) for d in docs)
-        + (prefix.tokens[0] if prefix else 0),
-        tokens_after=sum(ledger.total(conv) for conv, _ in runs)
-        + (prefix.tokens[-1] if prefix else 0),
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
         bytes_before=len(raw),
         bytes_after=len(output),
         stages=reports,
@@ -163,16 +189,8 @@ def reduce_bytes(
         warnings=[w for d in docs for w in d.warnings] + cache_notes,
         monitors=conversation_monitors(docs[0].conversation) if monitors and single else {},
     )
-    if single and docs[0].conversation.resume_start is not None:
-        kept_in: dict[int, int] = {}
-        kept_out: dict[int, int] = {}
-        if prefix is not None:  # the stand-ins count 0: their tokens are the manifest's
-            for msg, (n_in, n_out) in zip(
-                docs[0].conversation.messages, prefix.per_message, strict=False
-            ):
-                kept_in[id(msg)], kept_out[id(msg)] = n_in, n_out
-        report.resume_tokens_before = _resume_tokens(ledger, docs[0].conversation, kept_in)
-        report.resume_tokens_after = _resume_tokens(ledger, runs[0][0], kept_out)
+    if resumed is not None:
+        report.resume_tokens_before, report.resume_tokens_after = resumed
     if prefix is not None:
         for i, stage in enumerate(report.stages):
             stage.tokens_before += prefix.tokens[i]
@@ -193,7 +211,7 @@ def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) 
 
 
 def _join(
-    raw: bytes,
+    raw: Input,
     split: Split,
     docs: list[Document],
     convs: list[Conversation],
@@ -208,11 +226,30 @@ def _join(
     script = RestoreScript()
     if all(out is None for out in outputs):
         script.copy()
-        return raw, script
+        return raw[:], script
     output = split.join(outputs)
-    script.original(offload.add_original(raw))
+    script.original(offload.add_original(memoryview(raw)))
     script.skip()
     return output, script
+
+
+class _Releasing:
+    """The originals sink a dump writes to, giving a mapped input's pages back as it goes.
+
+    The dump reads every changed record's original bytes to pack them: without this,
+    those pages (most of a well-reduced input) would all be resident again at the end.
+    """
+
+    def __init__(self, sink: OriginalsSink, raw: Input) -> None:
+        self._sink, self._raw, self._read = sink, raw, 0
+
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        op = self._sink.add_original(raw, texts)
+        self._read += len(raw)
+        if self._read >= RELEASE_BYTES:
+            release(self._raw)
+            self._read = 0
+        return op
 
 
 def _merge(runs: list[list[StageReport]]) -> list[StageReport]:

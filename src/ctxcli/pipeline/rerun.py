@@ -38,7 +38,7 @@ from ctxcli._version import __version__
 from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
-from ctxcli.formats.base import Record, parse_lines
+from ctxcli.formats.base import Input, Record, parse_lines
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.run import settled_prefix
 from ctxcli.pipeline.stats_cache import code_fingerprint
@@ -280,7 +280,7 @@ def _unit_end(output: bytes, units: int) -> int:
 
 def resume_from(
     manifest: dict[str, Any],
-    raw: bytes,
+    raw: Input,
     input_sha: hashlib._Hash,
     output: bytes,
     digest: str,
@@ -324,7 +324,7 @@ def resume_from(
     return Resume(kept, manifest["format"], output[: _unit_end(output, units)], script)
 
 
-def load_tail(raw: bytes, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
+def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
     """The document of ``raw`` with the kept records unparsed and their messages stand-ins."""
     stand_ins = [_stand_in(item) for item in kept.structure]
     skeletons = kept.skeletons or [None] * kept.records

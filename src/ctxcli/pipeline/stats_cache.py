@@ -24,6 +24,7 @@ import orjson
 
 from ctxcli._version import __version__
 from ctxcli.formats import registry as format_registry
+from ctxcli.formats.base import Input
 from ctxcli.pipeline.report import Report
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.token_cache import TokenCache
@@ -76,7 +77,7 @@ def code_fingerprint() -> bytes:
     return _FINGERPRINT
 
 
-def report_key(data: bytes, path: str, config: Config, on_invalid: str) -> bytes | None:
+def report_key(data: Input, path: str, config: Config, on_invalid: str) -> bytes | None:
     """The cache key of ``ctx stats`` on ``data``, or None if it must not be cached."""
     if config.settings.tokenizer not in OFFLINE_TOKENIZERS:
         return None
@@ -144,7 +145,7 @@ def store_report(cache: TokenCache, key: bytes, report: Report) -> None:
 
 
 def cached_stats(
-    data: bytes, path: str, config: Config, on_invalid: str
+    data: Input, path: str, config: Config, on_invalid: str
 ) -> tuple[TokenCache | None, bytes | None, Report | None]:
     """Open the cache and look the report up: (cache, key, report or None).
 
