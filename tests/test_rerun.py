@@ -384,3 +384,23 @@ def test_an_offloaded_file_edited_since_is_written_anew(tmp_path: Path) -> None:
     assert edited.read_text() != "an agent wrote here"
     restore_file("out.jsonl", "back.jsonl")
     assert Path("back.jsonl").read_bytes() == whole
+
+
+def test_a_manifest_naming_files_outside_is_not_trusted_by_a_rerun(tmp_path: Path) -> None:
+    whole = session(40, seed=23)
+    os.chdir(tmp_path)
+    Path("session.jsonl").write_bytes(cut_at(whole, 0.7))
+    reduce_file("session.jsonl", "out.jsonl", config=CONFIGS["default-like"])
+    path = Path("out.jsonl.offload/manifest.json")
+    manifest = json.loads(path.read_bytes())
+    manifest["files"]["clear/../../session.jsonl"] = "0" * 64
+    path.write_bytes(orjson.dumps(manifest))
+    Path("session.jsonl").write_bytes(whole)
+    # Not a previous run ctx can vouch for: replacing it takes force, and runs in full.
+    with pytest.raises(OffloadError, match="another transcript"):
+        reduce_file("session.jsonl", "out.jsonl", config=CONFIGS["default-like"])
+    report, _ = reduce_file(
+        "session.jsonl", "out.jsonl", config=CONFIGS["default-like"], force=True
+    )
+    assert report.kept_lines == 0
+    assert Path("session.jsonl").read_bytes() == whole  # the file it named is untouched

@@ -25,7 +25,7 @@ from ctxcli.pipeline.offload import (
     OffloadStore,
     check_offload_location,
     commit_lock,
-    load_manifest,
+    manifest_for_rerun,
     remove_stale,
 )
 from ctxcli.pipeline.reducer import reduce_bytes
@@ -480,13 +480,10 @@ def _resume(
     read (hashed once: the caller goes on hashing from there); its output must be
     unchanged on disk.
     """
-    try:
-        manifest = load_manifest(off_path)
-        old = manifest["input"]["bytes"]
-        if len(data) <= old:
-            return None, 0, None
-    except (CtxError, OSError):
+    manifest = manifest_for_rerun(off_path)
+    if manifest is None or len(data) <= manifest["input"]["bytes"]:
         return None, 0, None  # no usable previous run: a full one
+    old = manifest["input"]["bytes"]
     _hash_into(input_hash, data, 0, old)
     if input_hash.copy().hexdigest() != manifest["input"]["sha256"]:
         return None, old, None
@@ -499,7 +496,10 @@ def _resume(
     except (CtxError, OSError):
         return None, old, grown
     digest = config_digest(config, fmt, root, on_invalid)
-    resume = resume_from(manifest, data, input_hash.copy(), output, digest)
+    try:
+        resume = resume_from(manifest, data, input_hash.copy(), output, digest)
+    except (KeyError, TypeError, IndexError, ValueError):
+        resume = None  # a manifest damaged where the re-run reads it: a full run
     return ((resume, manifest) if resume is not None else None), old, grown
 
 

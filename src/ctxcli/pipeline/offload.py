@@ -226,18 +226,28 @@ class OffloadStore(DryRunOffload):
         # it) is not taken on trust; the caller then runs in full, writing it anew.
         written = os.stat(os.path.join(source, MANIFEST)).st_mtime_ns
         taken, files = self._names.taken, self.files
-        for rel, digest in manifest["files"].items():
-            area, name = rel.split("/", 1)
-            area_dir = os.path.join(self._staging_real, area)
-            if area_dir not in self._areas:
-                os.makedirs(area_dir, mode=0o700, exist_ok=True)
-                self._areas.add(area_dir)
-            src = os.path.join(source, rel)
-            if os.stat(src).st_mtime_ns > written:
-                raise OffloadError(f"{src} changed after its run")
-            os.link(src, os.path.join(area_dir, name))
-            taken[(area, name)] = digest
-            files[rel] = digest
+        fds: dict[str, tuple[int, int]] = {}  # area -> (its old fd, its new fd)
+        try:
+            for rel, digest in manifest["files"].items():
+                area, name = rel.split("/", 1)
+                pair = fds.get(area)
+                if pair is None:
+                    area_dir = os.path.join(self._staging_real, area)
+                    if area_dir not in self._areas:
+                        os.makedirs(area_dir, mode=0o700, exist_ok=True)
+                        self._areas.add(area_dir)
+                    flags = os.O_RDONLY | os.O_DIRECTORY
+                    old_fd = os.open(os.path.join(source, area), flags)
+                    fds[area] = pair = (old_fd, os.open(area_dir, flags))
+                if os.stat(name, dir_fd=pair[0], follow_symlinks=False).st_mtime_ns > written:
+                    raise OffloadError(f"{source}/{rel} changed after its run")
+                os.link(name, name, src_dir_fd=pair[0], dst_dir_fd=pair[1], follow_symlinks=False)
+                taken[(area, name)] = digest
+                files[rel] = digest
+        finally:
+            for pair in fds.values():
+                os.close(pair[0])
+                os.close(pair[1])
         if pack_bytes:
             with open(previous / manifest["pack"]["name"], "rb") as pack:
                 self._pack.flush()
@@ -589,6 +599,56 @@ def read_manifest(path: Path) -> dict[str, Any] | None:
     if not isinstance(data, dict) or data.get("tool") != "ctx":
         return None
     return dict(data)
+
+
+def manifest_for_rerun(path: Path) -> dict[str, Any] | None:
+    """The manifest of an offload directory, checked as far as a re-run relies on it.
+
+    :func:`load_manifest` validates every op and file (a second of a 1 GB session's
+    re-run); a re-run reads only the input and output sides, the pack's name and the
+    files' names, which are checked here (names stay inside the directory), and copies
+    the kept records' ops, which ``ctx restore`` validates when it reads them.
+    """
+    manifest = read_manifest(path)
+    if manifest is None:
+        return None
+    try:
+        sides = [manifest["input"], manifest["output"]]
+        if not all(
+            isinstance(side.get("bytes"), int) and isinstance(side.get("sha256"), str)
+            for side in sides
+        ):
+            return None
+        files = manifest["files"]
+        if not (
+            isinstance(manifest["format"], str)
+            and isinstance(manifest["script"], list)
+            and isinstance(files, dict)
+            and _plain(manifest["pack"]["name"])
+        ):
+            return None
+        for rel, digest in files.items():
+            area, _, name = rel.partition("/")
+            if not (_AREA.fullmatch(area) and _plain(name) and isinstance(digest, str)):
+                return None
+    except (KeyError, TypeError, AttributeError):
+        return None
+    return manifest
+
+
+_AREA = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def _plain(name: Any) -> bool:
+    """A file name that stays in its directory: no separator, no NUL, no leading dot."""
+    return (
+        isinstance(name, str)
+        and bool(name)
+        and not name.startswith(".")
+        and "/" not in name
+        and "\\" not in name
+        and "\0" not in name
+    )
 
 
 def load_manifest(path: Path) -> dict[str, Any]:

@@ -136,13 +136,15 @@ def _structure(msg: Message) -> list[Any]:
     ]
 
 
+_KINDS = {kind.value: kind for kind in Kind}
+
+
 def _stand_in(item: Sequence[Any]) -> Message:
     role, key, group, blocks = item
+    kinds = _KINDS
     return Message(
         role,
-        tuple(
-            Block(Kind(kind), "", call_id, name, bool(err)) for kind, call_id, name, err in blocks
-        ),
+        tuple([Block(kinds[kind], "", call_id, name, err) for kind, call_id, name, err in blocks]),
         key,
         group,
     )
@@ -344,6 +346,9 @@ def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: str) -
     conv = doc.conversation
     if any(a is not b for a, b in zip(conv.messages, stand_ins, strict=False)):
         raise PrefixChanged("the kept prefix does not line up with the messages")
+    # The stages get this very object: the links worked out below are theirs too.
+    conv = Conversation(conv.messages, conv.format, {**conv.meta, "frozen": kept.messages})
+    doc.conversation = conv
     for mi in range(kept.messages, len(conv.messages)):
         for bi, block in enumerate(conv.messages[mi].blocks):
             if block.kind is Kind.TOOL_RESULT:
@@ -352,6 +357,4 @@ def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: str) -
                     # A new result answers a kept call (ids reused): its stages would
                     # read a call whose text the stand-in does not hold.
                     raise PrefixChanged("a new tool result answers a kept call")
-    meta = {**conv.meta, "frozen": kept.messages}
-    doc.conversation = Conversation(conv.messages, conv.format, meta)
     return doc
