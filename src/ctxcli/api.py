@@ -383,33 +383,9 @@ def _reduce_and_commit(
 
     store = fresh_store()
     try:
-        reduced = None
-        if resume is not None:
-            try:
-                store.adopt(off_path, resume[1], pack_end(resume[0].script))
-            except (OSError, OffloadError):  # the previous directory changed: run in full
-                store.abort()
-                store, resume = fresh_store(), None
-        if resume is not None:
-            try:
-                reduced = reduce_bytes(
-                    data,
-                    config=config,
-                    offload=store,
-                    path=input_name,
-                    on_invalid=on_invalid,
-                    log=log,
-                    counting=counting,
-                    monitors=False,
-                    keep=True,
-                    resume=resume[0],
-                )
-            except PrefixChanged:
-                # A stage or the format reached into the kept prefix: run in full.
-                store.abort()
-                store = fresh_store()
-        if reduced is None:
-            reduced = reduce_bytes(
+
+        def run(kept: Resume | None) -> Reduced:
+            return reduce_bytes(
                 data,
                 config=config,
                 offload=store,
@@ -419,7 +395,21 @@ def _reduce_and_commit(
                 counting=counting,
                 monitors=False,
                 keep=incremental and out_path is not None and not in_place,
+                resume=kept,
             )
+
+        reduced = None
+        if resume is not None:
+            try:
+                store.adopt(off_path, resume[1], pack_end(resume[0].script))
+                reduced = run(resume[0])
+            except (OSError, OffloadError, PrefixChanged):
+                # The previous directory changed under us, or a stage or the format
+                # reached into the kept prefix: run in full.
+                store.abort()
+                store = fresh_store()
+        if reduced is None:
+            reduced = run(None)
         if changed_since(input_name, mapped) and digest(data) != input_sha:
             raise TranscriptError(
                 input_name,

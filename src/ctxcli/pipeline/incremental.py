@@ -246,11 +246,12 @@ def run_increment(
     """
     k, chain = state.shared_prefix(records, seed)
     exact = exact and bool(stages) and all(sc.stage.frontier is not None for sc in stages)
-    try:
+
+    def run(previous: PrefixState, shared: int) -> tuple[Increment, PrefixState]:
         return _increment(
-            state,
+            previous,
             records,
-            k,
+            shared,
             chain,
             exact,
             fmt,
@@ -266,27 +267,12 @@ def run_increment(
             state.sent,
             k,
         )
+
+    try:
+        return run(state, k)
     except PrefixChanged:
         # A stage reached into the kept prefix: decide everything again.
-        return _increment(
-            PrefixState(),
-            records,
-            0,
-            chain,
-            exact,
-            fmt,
-            stages,
-            ledger,
-            offload,
-            language,
-            log,
-            services,
-            path,
-            index_offset,
-            keep_originals,
-            state.sent,
-            k,
-        )
+        return run(PrefixState(), 0)
 
 
 def _increment(
