@@ -12,15 +12,17 @@ decisions no appended message can change (truncation: all of them; clearing: tho
 before the rounds and results it protects). The kept prefix is the smallest of them,
 moved back so that no tool call is kept without its results and no record that lacks
 its line end is kept (an append would extend it). The manifest records it
-(:func:`kept_record`): where it ends in the input and the output, the roles, tool ids
-and names of its messages (no texts) and its tokens at every stage.
+(:func:`kept_record`): where it ends in the input, the roles, tool ids and names of its
+messages (no texts), their tokens at every stage and what the format needs of its
+records (:meth:`~ctxcli.formats.base.Format.skeleton`); where it ends in the output is
+read off the restore script (:func:`script_cut`).
 
 The next run (:func:`resume_from`) checks that the input starts with the recorded
 input's bytes (its sha256), that the output and the configuration are those of that run,
 and then parses only the records after the prefix. The stages see the whole
 conversation, the prefix as text-less stand-ins (``Conversation.frozen``), so a stage
 can still count results and rounds from the start; the pipeline refuses any change to
-them (:class:`~ctxcli.pipeline.run.PrefixChanged`, and the caller runs in full). The
+them (:class:`~ctxcli.core.errors.PrefixChanged`, and the caller runs in full). The
 output is the previous output's bytes for the prefix followed by the new part, and the
 restore script the previous script's ops for the prefix followed by the new ones.
 """
@@ -48,6 +50,7 @@ __all__ = [
     "Kept",
     "Resume",
     "chain_supports",
+    "config_digest",
     "kept_record",
     "load_tail",
     "merge_ops",
