@@ -128,7 +128,7 @@ def open_input(path: str) -> tuple[Input, os.stat_result | None]:
     A regular file of :data:`MAP_MIN_BYTES` or more is mapped read-only instead of read:
     its pages are given back once parsed (:func:`~ctxcli.formats.base.release`), so a
     run does not hold the input and its parsed records at once. Check the returned
-    status with :func:`check_unchanged` before using the result: a map shows what is in
+    status with :func:`changed_since` after using the result: a map shows what is in
     the file now, not a snapshot. (A file truncated under the map kills the process
     with SIGBUS: in-place and session runs, whose file a client may rewrite, read bytes.)
     """
