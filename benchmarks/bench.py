@@ -105,20 +105,19 @@ def timed(
     cmd: Sequence[str],
     env: dict[str, str],
     runs: int = 1,
-    cwd: Path | None = None,
-    before: Callable[[], None] | None = None,
+    cwd: Path | Callable[[], Path] | None = None,
 ) -> tuple[float, float]:
     """Wall seconds (best of ``runs``) and peak RSS (MB, largest process of the command).
 
-    ``before`` runs ahead of each run, untimed (to remove a previous run's output).
+    ``cwd`` may be a function giving each run a new directory to run in, so that a
+    command writing relative paths writes new files every time.
     """
     best, peak = float("inf"), 0.0
     for _ in range(runs):
-        if before is not None:
-            before()
+        where = cwd() if callable(cwd) else cwd
         # getrusage(CHILDREN) is a running maximum over a process's children, so each
         # measurement runs under a fresh helper process to get its own peak.
-        _, out, _code = run([sys.executable, "-c", _RSS_HELPER, *cmd], env=env, cwd=cwd)
+        _, out, _code = run([sys.executable, "-c", _RSS_HELPER, *cmd], env=env, cwd=where)
         result = orjson.loads(out)
         if result["code"] != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed ({result['code']}): {result['err']}")
@@ -498,30 +497,34 @@ def main() -> int:
         grown.unlink()
         s, rss = timed([*CTX, "stats", str(path), "--json", "--tokenizer", "approx"], nocache, runs)
         rows.append(Row("ctx stats approx", s, mbytes, rss))
-        out = work / "out.jsonl"
-        red = [*CTX, "reduce", str(path), "-o", str(out), "--force", "-q"]
+        red = [*CTX, "reduce", str(path.resolve()), "-o", "out.jsonl", "-q"]
+        made = iter(range(1_000_000))
 
-        def fresh() -> None:
-            # Each reduce row writes a new output, as the floor does: replacing a previous
-            # run's offload is the incremental row's case, not these.
-            shutil.rmtree(work / "out.jsonl.offload", ignore_errors=True)
-            out.unlink(missing_ok=True)
+        def fresh() -> Path:
+            # Each reduce row writes a new output in a new directory, as the floor does
+            # (replacing a previous run's offload is the incremental row's case). Nothing
+            # is deleted until the bench ends: on ext4 without a journal, as here, a file
+            # created within minutes of thousands being deleted costs ~0.45 ms instead of
+            # ~0.03 ms (perf: find_inode_bit -> recently_deleted), so removing the previous
+            # run's offload first timed that removal's aftermath, not ctx (3-4 s of 5).
+            d = work / f"run-{next(made)}"
+            d.mkdir()
+            return d
 
-        s, rss = timed(red, nocache, runs, before=fresh)
+        s, rss = timed(red, nocache, runs, cwd=fresh)
         reduce_cl100k = s
         rows.append(
             Row("ctx reduce cl100k (no cache)", s, mbytes, rss, f"{s / fast:.2f}x its count")
         )
-        s, rss = timed([*red, "--tokenizer", "approx"], nocache, runs, before=fresh)
+        s, rss = timed([*red, "--tokenizer", "approx"], nocache, runs, cwd=fresh)
         reduce_approx = s
         rows.append(Row("ctx reduce approx", s, mbytes, rss))
         if engine != "tiktoken" and extras:
             tk_env = {**nocache, "CTX_TOKEN_ENGINE": "tiktoken"}
-            s, rss = timed(red, tk_env, before=fresh)
+            s, rss = timed(red, tk_env, cwd=fresh)
             rows.append(
                 Row("ctx reduce cl100k, tiktoken", s, mbytes, rss, f"{s / tk:.2f}x its count")
             )
-        fresh()
         inc = incremental(path, work, nocache)
         rows += [inc.full, inc.rerun]
 
@@ -575,8 +578,7 @@ def main() -> int:
             real_mb = sum(p.stat().st_size for p in real.iterdir()) / MB
 
             def jobs(n: int) -> float:
-                target = work / f"jobs{n}"
-                shutil.rmtree(target, ignore_errors=True)
+                target = fresh() / f"jobs{n}"  # a new directory: see fresh()
                 cmd = [*CTX, "reduce", str(real), "-o", str(target), "-q", "-j", str(n)]
                 seconds, _out, _code = run(cmd, env=nocache)  # exit 2 if a file fails
                 return seconds
