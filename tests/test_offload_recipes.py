@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,19 @@ import pytest
 from conftest import FIXTURES
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.restore import sha256
+from ctxcli.formats.base import dumps_like
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import MANIFEST, PACK, OffloadStore, restore_bytes
+from ctxcli.pipeline.offload import (
+    ASCII,
+    MANIFEST,
+    NESTED,
+    PACK,
+    OffloadStore,
+    escape_text,
+    restore_bytes,
+)
 
 CONFIG = build_config(
     {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 300}]},
@@ -199,6 +210,51 @@ def test_short_and_foreign_texts_stay_in_the_pack(tmp_path: Path) -> None:
     # The short text is below the threshold; the long one was never offloaded.
     assert store.add_original(record, [short, long_])[0] == "b"
     store.abort()
+
+
+def test_only_the_input_texts_are_remembered_for_recipes(tmp_path: Path) -> None:
+    # A text a stage wrote (a truncation preview that clear_tool_results offloads again)
+    # never sits in an original record; remembered, it stayed alive until commit.
+    original = "".join(f"line {i}\n" for i in range(40))
+    preview = original[:50] + "[ctx truncated]"
+    conv = Conversation((Message("tool", (Block(Kind.TOOL_RESULT, original, "c1"),)),))
+    store = OffloadStore(tmp_path / "off", "off")
+    store.expect_originals([conv])
+    store.put("trunc", "c1", original)
+    store.put("clear", "1", preview)
+    record = orjson.dumps({"role": "tool", "content": original}) + b"\n"
+    assert store.add_original(record, [original])[0] == "p"
+    # Were a record to hold the preview, it would be packed whole: still exact.
+    record = orjson.dumps({"role": "tool", "content": preview}) + b"\n"
+    assert store.add_original(record, [preview])[0] == "b"
+    store.abort()
+
+
+# orjson stores the UTF-8 of a non-ASCII str it writes inside the str (sys.getsizeof
+# shows it), and the input's texts live until the run ends: the recipes and the dump
+# must not leave that second copy on them.
+
+
+@pytest.mark.parametrize("style", ["", ASCII, NESTED])
+def test_escaping_a_text_leaves_no_utf8_copy_inside_it(style: str) -> None:
+    text = "".join(["café au lait "] * 200)  # a new str (a constant would be shared)
+    size = sys.getsizeof(text)
+    literal = escape_text(text, style)
+    if style == NESTED:  # the literal as it sits inside another JSON string
+        literal = json.loads(b'"' + literal + b'"').encode()
+    assert json.loads(literal) == text
+    assert sys.getsizeof(text) == size
+
+
+def test_writing_a_changed_record_leaves_no_utf8_copy_inside_its_old_text() -> None:
+    old = "".join(["résumé "] * 200)
+    original = {"role": "tool", "tool_call_id": "c1", "content": old}
+    # Written as orjson writes it, without orjson touching ``old`` before the check.
+    raw = json.dumps(original, ensure_ascii=False, separators=(",", ":")).encode()
+    size = sys.getsizeof(old)
+    new = {**original, "content": "[ctx cleared]"}
+    assert dumps_like(new, raw, original) == orjson.dumps(new)
+    assert sys.getsizeof(old) == size
 
 
 def test_recipe_pieces_cover_the_record(tmp_path: Path) -> None:
