@@ -8,15 +8,21 @@ describes (OpenHands), and every one must restore byte-identical.
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.formats import split_collection
+from ctxcli.formats import Document, split_collection
+from ctxcli.formats.jsontext import array_items, item_spans
+from ctxcli.pipeline import reducer
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.reducer import reduce_bytes
 
@@ -151,6 +157,38 @@ def test_taubench_runs_each_reduced(indent: int | None, tmp_path: Path) -> None:
         assert tool_lengths(run["traj"]) < tool_lengths(traj)
     assert after[3] == runs[3]
     assert out == json.dumps(after, indent=indent).encode()
+
+
+def _tau_runs(n: int) -> bytes:
+    traj = tau_messages()
+    runs = [{"task_id": i, "reward": 1.0, "traj": traj, "trial": 0} for i in range(n)]
+    return json.dumps(runs, indent=2).encode()
+
+
+@needs_shared
+def test_a_collection_is_reduced_a_batch_of_parts_at_a_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A 100 MB tau-bench file peaked at 1.25 GB while every run was held parsed at once.
+    raw = _tau_runs(5)
+    whole = reduce_bytes(raw, config=TIGHT)
+    monkeypatch.setattr(reducer, "PART_BATCH_BYTES", 1)  # one part per batch
+    loaded: list[weakref.ref[Document]] = []
+    held: list[int] = []
+    real_load = reducer.load
+
+    def load(raw: bytes, path: str, **kw: Any) -> Document:
+        gc.collect()
+        held.append(sum(ref() is not None for ref in loaded))
+        doc = real_load(raw, path, **kw)
+        loaded.append(weakref.ref(doc))
+        return doc
+
+    monkeypatch.setattr(reducer, "load", load)
+    batched = reduce_bytes(raw, config=TIGHT)
+    assert held == [0] * 5  # no earlier part outlives its batch
+    assert batched.output == whole.output and batched.script == whole.script
+    assert batched.report.to_dict() == whole.report.to_dict()
 
 
 # -- OpenHands ---------------------------------------------------------------------------
@@ -343,3 +381,34 @@ def test_one_line_document_stays_a_document() -> None:
     compact = json.dumps(json.loads(MINI.read_bytes())).encode()
     assert split_collection(compact) is None
     assert reduce_bytes(compact, config=TIGHT).report.format == "json_doc"
+
+
+# -- finding a collection's items in bytes ---------------------------------------------------
+
+_tricky = st.text(alphabet=st.sampled_from('ab"\\[]{},: \n\té😀'), max_size=8)
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | _tricky,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_tricky, inner, max_size=3),
+    max_leaves=10,
+)
+_items = st.lists(
+    st.dictionaries(_tricky, _values, max_size=3) | st.lists(_values, max_size=3), max_size=5
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(items=_items, indent=st.sampled_from([None, 1, 2, "\t"]), ascii=st.booleans())
+def test_array_items_finds_what_the_text_scanner_finds(
+    items: list[Any], indent: int | str | None, ascii: bool
+) -> None:
+    text = "\n " + json.dumps(items, indent=indent, ensure_ascii=ascii) + "\n"
+    raw = text.encode()
+    start = raw.index(b"[")
+    found = array_items(raw, start)
+    assert found is not None
+    spans, seps = item_spans(text, text.index("["))
+    assert [raw[s:e].decode() for s, e in found[0]] == [text[s:e] for s, e in spans]
+    assert [sep.decode() for sep in found[1]] == seps
+    # Any shorter cut is not a whole array: refused, never a crash.
+    for cut in range(start + 1, len(raw.rstrip())):
+        assert array_items(raw[:cut], start) is None

@@ -162,10 +162,14 @@ def join_parts(parts: list[bytes | memoryview]) -> bytes:
     if not maps:
         return b"".join(parts)
     out = io.BytesIO()
+    copied = 0
     for i in range(len(parts)):
-        out.write(parts[i])
+        copied += out.write(parts[i])
         parts[i] = b""
-        if i % 128 == 127:
+        # Every 128 parts (small records each fault in their 64 KB) or 4 MB (large
+        # parts: a collection's runs).
+        if i % 128 == 127 or copied >= RELEASE_BYTES:
+            copied = 0
             for m in maps.values():
                 release(m)
     for m in maps.values():
@@ -655,9 +659,18 @@ def raise_first_invalid(records: Sequence[Record], path: str) -> None:
 
 
 def _parse_lines(raw: Input, path: str) -> list[Record]:
+    return list(iter_records(raw, path))
+
+
+def iter_records(raw: Input, path: str) -> Iterator[Record]:
+    """The records of ``raw`` one by one, parsed (see :func:`parse_lines`), invalid
+    ones included; a mapped input's pages are given back as they are parsed.
+
+    Raises:
+        TranscriptError: ``raw`` holds nothing but blanks.
+    """
     if not raw or _NON_SPACE.search(raw) is None:  # strip() would copy the input to find out
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
-    records: list[Record] = []
     read = released = 0
     for i, unit in enumerate(_line_views(raw)):
         read += len(unit)
@@ -667,7 +680,7 @@ def _parse_lines(raw: Input, path: str) -> list[Record]:
         rec = Record(unit, i + 1)
         body = _body_view(unit)  # no copy: orjson parses the view
         if _blank(body):
-            records.append(rec)
+            yield rec
             continue
         try:
             rec.data = loads_record(body)
@@ -676,9 +689,8 @@ def _parse_lines(raw: Input, path: str) -> list[Record]:
             if not rec.terminator and i > 0:
                 reason = "incomplete last line; was the file still being written?"
             rec.invalid = f"not valid JSON ({reason})"
-        records.append(rec)
+        yield rec
     release(raw)
-    return records
 
 
 _LINE_END = (0x0A, 0x0D)

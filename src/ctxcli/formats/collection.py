@@ -18,7 +18,18 @@ from typing import Any, ClassVar
 
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.restore import split_units
-from ctxcli.formats.base import BOM, Input, Record, dumps_like, loads_record, parse_lines
+from ctxcli.formats.base import (
+    BOM,
+    RELEASE_BYTES,
+    Input,
+    Record,
+    dumps_like,
+    iter_records,
+    join_parts,
+    loads_record,
+    raise_first_invalid,
+    release,
+)
 
 __all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
 
@@ -27,13 +38,20 @@ __all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of"
 class Part:
     """One trajectory of a collection, as JSONL bytes.
 
-    ``name`` is how errors cite it (``run.jsonl:3``), ``label`` where it is in the file
-    (``line 3``, ``run 0``).
+    ``source`` is the bytes, or a function that makes them: a collection's parts are
+    then made one at a time as they are reduced, and a large file never has all of
+    them (nor all of its parsed trajectories) in memory at once. ``name`` is how errors
+    cite it (``run.jsonl:3``), ``label`` where it is in the file (``line 3``, ``run 0``).
     """
 
-    raw: bytes
+    source: bytes | Callable[[], bytes]
     name: str
     label: str
+
+    @property
+    def raw(self) -> bytes:
+        """The trajectory as JSONL (made again on every access when ``source`` makes it)."""
+        return self.source if isinstance(self.source, bytes) else self.source()
 
 
 @dataclass
@@ -125,10 +143,13 @@ class JsonlRows(Collection):
             return None
         if self.column_of(first) is None:
             return None
-        records = parse_lines(raw, path)
+        records: list[Record] = []
         parts: list[Part] = []
         rows: list[tuple[Record, str]] = []
-        for rec in records:
+        for rec in iter_records(raw, path):
+            records.append(rec)
+            if rec.invalid is not None:
+                raise_first_invalid([rec], path)
             if rec.data is None:
                 continue
             column = self.column_of(rec.data)
@@ -140,24 +161,35 @@ class JsonlRows(Collection):
                     f"{' or '.join(self.columns)})",
                     remedy=Remedy.CHECK_FORMAT,
                 )
+            # The parsed row is dropped: its part and, if the part changes, the row
+            # around it are parsed again from the row's bytes when they are needed.
+            rec.data = None
             rows.append((rec, column))
-            parts.append(
-                Part(part_bytes(rec.data[column]), f"{path}:{rec.line}", f"line {rec.line}")
-            )
+            parts.append(Part(_row_part(rec, column), f"{path}:{rec.line}", f"line {rec.line}"))
 
         def join(outputs: list[bytes | None]) -> bytes:
             reduced = {
                 id(rec): (column, out) for (rec, column), out in zip(rows, outputs, strict=True)
             }
             out: list[bytes | memoryview] = []
+            parsed = 0
             for rec in records:
                 column, part = reduced.get(id(rec), ("", None))
                 if part is None:
                     out.append(rec.raw)
                     continue
-                data = {**rec.data, column: items_of(part)}
+                parsed += len(rec.raw)
+                if parsed >= RELEASE_BYTES:  # the rows parsed again go back
+                    release(raw)
+                    parsed = 0
+                data = {**loads_record(rec.body), column: items_of(part)}
                 lead = BOM if rec.has_bom else b""
                 out.append(lead + dumps_like(data, rec.body) + rec.terminator)
-            return b"".join(out)
+            return join_parts(out)
 
         return Split(self.name, parts, join)
+
+
+def _row_part(rec: Record, column: str) -> Callable[[], bytes]:
+    """A row's trajectory as JSONL, parsed again from the row's bytes on each call."""
+    return lambda: part_bytes(loads_record(rec.body)[column])

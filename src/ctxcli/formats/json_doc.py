@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,29 +172,43 @@ def _message_list(value: Any, *, allow_empty: bool = False) -> str | None:
 def _layout(
     text: str, lead: bytes, start: int, end: int, seps: list[str], items: list[str]
 ) -> Layout:
+    sample = items[0].encode("utf-8", "surrogatepass") if items else b""
+    return layout_from(lead, text[:start], text[end:], seps, items, text.isascii(), sample)
+
+
+def layout_from(
+    lead: bytes,
+    head: str,
+    tail: str,
+    seps: list[str],
+    item_heads: Iterable[str],
+    ascii_doc: bool,
+    sample: bytes,
+) -> Layout:
+    """The layout of a list of items; ``item_heads`` are the items' texts or their
+    first lines (only where their first member starts is read)."""
     first_sep = seps[0]
     pretty = "\n" in first_sep
     item_indent = first_sep.rsplit("\n", 1)[-1] if pretty else ""
     indent: str | None = None
     if pretty:
-        for item in items:
+        for item in item_heads:
             m = re.match(r"[\[{]\r?\n([ \t]*)", item)
             if m and m.group(1).startswith(item_indent) and len(m.group(1)) > len(item_indent):
                 indent = m.group(1)[len(item_indent) :]
                 break
         if not indent:
             indent = "  "
-    ascii_doc = text.isascii()
     return Layout(
         lead=lead,
-        head=text[:start],
-        tail=text[end:],
+        head=head,
+        tail=tail,
         seps=seps,
         indent=indent,
         item_indent=item_indent,
         newline="\r\n" if "\r\n" in first_sep else "\n",
         ensure_ascii=ascii_doc,
-        sample=items[0].encode("utf-8", "surrogatepass") if items else b"",
+        sample=sample,
     )
 
 

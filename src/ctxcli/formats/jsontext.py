@@ -17,12 +17,14 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from mmap import mmap
 from typing import Any
 
 import orjson
 
 __all__ = [
     "Style",
+    "array_items",
     "dumps_keeping",
     "dumps_plain",
     "item_spans",
@@ -70,6 +72,76 @@ def skip_value(text: str, pos: int) -> int:
             pos = s.end()
             continue
         depth += 1 if ch in "[{" else -1
+        pos = m.end()
+        if depth == 0:
+            return pos
+
+
+_WS_B = re.compile(rb"[ \t\n\r]*")
+_STRING_B = re.compile(_STRING.pattern.encode(), re.S)
+_STRUCT_B = re.compile(_STRUCT.pattern.encode())
+_OPEN, _CLOSE, _QUOTE, _COMMA = (ord(c) for c in '[]",')
+
+
+def array_items(data: bytes | mmap, start: int) -> tuple[list[tuple[int, int]], list[bytes]] | None:
+    """Where the objects and arrays of the JSON array at ``start`` sit in ``data``.
+
+    The bytes version of :func:`item_spans` for a whole file that is not parsed as one
+    value (a mapped tau-bench results file): nothing but the structure is read, and
+    the items' own JSON is left for the caller to parse one at a time. Returns the
+    spans and the separators (``seps[0]`` follows ``[``, ``seps[k]``, with its comma,
+    precedes item k, ``seps[-1]`` precedes ``]``), or None where the array does not
+    hold only objects and arrays, or is not closed.
+    """
+    if data[start] != _OPEN:
+        return None
+    spans: list[tuple[int, int]] = []
+    seps: list[bytes] = []
+    mark = start + 1
+    pos = _skip_ws_b(data, mark)
+    if pos < len(data) and data[pos] == ord("]"):
+        return spans, [bytes(data[mark:pos])]
+    while pos < len(data):
+        seps.append(bytes(data[mark:pos]))
+        end = _skip_container_b(data, pos)
+        if end is None:
+            return None
+        spans.append((pos, end))
+        mark = end
+        pos = _skip_ws_b(data, end)
+        if pos >= len(data):
+            return None
+        if data[pos] == ord("]"):
+            seps.append(bytes(data[mark:pos]))
+            return spans, seps
+        if data[pos] != _COMMA:
+            return None
+        pos = _skip_ws_b(data, pos + 1)
+    return None
+
+
+def _skip_ws_b(data: bytes | mmap, pos: int) -> int:
+    m = _WS_B.match(data, pos)
+    return m.end() if m else pos
+
+
+def _skip_container_b(data: bytes | mmap, pos: int) -> int | None:
+    """Just past the object or array at ``pos``, or None (not one, or not closed)."""
+    if data[pos] not in (_OPEN, ord("{")):
+        return None
+    depth = 0
+    while True:
+        m = _STRUCT_B.search(data, pos)
+        if m is None:
+            return None
+        ch = data[m.start()]
+        if ch == _QUOTE:
+            string = _STRING_B.match(data, m.start())
+            if string is None:
+                return None
+            pos = string.end()
+            continue
+        depth += 1 if ch in (_OPEN, ord("{")) else -1
         pos = m.end()
         if depth == 0:
             return pos

@@ -8,10 +8,12 @@ nothing changed in keep their exact text.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from typing import Any
 
 from ctxcli.core.restore import encode_text
-from ctxcli.formats.base import BOM, Input, loads_record
+from ctxcli.formats.base import BOM, RELEASE_BYTES, Input, join_parts, loads_record, release
 from ctxcli.formats.collection import (
     Collection,
     Part,
@@ -20,9 +22,14 @@ from ctxcli.formats.collection import (
     items_of,
     part_bytes,
 )
-from ctxcli.formats.json_doc import item_spans, layout_of, skip_ws
+from ctxcli.formats.json_doc import layout_from
+from ctxcli.formats.jsontext import array_items
 
 TRAJ = "traj"
+_NON_SPACE = re.compile(rb"\S")
+_NON_ASCII = re.compile(rb"[\x80-\xff]")
+_HEAD = 256
+"""Bytes of an item read to find its indentation."""
 
 
 def _is_run(run: Any) -> bool:
@@ -35,7 +42,12 @@ def _is_run(run: Any) -> bool:
 
 
 class TauBenchRuns(Collection):
-    """A tau-bench results array; each run's ``traj`` is reduced."""
+    """A tau-bench results array; each run's ``traj`` is reduced.
+
+    The file is never parsed as one value nor decoded as one string: the runs are
+    found by their structure, parsed one at a time to check them, and parsed again
+    when their part is reduced (a 100 MB file peaked at 1.25 GB when it was).
+    """
 
     name = "taubench_runs"
     description = "tau-bench results: a JSON array of runs [{task_id, traj: [messages]}, ...]"
@@ -45,29 +57,61 @@ class TauBenchRuns(Collection):
         if start < 0 or raw[start : start + 1] != b"[":
             return None
         lead = BOM if raw[:3] == BOM else b""
-        body = raw[len(lead) :]
+        found = array_items(raw, start)
+        if found is None or not found[0]:
+            return None
+        spans, seps = found
+        end = spans[-1][1] + len(seps[-1]) + 1
+        if _NON_SPACE.search(raw, end) is not None:
+            return None
+        view = memoryview(raw)
+        released = 0
         try:
-            runs = loads_record(body)
-            text = body.decode("utf-8")
+            for s, e in spans:
+                if not _is_run(loads_record(view[s:e])):
+                    return None
+                if e - released >= RELEASE_BYTES:  # each run is parsed again as a part
+                    release(raw, e)
+                    released = e
+            head = bytes(raw[len(lead) : start]).decode("utf-8")
+            tail = bytes(raw[end:]).decode("utf-8")
+            layout = layout_from(
+                lead,
+                head,
+                tail,
+                [sep.decode("ascii") for sep in seps],
+                (bytes(view[s : min(e, s + _HEAD)]).decode("utf-8", "ignore") for s, e in spans),
+                _NON_ASCII.search(raw) is None,
+                bytes(view[spans[0][0] : spans[0][1]]),
+            )
         except (ValueError, RecursionError):
             return None
-        if not isinstance(runs, list) or not runs or not all(_is_run(r) for r in runs):
-            return None
-        start = skip_ws(text, 0)
-        spans, seps = item_spans(text, start)
-        items = [text[s:e] for s, e in spans]
-        end = spans[-1][1] + len(seps[-1]) + 1
-        layout = layout_of(text, lead, start, end, seps, items)
+        finally:
+            release(raw)
         parts = [
-            Part(part_bytes(run[TRAJ]), f"{path}[{i}].traj", f"run {i}")
-            for i, run in enumerate(runs)
+            Part(_run_part(view, s, e), f"{path}[{i}].traj", f"run {i}")
+            for i, (s, e) in enumerate(spans)
         ]
 
         def join(outputs: list[bytes | None]) -> bytes:
-            new = [
-                item if out is None else layout.dump_item({**run, TRAJ: items_of(out)})
-                for item, run, out in zip(items, runs, outputs, strict=True)
-            ]
-            return lead + encode_text(layout.head + layout.join(new, True) + layout.tail)
+            out: list[bytes | memoryview] = [lead, encode_text(head), b"[", seps[0]]
+            released = 0
+            for (s, e), sep, reduced in zip(spans, seps[1:], outputs, strict=True):
+                if reduced is None:
+                    out.append(view[s:e])
+                else:
+                    run = loads_record(view[s:e])
+                    out.append(encode_text(layout.dump_item({**run, TRAJ: items_of(reduced)})))
+                    if e - released >= RELEASE_BYTES:  # the runs parsed again go back
+                        release(raw, e)
+                        released = e
+                out.append(sep)
+            out += [b"]", encode_text(tail)]
+            return join_parts(out)
 
         return Split(self.name, parts, join)
+
+
+def _run_part(view: memoryview, start: int, end: int) -> Callable[[], bytes]:
+    """A run's ``traj`` as JSONL, parsed again from the run's bytes on each call."""
+    return lambda: part_bytes(loads_record(view[start:end])[TRAJ])

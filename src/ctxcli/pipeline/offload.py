@@ -21,7 +21,9 @@ only when complete, so a crash never leaves a half-written offload directory.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
+import mmap
 import os
 import re
 import secrets
@@ -49,6 +51,7 @@ from ctxcli.core.restore import (
     sha256,
     split_units,
 )
+from ctxcli.formats.base import RELEASE_BYTES, release
 
 if TYPE_CHECKING:
     from ctxcli.core.model import Conversation
@@ -305,7 +308,7 @@ class OffloadStore(DryRunOffload):
         """
         spans = self._spans(raw, texts) if self._texts else []
         if not spans:
-            return ["b", self._append(raw), len(raw), sha256(raw)]
+            return ["b", *self._append_whole(raw)]
         view = memoryview(raw)
         pieces: list[list[Any]] = []
         pos = 0
@@ -317,6 +320,23 @@ class OffloadStore(DryRunOffload):
         if pos < len(view):
             pieces.append([self._append(view[pos:]), len(view) - pos])
         return ["p", pieces, len(view), sha256(raw)]
+
+    def _append_whole(self, raw: bytes | memoryview) -> tuple[int, int, str]:
+        """Write ``raw`` to the pack: its offset, length and sha256.
+
+        In slices: a whole collection file kept for restore is mapped, and each
+        slice's pages are given back once written and hashed.
+        """
+        offset, digest = self._pack_size, hashlib.sha256()
+        view = memoryview(raw)
+        for start in range(0, len(view), RELEASE_BYTES):
+            chunk = view[start : start + RELEASE_BYTES]
+            self._pack.write(chunk)
+            digest.update(chunk)
+            if isinstance(view.obj, mmap.mmap):
+                release(view.obj, start + len(chunk))
+        self._pack_size += len(view)
+        return offset, len(view), digest.hexdigest()
 
     def _append(self, data: bytes | memoryview) -> int:
         """Write ``data`` to the pack; its offset there."""

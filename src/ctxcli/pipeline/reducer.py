@@ -7,14 +7,15 @@ the reduced transcript back. Everything above (files, batches, rows) calls this.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.restore import OriginalsSink, RestoreScript
-from ctxcli.formats import Document, Split, get_format, load, split_collection
+from ctxcli.formats import Split, get_format, load, split_collection
 from ctxcli.formats.base import RELEASE_BYTES, Input, release
+from ctxcli.formats.collection import Part
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.report import Reduced, Report, Trace
@@ -79,20 +80,18 @@ def reduce_bytes(
     config = config or load_config()
     offload = offload if offload is not None else DryRunOffload("ctx-offload")
     fmt = config.settings.format
+    counting = counting or CountOptions()
     split = None if resume is not None else split_collection(raw, path, format=fmt)
+    if split is not None:
+        return _reduce_collection(raw, path, split, config, offload, on_invalid, log, counting)
     prefix = resume.kept if resume is not None else None
     if resume is not None:
         docs = [load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)]
-    elif split is None:
-        docs = [load(raw, path, format=fmt, on_invalid=on_invalid)]
     else:
-        # Many trajectories in one file (tau-bench runs, dataset rows): each is reduced
-        # on its own with the same counter and offload store.
-        docs = [load(p.raw, p.name, on_invalid=on_invalid) for p in split.parts]
-    counting = counting or CountOptions()
+        docs = [load(raw, path, format=fmt, on_invalid=on_invalid)]
     cache_notes: list[str] = []
     counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
-    keeping = keep and split is None and chain_supports(config, docs[0].format)
+    keeping = keep and chain_supports(config, docs[0].format)
     frontiers: list[int] | None = [] if keeping else None
     counts: list[list[int]] | None = [] if keeping else None
     # Only the input's texts can be cited by the restore recipes of the dump.
@@ -114,9 +113,8 @@ def reduce_bytes(
             log or cache_notes.append,
             services=default_services(cache=counting.cache),
         )
-        # The trace (ctx report) follows a single transcript; a collection has none.
         steps: list[tuple[str, Conversation]] | None = (
-            [("input", docs[0].conversation)] if trace and len(docs) == 1 else None
+            [("input", docs[0].conversation)] if trace else None
         )
         runs = [
             run_pipeline(
@@ -133,14 +131,13 @@ def reduce_bytes(
         kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
-    single = split is None
     tokens_before = sum(ledger.total(d.conversation) for d in docs)
     tokens_after = sum(ledger.total(conv) for conv, _ in runs)
     if prefix is not None:  # the kept stand-ins count 0: their tokens are the manifest's
         tokens_before += prefix.tokens[0]
         tokens_after += prefix.tokens[-1]
     resumed: tuple[int, int] | None = None
-    if single and docs[0].conversation.resume_start is not None:
+    if docs[0].conversation.resume_start is not None:
         kept_in: dict[int, int] = {}
         kept_out: dict[int, int] = {}
         if prefix is not None:
@@ -157,29 +154,22 @@ def reduce_bytes(
     ledger.retain(())
     counter.trim(0)
     rerun = None
-    if split is None:
-        doc, (conv, reports) = docs[0], runs[0]
-        sink = _Releasing(offload, raw)
-        if resume is None:
-            output, script = doc.format.dump(doc, conv, sink)
-            ops = script.ops
-        else:
-            tail, script = doc.format.dump(doc, conv, sink, start=resume.kept.records)
-            output = resume.output + tail
-            ops = merge_ops(resume.script, script.ops)
-        release(raw)  # the copied records were read by the join
-        name, units = doc.format.name, doc.format.units
-        if frontiers is not None and counts is not None:
-            digest = config_digest(config, doc.format, offload.root, on_invalid)
-            rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
-    else:
-        output, script = _join(raw, split, docs, [conv for conv, _ in runs], offload)
+    doc, (conv, reports) = docs[0], runs[0]
+    sink = _Releasing(offload, raw)
+    if resume is None:
+        output, script = doc.format.dump(doc, conv, sink)
         ops = script.ops
-        reports = _merge([r for _, r in runs])
-        name, units = split.format, "document"
+    else:
+        tail, script = doc.format.dump(doc, conv, sink, start=resume.kept.records)
+        output = resume.output + tail
+        ops = merge_ops(resume.script, script.ops)
+    release(raw)  # the copied records were read by the join
+    if frontiers is not None and counts is not None:
+        digest = config_digest(config, doc.format, offload.root, on_invalid)
+        rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
     report = Report(
         input=path,
-        format=name,
+        format=doc.format.name,
         tokenizer=config.settings.tokenizer,
         messages=sum(len(d.conversation) for d in docs),
         tokens_before=tokens_before,
@@ -189,7 +179,7 @@ def reduce_bytes(
         stages=reports,
         offload_dir=offload.root,
         warnings=[w for d in docs for w in d.warnings] + cache_notes,
-        monitors=conversation_monitors(docs[0].conversation) if monitors and single else {},
+        monitors=conversation_monitors(docs[0].conversation) if monitors else {},
     )
     if resumed is not None:
         report.resume_tokens_before, report.resume_tokens_after = resumed
@@ -198,7 +188,102 @@ def reduce_bytes(
             stage.tokens_before += prefix.tokens[i]
             stage.tokens_after += prefix.tokens[i + 1]
         report.kept_lines = prefix.records
-    return Reduced(output, report, ops, units, kept, rerun)
+    return Reduced(output, report, ops, doc.format.units, kept, rerun)
+
+
+PART_BATCH_BYTES = 32 * 1024 * 1024
+"""A collection's trajectories are loaded, counted and reduced about this many bytes at
+a time: counted in bulk (on every core), yet the file is never held parsed all at once."""
+
+
+def _reduce_collection(
+    raw: Input,
+    path: str,
+    split: Split,
+    config: Config,
+    offload: DryRunOffload,
+    on_invalid: str,
+    log: Callable[[str], None] | None,
+    counting: CountOptions,
+) -> Reduced:
+    """Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
+    its own with the same counter and offload store, a batch of parts at a time."""
+    cache_notes: list[str] = []
+    counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
+    outputs: list[bytes | None] = []
+    runs: list[list[StageReport]] = []
+    warnings: list[str] = []
+    messages = tokens_before = tokens_after = 0
+    try:
+        ledger = TokenLedger(counter)
+        ctx = StageContext(
+            ledger,
+            offload,
+            config.settings.language,
+            log or cache_notes.append,
+            services=default_services(cache=counting.cache),
+        )
+        for batch in _batches(split.parts, PART_BATCH_BYTES):
+            docs = [load(raw, name, on_invalid=on_invalid) for raw, name in batch]
+            for doc in docs:
+                ledger.prime(doc.conversation, counting.progress)
+            for doc in docs:
+                conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+                runs.append(reports)
+                messages += len(doc.conversation)
+                tokens_before += ledger.total(doc.conversation)
+                tokens_after += ledger.total(conv)
+                warnings += doc.warnings
+                # A part's own originals are not kept: the file's original bytes are.
+                out, _ = doc.format.dump(doc, conv, DryRunOffload(offload.root))
+                outputs.append(None if out == doc.raw else out)
+            # The batch is done: its counts (and, for a tokenizer counting in the
+            # background, its workers and their copy of the texts) go.
+            counter.finish()
+            counter.trim(0)
+            ledger.retain(())
+            del doc, conv, docs
+            release(raw)  # the batch's runs were read again to make its parts
+    finally:
+        counter.close()
+    script = RestoreScript()
+    if all(out is None for out in outputs):
+        script.copy()
+        output = raw[:]
+    else:
+        output = split.join(outputs)
+        script.original(offload.add_original(memoryview(raw)))
+        script.skip()
+    release(raw)
+    report = Report(
+        input=path,
+        format=split.format,
+        tokenizer=config.settings.tokenizer,
+        messages=messages,
+        tokens_before=tokens_before,
+        tokens_after=tokens_after,
+        bytes_before=len(raw),
+        bytes_after=len(output),
+        stages=_merge(runs),
+        offload_dir=offload.root,
+        warnings=warnings + cache_notes,
+    )
+    return Reduced(output, report, script.ops, "document", None, None)
+
+
+def _batches(parts: Iterable[Part], size: int) -> Iterator[list[tuple[bytes, str]]]:
+    """The parts' bytes (each made once) and names, about ``size`` bytes at a time."""
+    batch: list[tuple[bytes, str]] = []
+    held = 0
+    for part in parts:
+        raw = part.raw
+        batch.append((raw, part.name))
+        held += len(raw)
+        if held >= size:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
 
 
 def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) -> dict[int, int]:
@@ -210,29 +295,6 @@ def _block_tokens(counter: TokenCounter, steps: list[tuple[str, Conversation]]) 
                 if id(block) not in tokens:
                     tokens[id(block)] = block_tokens(counter, block)
     return tokens
-
-
-def _join(
-    raw: Input,
-    split: Split,
-    docs: list[Document],
-    convs: list[Conversation],
-    offload: DryRunOffload,
-) -> tuple[bytes, RestoreScript]:
-    """The collection with its reduced parts; the whole file is one restore unit."""
-    outputs: list[bytes | None] = []
-    for doc, conv in zip(docs, convs, strict=True):
-        # A part's own originals are not kept: the file's original bytes are.
-        out, _ = doc.format.dump(doc, conv, DryRunOffload(offload.root))
-        outputs.append(None if out == doc.raw else out)
-    script = RestoreScript()
-    if all(out is None for out in outputs):
-        script.copy()
-        return raw[:], script
-    output = split.join(outputs)
-    script.original(offload.add_original(memoryview(raw)))
-    script.skip()
-    return output, script
 
 
 class _Releasing:
