@@ -223,6 +223,32 @@ def extend(transcript: bytes, extra_bytes: int, seed: int = 2) -> bytes:
     return b"".join(out.parts)
 
 
+def taubench_runs(target_bytes: int, seed: int = 3, run_bytes: int = 512 * 1024) -> bytes:
+    """A tau-bench results file of about ``target_bytes``: a JSON array of runs
+    ``{task_id, reward, info, traj, trial}`` written with an indent of 2, each ``traj``
+    an OpenAI-chat session of about ``run_bytes`` like :func:`generate`'s."""
+    runs: list[bytes] = []
+    size = task = 0
+    while size < target_bytes:
+        out = _Writer(seed + task)
+        out.emit({"role": "system", "content": "You are an airline support agent. " * 40})
+        out.emit({"role": "user", "content": f"Task {task}: change my booking, please."})
+        out.rounds(run_bytes)
+        out.emit({"role": "assistant", "content": "Your booking is changed. ✅"})
+        run = {
+            "task_id": task,
+            "reward": float(task % 3 != 0),
+            "info": {"seed": seed + task},
+            "traj": [orjson.loads(line) for line in out.parts],
+            "trial": 0,
+        }
+        item = b"  " + orjson.dumps(run, option=orjson.OPT_INDENT_2).replace(b"\n", b"\n  ")
+        runs.append(item)
+        size += len(item)
+        task += 1
+    return b"[\n" + b",\n".join(runs) + b"\n]\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the transcript to the path given on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
