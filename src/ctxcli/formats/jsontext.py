@@ -322,9 +322,10 @@ def numbers_may_change(old: Any, text: str | bytes) -> bool:
     """
     if _has_float(old):
         return True
+    # The substring test first: it runs at memchr speed, the regex a step per byte.
     if isinstance(text, bytes):
-        return _MINUS_ZERO_BYTES.search(text) is not None
-    return _MINUS_ZERO.search(text) is not None
+        return b"-0" in text and _MINUS_ZERO_BYTES.search(text) is not None
+    return "-0" in text and _MINUS_ZERO.search(text) is not None
 
 
 def _has_float(value: Any) -> bool:
