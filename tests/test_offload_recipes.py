@@ -21,7 +21,6 @@ import pytest
 from conftest import FIXTURES
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
-from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.restore import sha256
 from ctxcli.formats.base import dumps_like
 from ctxcli.pipeline.config import build_config
@@ -212,21 +211,16 @@ def test_short_and_foreign_texts_stay_in_the_pack(tmp_path: Path) -> None:
     store.abort()
 
 
-def test_only_the_input_texts_are_remembered_for_recipes(tmp_path: Path) -> None:
+def test_the_store_does_not_keep_the_texts_it_wrote() -> None:
     # A text a stage wrote (a truncation preview that clear_tool_results offloads again)
-    # never sits in an original record; remembered, it stayed alive until commit.
-    original = "".join(f"line {i}\n" for i in range(40))
-    preview = original[:50] + "[ctx truncated]"
-    conv = Conversation((Message("tool", (Block(Kind.TOOL_RESULT, original, "c1"),)),))
-    store = OffloadStore(tmp_path / "off", "off")
-    store.expect_originals([conv])
-    store.put("trunc", "c1", original)
+    # stayed alive until commit when the recipes' map was keyed by the text itself.
+    preview = "".join(f"line {i}\n" for i in range(40))
+    before = sys.getrefcount(preview)
+    store = OffloadStore(Path("off"), "off")
     store.put("clear", "1", preview)
-    record = orjson.dumps({"role": "tool", "content": original}) + b"\n"
-    assert store.add_original(record, [original])[0] == "p"
-    # Were a record to hold the preview, it would be packed whole: still exact.
+    assert sys.getrefcount(preview) == before
     record = orjson.dumps({"role": "tool", "content": preview}) + b"\n"
-    assert store.add_original(record, [preview])[0] == "b"
+    assert store.add_original(record, [preview])[0] == "p"  # still a recipe
     store.abort()
 
 

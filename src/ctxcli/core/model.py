@@ -15,10 +15,12 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "Block",
+    "LazyBlock",
+    "TextSpan",
     "Conversation",
     "IMAGE_TOKENS",
     "Kind",
@@ -41,14 +43,16 @@ class Kind(StrEnum):
     OTHER = "other"
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class Block:
     """One piece of a message.
 
     ``text`` is what the model reads: the text of a text block, the output of a tool
     result, the arguments of a tool call (as JSON text), the reasoning of a thinking
     block. ``slot`` is private to the format that made the block and tells it where
-    to write a new text back; stages must carry it along unchanged.
+    to write a new text back; stages must carry it along unchanged. A format may load
+    a long text as a :class:`LazyBlock`, whose text is read from the input when asked
+    for: to a stage the two are the same.
     """
 
     kind: Kind
@@ -63,6 +67,79 @@ class Block:
         # The constructor, not dataclasses.replace: replace looks the fields up on
         # every call, a tenth of an approx reduce (tests/test_model_copies.py keeps the two equal).
         return Block(self.kind, text, self.call_id, self.name, self.is_error, self.slot)
+
+    def _chars(self) -> int:
+        """The length of ``text`` (a lazy block knows it without reading the text)."""
+        return len(self.text)
+
+    def __eq__(self, other: object) -> bool:
+        if self is other:
+            return True
+        if not isinstance(other, Block):
+            return NotImplemented
+        return (
+            (self.kind, self.call_id, self.name, self.is_error, self.slot)
+            == (other.kind, other.call_id, other.name, other.is_error, other.slot)
+            and self._chars() == other._chars()
+            and self.text == other.text
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.text, self.call_id, self.name, self.is_error, self.slot))
+
+
+class TextSpan(Protocol):
+    """Where a text sits in a loaded file, to read it again (``formats.base.Span``)."""
+
+    chars: int
+    """The text's length in characters."""
+
+    def text(self) -> str:
+        """The text, decoded anew on every call."""
+        ...
+
+
+_TEXT_SLOT: Any = Block.__dict__["text"]
+
+
+class LazyBlock(Block):
+    """A block whose text stays in the input until a stage reads it.
+
+    Formats load long texts this way (``Format.lazy_texts``), so a large transcript
+    is not held as Python strings: each read of ``text`` decodes it again from the
+    input. Equal to the :class:`Block` holding the same text; copied or pickled, it is
+    one.
+    """
+
+    __slots__ = ("span",)
+    span: TextSpan
+
+    def __init__(
+        self,
+        kind: Kind,
+        span: TextSpan,
+        call_id: str | None = None,
+        name: str | None = None,
+        is_error: bool = False,
+        slot: Any = None,
+    ) -> None:
+        object.__setattr__(self, "span", span)
+        Block.__init__(self, kind, "", call_id, name, is_error, slot)
+
+    @property
+    def text(self) -> str:
+        """The text, read from the input."""
+        return self.span.text()
+
+    @text.setter
+    def text(self, value: str) -> None:  # the base __init__ sets the unused slot
+        _TEXT_SLOT.__set__(self, value)
+
+    def _chars(self) -> int:
+        return self.span.chars
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Block, (self.kind, self.text, self.call_id, self.name, self.is_error, self.slot))
 
 
 @dataclass(frozen=True, slots=True)

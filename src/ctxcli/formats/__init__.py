@@ -23,7 +23,7 @@ from ctxcli.formats.base import (
     OutRecord,
     Record,
     State,
-    parse_lines,
+    iter_records,
     raise_first_invalid,
     register_format,
 )
@@ -164,12 +164,27 @@ def load(
                 loaded: Document | None = fmt.try_load_document(raw[:], path)  # type: ignore[attr-defined]
                 if loaded is not None:
                     return loaded
-    records = parse_lines(raw, path, on_invalid="error" if on_invalid == "error" else "keep")
+    # The first records tell the format; a format that leaves long texts in the input
+    # builds its messages as the rest is parsed (Format.build_as_parsed).
+    rest = iter_records(raw, path)
+    head: list[Record] = []
+    sample: list[Any] = []
+    for rec in rest:
+        head.append(rec)
+        if rec.invalid is not None and on_invalid == "error":
+            raise_first_invalid([rec], path)
+        if rec.data is not None:
+            sample.append(rec.data)
+            if len(sample) == SNIFF_RECORDS:
+                break
     try:
-        fmt = detect_format([r.data for r in records if r.data is not None], path)
+        fmt = detect_format(sample, path)
     except TranscriptError:
-        raise_first_invalid(records, path)  # nothing parsed: say which line is broken
+        raise_first_invalid(head + list(rest), path)  # nothing parsed: say which line is broken
         raise
+    if fmt.lazy_texts:
+        return fmt.build_as_parsed(raw, path, head, rest, on_invalid)
+    records = head + list(rest)
     if fmt.on_invalid(on_invalid) != "keep":
         raise_first_invalid(records, path)
     return fmt.build(raw, path, records)

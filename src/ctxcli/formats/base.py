@@ -9,6 +9,7 @@ and the restore script are done here once, for all formats.
 from __future__ import annotations
 
 import io
+import itertools
 import json
 import mmap
 import re
@@ -20,7 +21,7 @@ from typing import Any, ClassVar, TypeVar
 import orjson
 
 from ctxcli.core.errors import ConfigError, PrefixChanged, Remedy, TranscriptError
-from ctxcli.core.model import Block, Conversation, Kind, Message, SourceRecord
+from ctxcli.core.model import Block, Conversation, Kind, LazyBlock, Message, SourceRecord
 from ctxcli.core.plugins import Registry
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain, numbers_may_change
@@ -197,6 +198,113 @@ def set_in(data: Any, path: Path_, value: Any) -> Any:
     return copy
 
 
+# --- lazy texts ---------------------------------------------------------------------
+
+LAZY_MIN_CHARS = 1024
+"""A text at least this long is left in the input by a format with ``lazy_texts``."""
+
+
+class _Reads:
+    """What lazy texts have read of a mapped input since its pages were last given back."""
+
+    __slots__ = ("raw", "read")
+
+    def __init__(self, raw: Input) -> None:
+        self.raw = raw if isinstance(raw, mmap.mmap) else None
+        self.read = 0
+
+
+class Span:
+    """Where a text's JSON string sits in its record's bytes (a ``core.model.TextSpan``).
+
+    Decoding it again is a parse of that string (orjson, from the map: gigabytes a
+    second); holding it costs a few dozen bytes instead of the text. The record's
+    parsed data holds the span in the text's place too (:func:`hydrate`).
+    """
+
+    __slots__ = ("view", "start", "end", "chars", "reads")
+
+    def __init__(self, view: memoryview, start: int, end: int, chars: int, reads: _Reads) -> None:
+        self.view, self.start, self.end, self.chars, self.reads = view, start, end, chars, reads
+
+    def text(self) -> str:
+        text: str = loads_record(self.view[self.start : self.end])
+        reads = self.reads
+        if reads.raw is not None:  # the pages read go back, as the parse's did
+            reads.read += self.end - self.start
+            if reads.read >= RELEASE_BYTES:
+                release(reads.raw)
+                reads.read = 0
+        return text
+
+    def __repr__(self) -> str:
+        return f"Span({self.start}, {self.end})"
+
+
+def _same_text(before: Block, after: Block) -> bool:
+    """Whether two blocks hold the same text, reading a lazy one only when needed."""
+    if before is after:
+        return True
+    if isinstance(before, LazyBlock) and len(after.text) != before.span.chars:
+        return False
+    return before.text == after.text
+
+
+def hydrate(value: Any) -> Any:
+    """``value`` with every :class:`Span` in it read back; only what holds one is copied."""
+    if isinstance(value, Span):
+        return value.text()
+    if isinstance(value, dict):
+        copy: Any = None
+        for k, v in value.items():
+            if isinstance(v, (dict, list, Span)):
+                new = hydrate(v)
+                if new is not v:
+                    copy = dict(value) if copy is None else copy
+                    copy[k] = new
+        return value if copy is None else copy
+    if isinstance(value, list):
+        items: Any = None
+        for i, v in enumerate(value):
+            if isinstance(v, (dict, list, Span)):
+                new = hydrate(v)
+                if new is not v:
+                    items = list(value) if items is None else items
+                    items[i] = new
+        return value if items is None else items
+    return value
+
+
+def _lazy_blocks(rec: Record, message: Message, reads: _Reads) -> Message:
+    """``message`` with its long string-field texts left in the record's bytes."""
+    blocks: list[Block] | None = None
+    body: bytes | None = None
+    for i, block in enumerate(message.blocks):
+        text = block.text
+        if len(text) < LAZY_MIN_CHARS or block.slot is None or block.slot[1] != "str":
+            continue
+        path = block.slot[0]
+        if not path or get_in(rec.data, path) is not text:
+            continue
+        try:
+            literal = orjson.dumps(text)
+        except orjson.JSONEncodeError:  # a lone surrogate: not orjson's text
+            continue
+        if body is None:
+            body = bytes(rec.raw)
+        at = body.find(literal)
+        if at < 0:  # escaped some other way (ensure_ascii): stays a str
+            continue
+        view = rec.raw if isinstance(rec.raw, memoryview) else memoryview(rec.raw)
+        span = Span(view, at, at + len(literal), len(text), reads)
+        get_in(rec.data, path[:-1])[path[-1]] = span  # the parsed record is ours
+        blocks = list(message.blocks) if blocks is None else blocks
+        blocks[i] = LazyBlock(
+            block.kind, span, block.call_id, block.name, block.is_error, block.slot
+        )
+    return message if blocks is None else message.with_blocks(blocks)
+
+
 def delete_many(data: Any, container: Path_, indices: Sequence[int]) -> Any:
     """Return a copy of ``data`` without the listed indices of the list at ``container``."""
     items = get_in(data, container)
@@ -236,10 +344,12 @@ def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
     # Asked in this order, most records (no float, no -0) never serialise ``original``:
     # orjson caches the UTF-8 of every non-ASCII str it writes inside the str, and the
     # input's texts live until the end of the run (9 MB of a 100 MB input's peak).
-    if (
-        original is not _ABSENT
-        and numbers_may_change(original, raw)
-        and not (style.comma == "," and not style.ascii and _orjson_wrote(original, raw))
+    if original is not _ABSENT and numbers_may_change(original, raw):
+        original = hydrate(original)  # no Span is a number: read back only when needed
+    else:
+        original = _ABSENT
+    if original is not _ABSENT and not (
+        style.comma == "," and not style.ascii and _orjson_wrote(original, raw)
     ):
         # ``raw`` is not orjson's text of ``original`` (when it is, orjson's output is
         # the concatenation of its parts' outputs: every value the change left alone
@@ -298,6 +408,11 @@ class Format:
     skips_invalid_lines: ClassVar[bool] = False
     """True when the format's own client reads past a line that is not JSON (Claude
     Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
+    lazy_texts: ClassVar[bool] = False
+    """True when :meth:`build` may leave long texts in the input (:class:`Span`): every
+    reader of a record's ``data`` then meets a span where such a text was, which
+    :func:`hydrate` reads back (the dump does). For formats whose records nothing
+    else reads the texts of."""
     incremental: ClassVar[bool] = False
     """True when a record's output depends only on its own message and the records
     before it (no fix-up reaches back, ``build`` keeps the messages it is handed):
@@ -361,7 +476,7 @@ class Format:
             if block.slot is None:
                 continue
             before = old_by_slot.get(block.slot)
-            if before is not None and before.text == block.text:
+            if before is not None and _same_text(before, block):
                 continue
             path, codec = block.slot
             data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
@@ -369,8 +484,51 @@ class Format:
 
     def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
+        if self.lazy_texts:
+            return self.build_as_parsed(raw, path, [], iter_records(raw, path), on_invalid)
         records = parse_lines(raw, path, on_invalid=self.on_invalid(on_invalid))
         return self.build(raw, path, records)
+
+    def build_as_parsed(
+        self,
+        raw: Input,
+        path: str,
+        parsed: list[Record],
+        rest: Iterator[Record],
+        on_invalid: str = "auto",
+    ) -> Document:
+        """:meth:`build` over records still being parsed (``parsed``, then ``rest``).
+
+        For a format with :attr:`lazy_texts`: each record's message is made, and its
+        long texts left in the input, as soon as the record is parsed, so the parsed
+        texts of the whole file never exist at once. Errors are those of
+        :func:`parse_lines` then :meth:`build`: a line that is not JSON (unless kept)
+        is named before a record that is not of the format, wherever they are.
+        """
+        keep = self.on_invalid(on_invalid) == "keep"
+        records: list[Record] = []
+        warnings: list[str] = []
+        reads = _Reads(raw)
+        for rec in itertools.chain(parsed, rest):
+            key = len(records)
+            records.append(rec)
+            if rec.invalid is not None:
+                if not keep:
+                    raise_first_invalid([rec], path)
+                warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
+                continue
+            if rec.data is None or rec.kept:
+                continue
+            try:
+                message = self.to_message(rec.data, key, rec.line, path)
+            except TranscriptError:
+                if not keep:  # a line that is not JSON further on is named first
+                    raise_first_invalid(list(rest), path)
+                raise
+            if message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
+                message = _lazy_blocks(rec, message, reads)
+            rec.message = message
+        return self.assemble(raw, path, records, warnings)
 
     def on_invalid(self, on_invalid: str) -> str:
         """``"keep"`` or ``"error"``: what ``on_invalid`` (maybe ``"auto"``) means here."""
@@ -381,13 +539,17 @@ class Format:
     def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
         warnings: list[str] = []
+        reads = _Reads(raw) if self.lazy_texts else None
         for key, rec in enumerate(records):
             if rec.invalid is not None:
                 warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
                 continue
             if rec.data is None or rec.kept:
                 continue
-            rec.message = self.to_message(rec.data, key, rec.line, path)
+            message = self.to_message(rec.data, key, rec.line, path)
+            if reads is not None and message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
+                message = _lazy_blocks(rec, message, reads)
+            rec.message = message
         return self.assemble(raw, path, records, warnings)
 
     def record_from_data(self, data: Any, key: int, path: str) -> Record:
@@ -520,10 +682,10 @@ class Format:
             try:
                 if orig is not None:
                     lead = BOM if orig.has_bom else b""
-                    body = dumps_like(rec.data, orig.body, orig.data)
+                    body = dumps_like(hydrate(rec.data), orig.body, orig.data)
                     end = orig.terminator or (b"\n" if i != last_live else b"")
                 else:
-                    lead, body = b"", dumps_like(rec.data, _style_sample(doc))
+                    lead, body = b"", dumps_like(hydrate(rec.data), _style_sample(doc))
                     end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
             except (ValueError, RecursionError) as exc:
                 raise _unwritable(doc, rec, exc) from None

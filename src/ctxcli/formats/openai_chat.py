@@ -31,6 +31,8 @@ class OpenAIChat(Format):
         first = records[0] if records else None
         return isinstance(first, dict) and first.get("role") in ROLES and "type" not in first
 
+    lazy_texts = True
+
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
         if not isinstance(data, dict) or not isinstance(data.get("role"), str):
             raise TranscriptError(

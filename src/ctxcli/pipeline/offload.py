@@ -32,7 +32,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 
 import orjson
 from pydantic import (
@@ -52,9 +52,6 @@ from ctxcli.core.restore import (
     split_units,
 )
 from ctxcli.formats.base import RELEASE_BYTES, release
-
-if TYPE_CHECKING:
-    from ctxcli.core.model import Conversation
 
 MANIFEST = "manifest.json"
 PACK = "originals.bin"
@@ -145,9 +142,6 @@ class DryRunOffload:
         """A dry run keeps nothing; the op has the real shape with an empty hash."""
         return ["b", 0, len(raw), ""]
 
-    def expect_originals(self, conversations: Iterable[Conversation]) -> None:
-        """Say which texts :meth:`add_original` may be handed (a dry run keeps none)."""
-
     @property
     def count(self) -> int:
         """Number of distinct files that would be written."""
@@ -183,11 +177,12 @@ class OffloadStore(DryRunOffload):
         self._areas: set[str] = set()
         self._pack = _open_private(self.staging / PACK)
         self._pack_size = 0
-        # Offloaded text -> the file holding exactly its UTF-8 bytes, for the recipes of
-        # add_original. The texts are the stages' str objects, alive anyway until the
-        # format has dumped (the whole-document core); dropped at commit.
+        # sha256 of an offloaded text's UTF-8 -> the file holding exactly those bytes,
+        # for the recipes of add_original. Digests, not the texts: a text a stage wrote
+        # (a truncation preview that clear_tool_results offloads again) would stay alive
+        # until commit (270 MB at 1 GB of input), and a lazily loaded text is a new str
+        # at every read. Dropped at commit.
         self._texts: dict[str, str] = {}
-        self._expected: set[int] | None = None
         self.old: Path | None = None
         self.grown_from: str | None = None
         """sha256 of a start of the input whose offload this one may replace."""
@@ -214,31 +209,9 @@ class OffloadStore(DryRunOffload):
                 self._areas.add(area_dir)
             _write_private(target, data)
         self.files[rel] = digest
-        if (
-            exact
-            and len(text) >= MIN_REF_CHARS
-            and (self._expected is None or id(text) in self._expected)
-        ):
-            self._texts.setdefault(text, rel)
+        if exact and len(text) >= MIN_REF_CHARS:
+            self._texts.setdefault(digest, rel)
         return self._names.display(rel)
-
-    def expect_originals(self, conversations: Iterable[Conversation]) -> None:
-        """Remember for recipes only the texts of these conversations' blocks.
-
-        The formats hand :meth:`add_original` the old texts of the input's records, so
-        a text a stage wrote can never be cited by a recipe; remembered, it stayed
-        alive until commit. The default chain's truncation previews, which
-        ``clear_tool_results`` offloads again, were 27 MB of a 100 MB input's peak and
-        270 MB at 1 GB. The texts are known by identity: the conversations hold them
-        until the dump, so no other str can share an id with one of them meanwhile.
-        """
-        self._expected = {
-            id(block.text)
-            for conv in conversations
-            for msg in conv.messages
-            for block in msg.blocks
-            if len(block.text) >= MIN_REF_CHARS
-        }
 
     def adopt(self, previous: Path, manifest: dict[str, Any], pack_bytes: int) -> None:
         """Start from a previous run's directory (an incremental re-run keeps its prefix).
@@ -354,7 +327,10 @@ class OffloadStore(DryRunOffload):
         for text in texts:
             if len(text) < MIN_REF_CHARS:
                 continue
-            rel = self._texts.get(text)
+            try:
+                rel = self._texts.get(sha256(text.encode("utf-8")))
+            except UnicodeEncodeError:  # a lone surrogate: its file holds U+FFFD
+                continue
             if rel is None:
                 continue
             if body is None:
@@ -385,7 +361,6 @@ class OffloadStore(DryRunOffload):
         in between leaves it restorable (:func:`restore_bytes` finds it).
         """
         self._texts.clear()
-        self._expected = None
         self._pack.flush()
         os.fsync(self._pack.fileno())
         self._pack.close()

@@ -94,8 +94,6 @@ def reduce_bytes(
     keeping = keep and chain_supports(config, docs[0].format)
     frontiers: list[int] | None = [] if keeping else None
     counts: list[list[int]] | None = [] if keeping else None
-    # Only the input's texts can be cited by the restore recipes of the dump.
-    offload.expect_originals(doc.conversation for doc in docs)
     try:
         ledger = TokenLedger(counter)
         if prefix is not None:
