@@ -83,7 +83,9 @@ _STRUCT_B = re.compile(_STRUCT.pattern.encode())
 _OPEN, _CLOSE, _QUOTE, _COMMA = (ord(c) for c in '[]",')
 
 
-def array_items(data: bytes | mmap, start: int) -> tuple[list[tuple[int, int]], list[bytes]] | None:
+def array_items(
+    data: bytes | mmap, start: int, seen: Callable[[int], None] | None = None
+) -> tuple[list[tuple[int, int]], list[bytes]] | None:
     """Where the objects and arrays of the JSON array at ``start`` sit in ``data``.
 
     The bytes version of :func:`item_spans` for a whole file that is not parsed as one
@@ -91,7 +93,8 @@ def array_items(data: bytes | mmap, start: int) -> tuple[list[tuple[int, int]], 
     the items' own JSON is left for the caller to parse one at a time. Returns the
     spans and the separators (``seps[0]`` follows ``[``, ``seps[k]``, with its comma,
     precedes item k, ``seps[-1]`` precedes ``]``), or None where the array does not
-    hold only objects and arrays, or is not closed.
+    hold only objects and arrays, or is not closed. ``seen`` is told where each item
+    ends (to give a map's pages back as the scan goes).
     """
     if data[start] != _OPEN:
         return None
@@ -107,6 +110,8 @@ def array_items(data: bytes | mmap, start: int) -> tuple[list[tuple[int, int]], 
         if end is None:
             return None
         spans.append((pos, end))
+        if seen is not None:
+            seen(end)
         mark = end
         pos = _skip_ws_b(data, end)
         if pos >= len(data):

@@ -57,7 +57,15 @@ class TauBenchRuns(Collection):
         if start < 0 or raw[start : start + 1] != b"[":
             return None
         lead = BOM if raw[:3] == BOM else b""
-        found = array_items(raw, start)
+        scanned = 0
+
+        def seen(end: int) -> None:  # the scan gives the map's pages back as it goes
+            nonlocal scanned
+            if end - scanned >= RELEASE_BYTES:
+                release(raw, end)
+                scanned = end
+
+        found = array_items(raw, start, seen)
         if found is None or not found[0]:
             return None
         spans, seps = found
@@ -66,10 +74,12 @@ class TauBenchRuns(Collection):
             return None
         view = memoryview(raw)
         released = 0
+        ascii_doc = True  # between the runs there are only blanks and commas
         try:
             for s, e in spans:
                 if not _is_run(loads_record(view[s:e])):
                     return None
+                ascii_doc = ascii_doc and _NON_ASCII.search(raw, s, e) is None
                 if e - released >= RELEASE_BYTES:  # each run is parsed again as a part
                     release(raw, e)
                     released = e
@@ -81,7 +91,7 @@ class TauBenchRuns(Collection):
                 tail,
                 [sep.decode("ascii") for sep in seps],
                 (bytes(view[s : min(e, s + _HEAD)]).decode("utf-8", "ignore") for s, e in spans),
-                _NON_ASCII.search(raw) is None,
+                ascii_doc and head.isascii() and tail.isascii(),
                 bytes(view[spans[0][0] : spans[0][1]]),
             )
         except (ValueError, RecursionError):

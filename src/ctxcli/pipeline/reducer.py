@@ -189,7 +189,7 @@ def reduce_bytes(
     return Reduced(output, report, ops, doc.format.units, kept, rerun)
 
 
-PART_BATCH_BYTES = 32 * 1024 * 1024
+PART_BATCH_BYTES = 16 * 1024 * 1024
 """A collection's trajectories are loaded, counted and reduced about this many bytes at
 a time: counted in bulk (on every core), yet the file is never held parsed all at once."""
 
@@ -221,8 +221,8 @@ def _reduce_collection(
             log or cache_notes.append,
             services=default_services(cache=counting.cache),
         )
-        for batch in _batches(split.parts, PART_BATCH_BYTES):
-            docs = [load(raw, name, on_invalid=on_invalid) for raw, name in batch]
+        for batch in _batches(split.parts, PART_BATCH_BYTES, raw):
+            docs = [load(data, name, on_invalid=on_invalid) for data, name in batch]
             for doc in docs:
                 ledger.prime(doc.conversation, counting.progress)
             for doc in docs:
@@ -269,14 +269,22 @@ def _reduce_collection(
     return Reduced(output, report, script.ops, "document", None, None)
 
 
-def _batches(parts: Iterable[Part], size: int) -> Iterator[list[tuple[bytes, str]]]:
-    """The parts' bytes (each made once) and names, about ``size`` bytes at a time."""
+def _batches(parts: Iterable[Part], size: int, raw: Input) -> Iterator[list[tuple[bytes, str]]]:
+    """The parts' bytes (each made once) and names, about ``size`` bytes at a time.
+
+    Making a part reads its run or row again from ``raw``: a map's pages go back every
+    4 MB of parts made.
+    """
     batch: list[tuple[bytes, str]] = []
-    held = 0
+    held = made = 0
     for part in parts:
-        raw = part.raw
-        batch.append((raw, part.name))
-        held += len(raw)
+        data = part.raw
+        batch.append((data, part.name))
+        held += len(data)
+        made += len(data)
+        if made >= RELEASE_BYTES:
+            release(raw)
+            made = 0
         if held >= size:
             yield batch
             batch, held = [], 0
