@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
+from ctxcli.core.errors import TranscriptError
 from ctxcli.formats import Document, split_collection
 from ctxcli.formats.jsontext import array_items, item_spans
 from ctxcli.pipeline import reducer
@@ -191,6 +192,15 @@ def test_a_collection_is_reduced_a_batch_of_parts_at_a_time(
     assert batched.report.to_dict() == whole.report.to_dict()
 
 
+@needs_shared
+def test_a_report_follows_the_only_trajectory_of_a_collection() -> None:
+    one = reduce_bytes(_tau_runs(1), config=TIGHT, trace=True)
+    assert one.trace is not None and one.report.format == "taubench_runs"
+    assert one.trace.steps[0][1].messages  # the run's messages, as ctx report shows them
+    with pytest.raises(TranscriptError, match="holds 3 trajectories"):
+        reduce_bytes(_tau_runs(3), config=TIGHT, trace=True)
+
+
 # -- OpenHands ---------------------------------------------------------------------------
 
 
@@ -339,8 +349,6 @@ def test_collections_leave_single_transcripts_alone() -> None:
 
 
 def test_forced_collection_that_does_not_match_is_one_line_error() -> None:
-    from ctxcli.core.errors import TranscriptError
-
     with pytest.raises(TranscriptError, match="x.json: not a taubench_runs file"):
         split_collection(b'[{"role": "user"}]', "x.json", format="taubench_runs")
     bad = b'{"messages": [{"role": "user", "content": "a"}]}\n{"other": 1}\n'

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.restore import OriginalsSink, RestoreScript
@@ -83,7 +84,16 @@ def reduce_bytes(
     counting = counting or CountOptions()
     split = None if resume is not None else split_collection(raw, path, format=fmt)
     if split is not None:
-        return _reduce_collection(raw, path, split, config, offload, on_invalid, log, counting)
+        if trace and len(split.parts) > 1:
+            raise TranscriptError(
+                path,
+                None,
+                f"holds {len(split.parts)} trajectories ({split.format}); a report follows "
+                "one transcript: report one of them",
+            )
+        return _reduce_collection(
+            raw, path, split, config, offload, on_invalid, log, counting, trace=trace
+        )
     prefix = resume.kept if resume is not None else None
     if resume is not None:
         docs = [load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)]
@@ -203,10 +213,16 @@ def _reduce_collection(
     on_invalid: str,
     log: Callable[[str], None] | None,
     counting: CountOptions,
+    *,
+    trace: bool = False,
 ) -> Reduced:
     """Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
-    its own with the same counter and offload store, a batch of parts at a time."""
+    its own with the same counter and offload store, a batch of parts at a time.
+
+    ``trace`` (``ctx report``) follows the file's only trajectory.
+    """
     cache_notes: list[str] = []
+    kept: Trace | None = None
     counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
     outputs: list[bytes | None] = []
     runs: list[list[StageReport]] = []
@@ -226,7 +242,12 @@ def _reduce_collection(
             for doc in docs:
                 ledger.prime(doc.conversation, counting.progress)
             for doc in docs:
-                conv, reports = run_pipeline(doc.conversation, config.stages, ctx)
+                steps: list[tuple[str, Conversation]] | None = (
+                    [("input", doc.conversation)] if trace else None
+                )
+                conv, reports = run_pipeline(doc.conversation, config.stages, ctx, trace=steps)
+                if steps is not None:
+                    kept = Trace(steps, _block_tokens(counter, steps))
                 runs.append(reports)
                 messages += len(doc.conversation)
                 tokens_before += ledger.total(doc.conversation)
@@ -266,7 +287,7 @@ def _reduce_collection(
         offload_dir=offload.root,
         warnings=warnings + cache_notes,
     )
-    return Reduced(output, report, script.ops, "document", None, None)
+    return Reduced(output, report, script.ops, "document", kept, None)
 
 
 def _batches(parts: Iterable[Part], size: int, raw: Input) -> Iterator[list[tuple[bytes, str]]]:
