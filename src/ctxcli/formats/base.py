@@ -254,25 +254,20 @@ def hydrate(value: Any) -> Any:
     """``value`` with every :class:`Span` in it read back; only what holds one is copied."""
     if isinstance(value, Span):
         return value.text()
-    if isinstance(value, dict):
-        copy: Any = None
-        for k, v in value.items():
-            if isinstance(v, (dict, list, Span)):
-                new = hydrate(v)
-                if new is not v:
-                    copy = dict(value) if copy is None else copy
-                    copy[k] = new
-        return value if copy is None else copy
-    if isinstance(value, list):
-        items: Any = None
-        for i, v in enumerate(value):
-            if isinstance(v, (dict, list, Span)):
-                new = hydrate(v)
-                if new is not v:
-                    items = list(value) if items is None else items
-                    items[i] = new
-        return value if items is None else items
-    return value
+    if not isinstance(value, (dict, list)):
+        return value
+    copy: Any = None
+    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+        if isinstance(v, (dict, list, Span)):
+            new = hydrate(v)
+            if new is not v:
+                copy = (
+                    (dict(value) if isinstance(value, dict) else list(value))
+                    if copy is None
+                    else copy
+                )
+                copy[k] = new
+    return value if copy is None else copy
 
 
 def _lazy_blocks(rec: Record, message: Message, reads: _Reads) -> Message:

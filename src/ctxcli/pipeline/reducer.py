@@ -113,14 +113,7 @@ def reduce_bytes(
         # they come from the disk cache or from every core.
         for doc in docs:
             ledger.prime(doc.conversation, counting.progress)
-        # Stage notes meant for the user (a classifier falling back) become warnings.
-        ctx = StageContext(
-            ledger,
-            offload,
-            config.settings.language,
-            log or cache_notes.append,
-            services=default_services(cache=counting.cache),
-        )
+        ctx = _stage_context(ledger, offload, config, log or cache_notes.append, counting)
         steps: list[tuple[str, Conversation]] | None = (
             [("input", docs[0].conversation)] if trace else None
         )
@@ -199,6 +192,24 @@ def reduce_bytes(
     return Reduced(output, report, ops, doc.format.units, kept, rerun)
 
 
+def _stage_context(
+    ledger: TokenLedger,
+    offload: DryRunOffload,
+    config: Config,
+    log: Callable[[str], None],
+    counting: CountOptions,
+) -> StageContext:
+    """What the stages get; their notes meant for the user (a classifier falling back)
+    go to ``log`` (the run's warnings unless the caller takes them)."""
+    return StageContext(
+        ledger,
+        offload,
+        config.settings.language,
+        log,
+        services=default_services(cache=counting.cache),
+    )
+
+
 PART_BATCH_BYTES = 16 * 1024 * 1024
 """A collection's trajectories are loaded, counted and reduced about this many bytes at
 a time: counted in bulk (on every core), yet the file is never held parsed all at once."""
@@ -230,13 +241,7 @@ def _reduce_collection(
     messages = tokens_before = tokens_after = 0
     try:
         ledger = TokenLedger(counter)
-        ctx = StageContext(
-            ledger,
-            offload,
-            config.settings.language,
-            log or cache_notes.append,
-            services=default_services(cache=counting.cache),
-        )
+        ctx = _stage_context(ledger, offload, config, log or cache_notes.append, counting)
         for batch in _batches(split.parts, PART_BATCH_BYTES, raw):
             docs = [load(data, name, on_invalid=on_invalid) for data, name in batch]
             for doc in docs:
