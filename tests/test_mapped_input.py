@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, shared_transcripts
 from ctxcli import api
 from ctxcli.core.errors import TranscriptError
-from ctxcli.formats.base import release
+from ctxcli.formats.base import RELEASE_BYTES, Pages, release
 from ctxcli.pipeline import reducer
 from ctxcli.pipeline.config import build_config, default_config
 
@@ -85,6 +85,42 @@ def test_released_pages_still_read_the_same(synthetic: Path, mapped: None) -> No
     release(data)
     assert data[:] == before
     assert api.digest(data) == api.sha256(before)
+
+
+def _resident_kb(path: Path) -> int:
+    """Resident KB of this process's map of ``path`` (/proc/self/smaps)."""
+    found, kb = False, 0
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        if line[:1].isalnum() and "-" in line.split(" ", 1)[0]:  # a mapping's header
+            found = line.rstrip().endswith(str(path))
+        elif found and line.startswith("Rss:"):
+            kb += int(line.split()[1])
+    return kb
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's smaps")
+def test_pages_go_back_as_a_pass_goes(tmp_path: Path) -> None:
+    path = tmp_path / "big.bin"
+    path.write_bytes(os.urandom(3 * RELEASE_BYTES))
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        size_kb = len(data) // 1024
+
+        def touch() -> None:
+            assert sum(data[i] for i in range(0, len(data), mmap.PAGESIZE)) >= 0
+
+        touch()
+        assert _resident_kb(path) >= size_kb * 0.9
+        pages = Pages(data)
+        pages.reached(RELEASE_BYTES - 1)  # less than 4 MB passed: nothing goes yet
+        assert _resident_kb(path) >= size_kb * 0.9
+        pages.reached(2 * RELEASE_BYTES)  # the first 8 MB go, the last 4 MB stay
+        assert size_kb // 3 * 0.9 <= _resident_kb(path) <= size_kb // 3 + 64
+        touch()
+        pages.read(RELEASE_BYTES // 2)
+        assert _resident_kb(path) >= size_kb * 0.9
+        pages.read(RELEASE_BYTES // 2)  # 4 MB read anywhere: every page goes
+        assert _resident_kb(path) <= 64
+        assert Pages(b"bytes").raw is None  # bytes: nothing to give back
 
 
 def _reduce_both(

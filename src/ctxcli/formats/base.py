@@ -53,6 +53,34 @@ def release(raw: Input, end: int | None = None) -> None:
             raw.madvise(dontneed, 0, length)
 
 
+class Pages:
+    """Gives a mapped input's pages back as a pass over it goes, every :data:`RELEASE_BYTES`.
+
+    :meth:`reached` is for a pass that moves forward (the pages before it go), :meth:`read`
+    for reads anywhere in the input (all pages go). On bytes, neither does anything.
+    """
+
+    __slots__ = ("raw", "_at", "_read")
+
+    def __init__(self, raw: Input) -> None:
+        self.raw = raw if isinstance(raw, mmap.mmap) else None
+        self._at = self._read = 0
+
+    def reached(self, pos: int) -> None:
+        """The pass is at ``pos``."""
+        if self.raw is not None and pos - self._at >= RELEASE_BYTES:
+            release(self.raw, pos)
+            self._at = pos
+
+    def read(self, n: int) -> None:
+        """``n`` more bytes of the input were read."""
+        if self.raw is not None:
+            self._read += n
+            if self._read >= RELEASE_BYTES:
+                release(self.raw)
+                self._read = 0
+
+
 @dataclass(slots=True)
 class Record:
     """One record of the file: its original bytes and, if it parsed, its data."""
@@ -204,16 +232,6 @@ LAZY_MIN_CHARS = 1024
 """A text at least this long is left in the input by a format with ``lazy_texts``."""
 
 
-class _Reads:
-    """What lazy texts have read of a mapped input since its pages were last given back."""
-
-    __slots__ = ("raw", "read")
-
-    def __init__(self, raw: Input) -> None:
-        self.raw = raw if isinstance(raw, mmap.mmap) else None
-        self.read = 0
-
-
 class Span:
     """Where a text's JSON string sits in its record's bytes (a ``core.model.TextSpan``).
 
@@ -222,19 +240,14 @@ class Span:
     parsed data holds the span in the text's place too (:func:`hydrate`).
     """
 
-    __slots__ = ("view", "start", "end", "chars", "reads")
+    __slots__ = ("view", "start", "end", "chars", "pages")
 
-    def __init__(self, view: memoryview, start: int, end: int, chars: int, reads: _Reads) -> None:
-        self.view, self.start, self.end, self.chars, self.reads = view, start, end, chars, reads
+    def __init__(self, view: memoryview, start: int, end: int, chars: int, pages: Pages) -> None:
+        self.view, self.start, self.end, self.chars, self.pages = view, start, end, chars, pages
 
     def text(self) -> str:
         text: str = loads_record(self.view[self.start : self.end])
-        reads = self.reads
-        if reads.raw is not None:  # the pages read go back, as the parse's did
-            reads.read += self.end - self.start
-            if reads.read >= RELEASE_BYTES:
-                release(reads.raw)
-                reads.read = 0
+        self.pages.read(self.end - self.start)  # the pages read go back, as the parse's did
         return text
 
     def __repr__(self) -> str:
@@ -270,7 +283,7 @@ def hydrate(value: Any) -> Any:
     return value if copy is None else copy
 
 
-def _lazy_blocks(rec: Record, message: Message, reads: _Reads) -> Message:
+def _lazy_blocks(rec: Record, message: Message, pages: Pages) -> Message:
     """``message`` with its long string-field texts left in the record's bytes."""
     blocks: list[Block] | None = None
     body: bytes | None = None
@@ -291,7 +304,7 @@ def _lazy_blocks(rec: Record, message: Message, reads: _Reads) -> Message:
         if at < 0:  # escaped some other way (ensure_ascii): stays a str
             continue
         view = rec.raw if isinstance(rec.raw, memoryview) else memoryview(rec.raw)
-        span = Span(view, at, at + len(literal), len(text), reads)
+        span = Span(view, at, at + len(literal), len(text), pages)
         get_in(rec.data, path[:-1])[path[-1]] = span  # the parsed record is ours
         blocks = list(message.blocks) if blocks is None else blocks
         blocks[i] = LazyBlock(
@@ -503,7 +516,7 @@ class Format:
         keep = self.on_invalid(on_invalid) == "keep"
         records: list[Record] = []
         warnings: list[str] = []
-        reads = _Reads(raw)
+        pages = Pages(raw)
         for rec in itertools.chain(parsed, rest):
             key = len(records)
             records.append(rec)
@@ -521,7 +534,7 @@ class Format:
                     raise_first_invalid(list(rest), path)
                 raise
             if message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
-                message = _lazy_blocks(rec, message, reads)
+                message = _lazy_blocks(rec, message, pages)
             rec.message = message
         return self.assemble(raw, path, records, warnings)
 
@@ -534,7 +547,7 @@ class Format:
     def build(self, raw: Input, path: str, records: list[Record]) -> Document:
         """Attach messages to parsed records."""
         warnings: list[str] = []
-        reads = _Reads(raw) if self.lazy_texts else None
+        pages = Pages(raw) if self.lazy_texts else None
         for key, rec in enumerate(records):
             if rec.invalid is not None:
                 warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
@@ -542,8 +555,8 @@ class Format:
             if rec.data is None or rec.kept:
                 continue
             message = self.to_message(rec.data, key, rec.line, path)
-            if reads is not None and message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
-                message = _lazy_blocks(rec, message, reads)
+            if pages is not None and message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
+                message = _lazy_blocks(rec, message, pages)
             rec.message = message
         return self.assemble(raw, path, records, warnings)
 
@@ -828,12 +841,10 @@ def iter_records(raw: Input, path: str) -> Iterator[Record]:
     """
     if not raw or _NON_SPACE.search(raw) is None:  # strip() would copy the input to find out
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
-    read = released = 0
+    pages, read = Pages(raw), 0
     for i, unit in enumerate(_line_views(raw)):
         read += len(unit)
-        if read - released >= RELEASE_BYTES:  # a mapped input's parsed pages go back
-            release(raw, read)
-            released = read
+        pages.reached(read)  # a mapped input's parsed pages go back
         rec = Record(unit, i + 1)
         body = _body_view(unit)  # no copy: orjson parses the view
         if _blank(body):

@@ -20,15 +20,14 @@ from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.restore import split_units
 from ctxcli.formats.base import (
     BOM,
-    RELEASE_BYTES,
     Input,
+    Pages,
     Record,
     dumps_like,
     iter_records,
     join_parts,
     loads_record,
     raise_first_invalid,
-    release,
 )
 
 __all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
@@ -172,16 +171,13 @@ class JsonlRows(Collection):
                 id(rec): (column, out) for (rec, column), out in zip(rows, outputs, strict=True)
             }
             out: list[bytes | memoryview] = []
-            parsed = 0
+            pages = Pages(raw)  # the rows parsed again go back
             for rec in records:
                 column, part = reduced.get(id(rec), ("", None))
                 if part is None:
                     out.append(rec.raw)
                     continue
-                parsed += len(rec.raw)
-                if parsed >= RELEASE_BYTES:  # the rows parsed again go back
-                    release(raw)
-                    parsed = 0
+                pages.read(len(rec.raw))
                 data = {**loads_record(rec.body), column: items_of(part)}
                 lead = BOM if rec.has_bom else b""
                 out.append(lead + dumps_like(data, rec.body) + rec.terminator)

@@ -525,9 +525,3 @@ def _rewrite_copies(
         return text[:start] + dumped + text[end:]
     shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
     return text[: start + shift] + dumped + text[end + shift :]
-
-
-# Shared with collection formats that write a JSON array in its document's style.
-item_spans = _item_spans
-layout_of = _layout
-skip_ws = _skip_ws

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctxcli.core.restore import encode_text
-from ctxcli.formats.base import BOM, RELEASE_BYTES, Input, join_parts, loads_record, release
+from ctxcli.formats.base import BOM, Input, Pages, join_parts, loads_record, release
 from ctxcli.formats.collection import (
     Collection,
     Part,
@@ -57,15 +57,7 @@ class TauBenchRuns(Collection):
         if start < 0 or raw[start : start + 1] != b"[":
             return None
         lead = BOM if raw[:3] == BOM else b""
-        scanned = 0
-
-        def seen(end: int) -> None:  # the scan gives the map's pages back as it goes
-            nonlocal scanned
-            if end - scanned >= RELEASE_BYTES:
-                release(raw, end)
-                scanned = end
-
-        found = array_items(raw, start, seen)
+        found = array_items(raw, start, Pages(raw).reached)  # pages go back as it scans
         if found is None or not found[0]:
             return None
         spans, seps = found
@@ -73,16 +65,14 @@ class TauBenchRuns(Collection):
         if _NON_SPACE.search(raw, end) is not None:
             return None
         view = memoryview(raw)
-        released = 0
+        pages = Pages(raw)  # each run is parsed again as a part: its pages go back
         ascii_doc = True  # between the runs there are only blanks and commas
         try:
             for s, e in spans:
                 if not _is_run(loads_record(view[s:e])):
                     return None
                 ascii_doc = ascii_doc and _NON_ASCII.search(raw, s, e) is None
-                if e - released >= RELEASE_BYTES:  # each run is parsed again as a part
-                    release(raw, e)
-                    released = e
+                pages.reached(e)
             head = bytes(raw[len(lead) : start]).decode("utf-8")
             tail = bytes(raw[end:]).decode("utf-8")
             layout = layout_from(
@@ -105,16 +95,14 @@ class TauBenchRuns(Collection):
 
         def join(outputs: list[bytes | None]) -> bytes:
             out: list[bytes | memoryview] = [lead, encode_text(head), b"[", seps[0]]
-            released = 0
+            pages = Pages(raw)  # the runs parsed again go back
             for (s, e), sep, reduced in zip(spans, seps[1:], outputs, strict=True):
                 if reduced is None:
                     out.append(view[s:e])
                 else:
                     run = loads_record(view[s:e])
                     out.append(encode_text(layout.dump_item({**run, TRAJ: items_of(reduced)})))
-                    if e - released >= RELEASE_BYTES:  # the runs parsed again go back
-                        release(raw, e)
-                        released = e
+                    pages.reached(e)
                 out.append(sep)
             out += [b"]", encode_text(tail)]
             return join_parts(out)

@@ -15,7 +15,7 @@ from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats import Split, get_format, load, split_collection
-from ctxcli.formats.base import RELEASE_BYTES, Input, release
+from ctxcli.formats.base import Input, Pages, release
 from ctxcli.formats.collection import Part
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
@@ -302,15 +302,12 @@ def _batches(parts: Iterable[Part], size: int, raw: Input) -> Iterator[list[tupl
     4 MB of parts made.
     """
     batch: list[tuple[bytes, str]] = []
-    held = made = 0
+    pages, held = Pages(raw), 0
     for part in parts:
         data = part.raw
         batch.append((data, part.name))
         held += len(data)
-        made += len(data)
-        if made >= RELEASE_BYTES:
-            release(raw)
-            made = 0
+        pages.read(len(data))
         if held >= size:
             yield batch
             batch, held = [], 0
@@ -337,14 +334,11 @@ class _Releasing:
     """
 
     def __init__(self, sink: OriginalsSink, raw: Input) -> None:
-        self._sink, self._raw, self._read = sink, raw, 0
+        self._sink, self._pages = sink, Pages(raw)
 
     def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
         op = self._sink.add_original(raw, texts)
-        self._read += len(raw)
-        if self._read >= RELEASE_BYTES:
-            release(self._raw)
-            self._read = 0
+        self._pages.read(len(raw))
         return op
 
 
