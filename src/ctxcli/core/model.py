@@ -28,6 +28,7 @@ __all__ = [
     "RecordEdits",
     "Round",
     "SourceRecord",
+    "visible_sources",
     "visible_texts",
 ]
 
@@ -486,3 +487,18 @@ def visible_texts(message: Message) -> Iterator[str]:
             yield block.text
         elif block.kind in (Kind.TEXT, Kind.TOOL_RESULT, Kind.THINKING):
             yield block.text
+
+
+def visible_sources(message: Message) -> Iterator[str | TextSpan]:
+    """Like :func:`visible_texts`, but a lazy block's text comes as its span, unread.
+
+    For counting a whole conversation at once without holding all its texts: the
+    counter reads each span when it gets to it.
+    """
+    for block in message.blocks:
+        if block.kind is Kind.TOOL_CALL:
+            if block.name:
+                yield block.name
+        elif block.kind not in (Kind.TEXT, Kind.TOOL_RESULT, Kind.THINKING):
+            continue
+        yield block.span if isinstance(block, LazyBlock) else block.text

@@ -26,7 +26,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.core.model import IMAGE_TOKENS, Block, Conversation, Kind, Message, visible_texts
+from ctxcli.core.model import (
+    IMAGE_TOKENS,
+    Block,
+    Conversation,
+    Kind,
+    Message,
+    TextSpan,
+    visible_sources,
+    visible_texts,
+)
 
 if TYPE_CHECKING:
     from ctxcli.services.token_cache import TokenCache
@@ -39,8 +48,19 @@ CACHE_MIN_CHARS = 64
 PARALLEL_MIN_BYTES = 4 * 1024 * 1024
 """Below this much uncounted text, starting worker processes costs more than it saves."""
 
+DIGEST_MIN_CHARS = 1024
+"""Texts this long are memoised by their digest (:func:`text_key`), not by themselves:
+16 bytes held instead of a text that a lazy block reads from the input only when asked
+(``formats.base.LAZY_MIN_CHARS`` is no shorter)."""
+
 _CHUNK_BYTES = 512 * 1024
 """Work unit handed to a counting process (small enough to balance, big enough to batch)."""
+
+Key = str | bytes
+"""A text in a counter's memo: the text when short, its digest when long (:func:`memo_key`)."""
+
+Source = str | TextSpan
+"""A text to count, or where to read it (a lazy block's span)."""
 
 Progress = Callable[[int, int], None]
 """Called with (bytes counted so far, bytes to count in all)."""
@@ -202,9 +222,10 @@ class CachedCounter:
             PARALLEL_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
         )
         self._fn = fn
-        # Keyed by the text itself: the texts are alive in the conversation anyway,
-        # and str caches its hash, so a hit costs one dict lookup.
-        self._memo: dict[str, int] = {}
+        # Short texts are keyed by themselves (str caches its hash: a hit is one dict
+        # lookup); long ones by their digest, so the memo never holds a text that the
+        # conversation does not (a lazy text is read from the input only to be counted).
+        self._memo: dict[Key, int] = {}
         self._background: _Background | None = None
         self.counted = 0
         """Texts actually run through the tokenizer by this counter (tests observe it)."""
@@ -213,13 +234,14 @@ class CachedCounter:
         """Tokens in ``text`` (waits if it is being counted in the background)."""
         if not self.memoize:
             return self._fn(text)
-        hit = self._memo.get(text)
+        key = memo_key(text)
+        hit = self._memo.get(key)
         if hit is None:
-            if self._background is not None and self._background.has(text):
-                return self._background.wait_for(text)
+            if self._background is not None and self._background.has(key):
+                return self._background.wait_for(key)
             hit = self._fn(text) if text else 0
             self.counted += 1
-            self._memo[text] = hit
+            self._memo[key] = hit
         return hit
 
     def trim(self, max_texts: int) -> None:
@@ -236,68 +258,76 @@ class CachedCounter:
         """The count of ``text`` if it is already known, without waiting or counting."""
         if not self.memoize:
             return self._fn(text)
-        return self._memo.get(text)
+        return self._memo.get(memo_key(text))
 
     def collect(self) -> None:
         """Take in what the background workers have counted so far (never waits)."""
         if self._background is not None:
             self._background.collect()
 
-    def count_many(self, texts: Iterable[str], progress: Progress | None = None) -> None:
+    def count_many(self, texts: Iterable[Source], progress: Progress | None = None) -> None:
         """Start counting every text not counted yet; :meth:`count` then waits only for its own.
 
-        Long texts are looked up in the disk cache first. What is left is counted
-        here when it is small; when it is large, worker processes count it in the
-        background while the caller goes on, and this process joins in whenever it
-        waits for a count. The counts of newly counted long texts go to the disk
-        cache (in :meth:`finish` for background counts).
+        ``texts`` may hold spans (:func:`~ctxcli.core.model.visible_sources`): each is
+        read once here for its digest and again by whoever counts it, so the texts of a
+        large input are never all held at once. Long texts are looked up in the disk
+        cache first. What is left is counted here when it is small; when it is large,
+        worker processes count it in the background while the caller goes on, and this
+        process joins in whenever it waits for a count. The counts of newly counted
+        long texts go to the disk cache (in :meth:`finish` for background counts).
         """
         if not self.memoize:
             return
         memo = self._memo
-        todo: dict[str, None] = {}
+        todo: dict[Key, Source] = {}
         background = self._background
-        for text in texts:
-            if text not in memo and text not in todo:
-                if len(text) < CACHE_MIN_CHARS:
+        for source in texts:
+            text = source if isinstance(source, str) else source.text()
+            if len(text) < CACHE_MIN_CHARS:
+                if text not in memo:
                     self.count(text)
-                elif background is None or not background.has(text):
-                    todo[text] = None
+                continue
+            key = memo_key(text)
+            if key not in memo and key not in todo:
+                if background is None or not background.has(key):
+                    # A span is kept instead of its text only when its key is a digest.
+                    todo[key] = source if isinstance(key, bytes) else text
         if not todo:
             return
-        pending = list(todo)
-        keys: dict[str, bytes] = {}
+        keys: dict[Key, bytes] = {}
         if self.cache is not None:
-            keys = {t: text_key(t) for t in pending}
+            keys = {k: k if isinstance(k, bytes) else text_key(k) for k in todo}
             found = self.cache.get_many(self.name, list(keys.values()))
             if found:
-                rest = []
-                for text in pending:
-                    n = found.get(keys[text])
-                    if n is None:
-                        rest.append(text)
-                    else:
-                        memo[text] = n
-                pending = rest
-        if not pending:
+                for key in list(todo):
+                    n = found.get(keys[key])
+                    if n is not None:
+                        memo[key] = n
+                        del todo[key]
+        if not todo:
             return
-        size = sum(map(len, pending))
+        pending = list(todo.items())
+        size = sum(_chars(source) for _, source in pending)
         if background is None and (self.workers <= 1 or size < self.parallel_min_bytes):
-            counts = count_texts(
-                self.name, self.engine, self._fn, pending, workers=1, progress=progress
-            )
-            self.counted += len(pending)
-            memo.update(zip(pending, counts, strict=True))
-            if self.cache is not None:
-                self.cache.put_many(
-                    self.name, [(keys[t], n) for t, n in zip(pending, counts, strict=True)]
-                )
+            fn, done = self._fn, 0
+            for start, end, chars in _chunks([_chars(s) for _, s in pending], _CHUNK_BYTES):
+                part = pending[start:end]
+                counts = [fn(_text(source)) for _, source in part]
+                memo.update(zip((k for k, _ in part), counts, strict=True))
+                if self.cache is not None:
+                    self.cache.put_many(
+                        self.name, [(keys[k], n) for (k, _), n in zip(part, counts, strict=True)]
+                    )
+                self.counted += len(part)
+                done += chars
+                if progress is not None:
+                    progress(done, size)
             return
         if background is None:
             background = _Background.start(self, pending, progress)
             if background is None:  # no safe way to start workers: count here
                 self.workers = 1
-                self.count_many(pending, progress)
+                self.count_many([source for _, source in pending], progress)
                 return
             self._background = background
         else:
@@ -316,7 +346,7 @@ class CachedCounter:
         if self.cache is not None and background.keys:
             memo = self._memo
             self.cache.put_many(
-                self.name, [(k, memo[t]) for t, k in background.keys.items() if t in memo]
+                self.name, [(c, memo[k]) for k, c in background.keys.items() if k in memo]
             )
 
     def close(self) -> None:
@@ -334,22 +364,24 @@ class _Background:
     Work is queued in chunks. The workers take chunks from the front; whenever the
     main process needs a count it cancels a chunk nobody has started yet (from the
     back) and counts it itself, so both cores stay busy and nothing is counted twice.
+    Texts are known by their memo keys; a chunk holds their sources (a span is read
+    by whichever process counts it).
     """
 
     def __init__(self, counter: CachedCounter, pool: ProcessPoolExecutor, fork: bool) -> None:
         self.counter = counter
         self.pool = pool
         self.fork = fork
-        self.futures: dict[Future[list[int]], list[str]] = {}
-        self.where: dict[str, Future[list[int]]] = {}
-        self.keys: dict[str, bytes] = {}
+        self.futures: dict[Future[list[int]], list[tuple[Key, Source]]] = {}
+        self.where: dict[Key, Future[list[int]]] = {}
+        self.keys: dict[Key, bytes] = {}
         self.progress: Progress | None = None
         self.total = 0
         self.done = 0
 
     @classmethod
     def start(
-        cls, counter: CachedCounter, texts: list[str], progress: Progress | None
+        cls, counter: CachedCounter, items: list[tuple[Key, Source]], progress: Progress | None
     ) -> _Background | None:
         import multiprocessing
 
@@ -360,49 +392,50 @@ class _Background:
         # Not "the default": on Linux before 3.14 that is fork, even with threads about.
         context: Any = multiprocessing.get_context("fork" if fork else "spawn")
         if fork:
-            # The workers are forked at the first submit and inherit these: only
-            # index ranges travel to them.
-            _SHARED, _SHARED_FN = texts, counter._fn
+            # The workers are forked at the first submit and inherit these (a span
+            # with the input's map): only index ranges travel to them.
+            _SHARED, _SHARED_FN = [source for _, source in items], counter._fn
         pool = ProcessPoolExecutor(
             max_workers=counter.workers - 1, mp_context=context, initializer=ignore_sigint
         )
         background = cls(counter, pool, fork)
         background.progress = progress
-        background.submit(texts, shared=fork)
+        background.submit(items, shared=fork)
         return background
 
-    def submit(self, texts: list[str], *, shared: bool = False) -> None:
-        """Queue ``texts`` (``shared``: they are the list the forked workers inherited)."""
+    def submit(self, items: list[tuple[Key, Source]], *, shared: bool = False) -> None:
+        """Queue ``items`` (``shared``: their sources are the list forked workers inherited)."""
         name, engine = self.counter.name, self.counter.engine
-        for start, end, size in _chunks(texts, _CHUNK_BYTES):
-            part = texts[start:end]
+        for start, end, size in _chunks([_chars(s) for _, s in items], _CHUNK_BYTES):
+            part = items[start:end]
             if shared:
                 fut = self.pool.submit(_count_range, name, engine, start, end, None)
-            else:
-                fut = self.pool.submit(_count_range, name, engine, 0, 0, part)
+            else:  # a spawned worker gets the texts themselves
+                texts = [_text(source) for _, source in part]
+                fut = self.pool.submit(_count_range, name, engine, 0, 0, texts)
             self.futures[fut] = part
-            for text in part:
-                self.where[text] = fut
+            for key, _ in part:
+                self.where[key] = fut
             self.total += size
 
-    def has(self, text: str) -> bool:
-        """True if ``text`` is queued or being counted."""
-        return text in self.where
+    def has(self, key: Key) -> bool:
+        """True if the text of ``key`` is queued or being counted."""
+        return key in self.where
 
     def _record(self, fut: Future[list[int]], counts: list[int]) -> None:
         part = self.futures.pop(fut)
         memo = self.counter._memo
-        for text, n in zip(part, counts, strict=True):
-            memo[text] = n
-            del self.where[text]
+        for (key, source), n in zip(part, counts, strict=True):
+            memo[key] = n
+            del self.where[key]
+            self.done += _chars(source)
         self.counter.counted += len(part)
-        self.done += sum(map(len, part))
         if self.progress is not None:
             self.progress(self.done, self.total)
 
     def _count_here(self, fut: Future[list[int]]) -> None:
         fn = self.counter._fn
-        self._record(fut, [fn(t) for t in self.futures[fut]])
+        self._record(fut, [fn(_text(source)) for _, source in self.futures[fut]])
 
     def _result(self, fut: Future[list[int]]) -> None:
         try:
@@ -442,10 +475,10 @@ class _Background:
         if fut in self.futures:
             self._result(fut)
 
-    def wait_for(self, text: str) -> int:
+    def wait_for(self, key: Key) -> int:
         """The count of a queued text, once its chunk is counted."""
-        self.resolve(self.where[text])
-        return self.counter._memo[text]
+        self.resolve(self.where[key])
+        return self.counter._memo[key]
 
     def drain(self) -> None:
         """Wait until everything queued is counted."""
@@ -467,10 +500,23 @@ def text_key(text: str) -> bytes:
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
+def memo_key(text: str) -> Key:
+    """What a counter's memo knows ``text`` by: itself when short, else :func:`text_key`."""
+    return text if len(text) < DIGEST_MIN_CHARS else text_key(text)
+
+
+def _text(source: Source) -> str:
+    return source if isinstance(source, str) else source.text()
+
+
+def _chars(source: Source) -> int:
+    return len(source) if isinstance(source, str) else source.chars
+
+
 # --- counting on several processes ----------------------------------------------------
 
-_SHARED: list[str] = []
-"""Texts a forked worker inherits, so only index ranges travel to it."""
+_SHARED: list[Source] = []
+"""Texts (or their spans) a forked worker inherits, so only index ranges travel to it."""
 _SHARED_FN: Callable[[str], int] | None = None
 """The count function a forked worker inherits (a spawned one loads it by name)."""
 
@@ -479,21 +525,22 @@ def _count_range(
     name: str, engine: str, start: int, end: int, texts: list[str] | None
 ) -> list[int]:
     fn = _SHARED_FN or load_engine(name, engine)[1]
-    items = texts if texts is not None else _SHARED[start:end]
-    return [fn(t) for t in items]
+    if texts is not None:
+        return [fn(t) for t in texts]
+    return [fn(_text(source)) for source in _SHARED[start:end]]
 
 
-def _chunks(texts: Sequence[str], size: int) -> list[tuple[int, int, int]]:
-    """Split ``texts`` into contiguous (start, end, chars) runs of about ``size`` chars."""
+def _chunks(sizes: Sequence[int], size: int) -> list[tuple[int, int, int]]:
+    """Split items of ``sizes`` into contiguous (start, end, total) runs of about ``size``."""
     out: list[tuple[int, int, int]] = []
     start = acc = 0
-    for i, text in enumerate(texts):
-        acc += len(text)
+    for i, n in enumerate(sizes):
+        acc += n
         if acc >= size:
             out.append((start, i + 1, acc))
             start, acc = i + 1, 0
-    if start < len(texts):
-        out.append((start, len(texts), acc))
+    if start < len(sizes):
+        out.append((start, len(sizes), acc))
     return out
 
 
@@ -548,7 +595,7 @@ def count_texts(
         return [fn(t) for t in texts]
     counts = []
     done = 0
-    for start, end, size in _chunks(texts, _CHUNK_BYTES):
+    for start, end, size in _chunks([len(t) for t in texts], _CHUNK_BYTES):
         counts.extend(fn(t) for t in texts[start:end])
         done += size
         progress(done, total)
@@ -599,19 +646,19 @@ def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) 
     if collect is not None:
         collect()
     total = 0
-    unknown: list[str] = []
+    unknown: list[Source] = []  # spans, not texts: a lazy text is read again to be counted
     for message in conv.messages:
-        for text in visible_texts(message):
-            n = known(text)
+        for source in visible_sources(message):
+            n = known(_text(source))
             if n is None:
-                unknown.append(text)
+                unknown.append(source)
             else:
                 total += n
         total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     if total > limit:
         return True
-    for text in unknown:
-        total += counter.count(text)
+    for source in unknown:
+        total += counter.count(_text(source))
         if total > limit:
             return True
     return False
@@ -621,6 +668,12 @@ def conversation_texts(conv: Conversation | Iterable[Message]) -> Iterable[str]:
     """Every model-visible text of a conversation, in order (for :meth:`CachedCounter.count_many`)."""
     for message in conv:
         yield from visible_texts(message)
+
+
+def conversation_sources(conv: Conversation | Iterable[Message]) -> Iterable[Source]:
+    """Every model-visible text of a conversation, a lazy one as its span (for counting)."""
+    for message in conv:
+        yield from visible_sources(message)
 
 
 def conversation_tokens(counter: TokenCounter, conv: Conversation | Iterable[Message]) -> int:

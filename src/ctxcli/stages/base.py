@@ -20,7 +20,7 @@ from ctxcli.services.tokens import (
     Progress,
     TokenCounter,
     conversation_exceeds,
-    conversation_texts,
+    conversation_sources,
     message_tokens,
 )
 
@@ -91,7 +91,7 @@ class TokenLedger:
         """Count every text of ``conv`` now, in bulk: disk cache first, then all cores."""
         count_many = getattr(self.counter, "count_many", None)
         if count_many is not None:
-            count_many(conversation_texts(conv), progress)
+            count_many(conversation_sources(conv), progress)
 
 
 @dataclass(frozen=True)
