@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,11 +25,13 @@ from hypothesis import strategies as st
 from conftest import REPO, SHARED
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, LazyBlock
+from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
 from ctxcli.formats.base import LAZY_MIN_CHARS, Span, get_in
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.reducer import reduce_bytes
+from ctxcli.services.tokens import CachedCounter, conversation_sources, conversation_texts
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402
@@ -160,3 +163,46 @@ def test_a_lazy_run_restores_and_matches_an_eager_one(
     ).read_bytes()
     monkeypatch.chdir(tmp_path / "lazy")
     assert restore_file("out.jsonl") == raw
+
+
+@pytest.mark.parametrize("workers", [1, 2], ids=["here", "workers"])
+def test_counting_a_lazy_transcript_never_holds_its_texts_at_once(workers: int) -> None:
+    # 200 distinct 64 KB outputs: 13 MB of text, read one span at a time to be counted.
+    outputs = [f"{i:05} " + "line of build output\n" * 3200 for i in range(200)]
+    doc = load(_transcript(outputs))
+    with eager():
+        texts = list(conversation_texts(load(_transcript(outputs)).conversation))
+    counter = CachedCounter(
+        "words", lambda t: len(t.split()), workers=workers, parallel_min_bytes=0
+    )
+    tracemalloc.start()
+    try:
+        counter.count_many(conversation_sources(doc.conversation))
+        counts = [counter.count(t) for t in conversation_texts(doc.conversation)]
+        counter.finish()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+        counter.close()
+    assert counts == [len(t.split()) for t in texts]
+    assert counter.counted == len(set(texts))
+    assert peak < 3 * 1024 * 1024, f"{peak / 2**20:.1f} MiB held while counting 13 MiB"
+
+
+def test_the_monitors_of_a_lazy_transcript_read_one_observation_at_a_time() -> None:
+    outputs = [
+        f"Error: build {i} failed\n" + "compiling module\n" * 4000 + "error: linker failed\n"
+        for i in range(200)
+    ]
+    raw = _transcript(outputs)
+    with eager():
+        expected = conversation_monitors(load(raw).conversation)
+    doc = load(raw)
+    tracemalloc.start()
+    try:
+        scores = conversation_monitors(doc.conversation)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert scores == expected and scores["test_repeat"] > 0
+    assert peak < 3 * 1024 * 1024, f"{peak / 2**20:.1f} MiB held for 13 MiB of results"

@@ -16,7 +16,7 @@ from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.restore import sha256
 from ctxcli.formats import get_format
-from ctxcli.formats.base import RELEASE_BYTES, Input, release
+from ctxcli.formats.base import Input, hash_input
 from ctxcli.pipeline.chain import Restored, match_reduction, restore_chain
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import (
@@ -148,19 +148,7 @@ def digest(data: Input) -> str:
     """Hex SHA-256 of ``data``; a map is read in steps, its pages given back as it goes."""
     if isinstance(data, bytes):
         return sha256(data)
-    return _hash_into(hashlib.sha256(), data, 0, len(data)).hexdigest()
-
-
-def _hash_into(h: hashlib._Hash, data: Input, start: int, end: int) -> hashlib._Hash:
-    """``h`` updated with ``data[start:end]``; a map's pages are given back as it goes."""
-    view = memoryview(data)
-    if isinstance(data, bytes):
-        h.update(view[start:end])
-        return h
-    for pos in range(start, end, RELEASE_BYTES):
-        h.update(view[pos : min(pos + RELEASE_BYTES, end)])
-        release(data, min(pos + RELEASE_BYTES, end))
-    return h
+    return hash_input(hashlib.sha256(), data, 0, len(data)).hexdigest()
 
 
 def changed_since(path: str, st: os.stat_result | None) -> bool:
@@ -374,7 +362,7 @@ def _reduce_and_commit(
             resume = None
     # First, before reading for the run: the check below compares the map with it. A
     # re-run's check hashed the previous input's bytes already.
-    input_sha = _hash_into(input_hash, data, hashed, len(data)).hexdigest()
+    input_sha = hash_input(input_hash, data, hashed, len(data)).hexdigest()
 
     def fresh_store() -> OffloadStore:
         store = OffloadStore(off_path, root_cited, force=force)
@@ -474,7 +462,7 @@ def _resume(
     if manifest is None or len(data) <= manifest["input"]["bytes"]:
         return None, 0, None  # no usable previous run: a full one
     old = manifest["input"]["bytes"]
-    _hash_into(input_hash, data, 0, old)
+    hash_input(input_hash, data, 0, old)
     if input_hash.copy().hexdigest() != manifest["input"]["sha256"]:
         return None, old, None
     grown = str(manifest["input"]["sha256"])

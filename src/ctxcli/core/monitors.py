@@ -30,7 +30,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ctxcli.core.model import Conversation, Kind
+from ctxcli.core.model import Block, Conversation, Kind
 
 MONITORS = ("streak", "call_count", "edit_revert", "test_repeat", "diversity", "hedge")
 MONITOR_HELP = {
@@ -53,6 +53,45 @@ class Step:
     thought: str = ""
     observation: str = ""
     is_error: bool = False
+
+
+class _ReadStep(Step):
+    """A step of a loaded conversation: its observation is read from its results when asked.
+
+    A large transcript's long results stay in the input until read (lazy blocks), and
+    the monitors look at one step's observation at a time: holding every step's would
+    hold them all at once (``ctx stats`` on a 1 GB session: the whole input again).
+    """
+
+    results: tuple[Block, ...]
+
+    def __init__(
+        self,
+        action: str,
+        arguments: Any,
+        thought: str,
+        results: tuple[Block, ...],
+        is_error: bool,
+    ) -> None:
+        for name, value in (
+            ("action", action),
+            ("arguments", arguments),
+            ("thought", thought),
+            ("results", results),
+            ("is_error", is_error),
+        ):
+            object.__setattr__(self, name, value)
+
+    @property
+    def observation(self) -> str:
+        return "\n".join(r.text for r in self.results)
+
+    def __repr__(self) -> str:
+        return (
+            f"Step(action={self.action!r}, arguments={self.arguments!r}, "
+            f"thought={self.thought!r}, observation={self.observation!r}, "
+            f"is_error={self.is_error!r})"
+        )
 
 
 def parse_arguments(text: str) -> Any:
@@ -82,7 +121,7 @@ def steps_of(conv: Conversation) -> list[Step]:
     it goes with the response's first call. Responses without calls pass their
     thought on to the next call (or to the last step), so no hedging is lost.
     """
-    steps: list[Step] = []
+    steps: list[_ReadStep] = []
     pending: list[str] = []
     for rnd in conv.rounds():
         texts = [
@@ -96,28 +135,39 @@ def steps_of(conv: Conversation) -> list[Step]:
             for bi, block in enumerate(conv.messages[mi].blocks):
                 if block.kind is not Kind.TOOL_CALL:
                     continue
-                results = [conv.block(r) for r in conv.results_of((mi, bi))]
-                observation = "\n".join(r.text for r in results)
+                results = tuple(conv.block(r) for r in conv.results_of((mi, bi)))
                 steps.append(
-                    Step(
-                        action=block.name or "",
-                        arguments=parse_arguments(block.text),
-                        thought="\n".join(pending),
-                        observation=observation,
-                        is_error=any(r.is_error for r in results) or looks_failed(observation),
+                    _ReadStep(
+                        block.name or "",
+                        parse_arguments(block.text),
+                        "\n".join(pending),
+                        results,
+                        any(r.is_error for r in results) or looks_failed(_start(results)),
                     )
                 )
                 pending = []
     if pending and steps:
         last = steps[-1]
-        steps[-1] = Step(
+        steps[-1] = _ReadStep(
             last.action,
             last.arguments,
             "\n".join([last.thought, *pending]).strip(),
-            last.observation,
+            last.results,
             last.is_error,
         )
-    return steps
+    return list[Step](steps)
+
+
+def _start(results: Sequence[Block]) -> str:
+    """The start of the observation of ``results``: enough for :func:`looks_failed`."""
+    parts: list[str] = []
+    chars = 0
+    for r in results:
+        parts.append(r.text[:300])
+        chars += len(parts[-1]) + 1
+        if chars > 300:
+            break
+    return "\n".join(parts)
 
 
 def _clip(x: float) -> float:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import orjson
 
@@ -24,6 +24,10 @@ from ctxcli.core.errors import ConfigError, PrefixChanged, Remedy, TranscriptErr
 from ctxcli.core.model import Block, Conversation, Kind, LazyBlock, Message, SourceRecord
 from ctxcli.core.plugins import Registry
 from ctxcli.core.restore import OriginalsSink, RestoreScript
+
+if TYPE_CHECKING:
+    from hashlib import _Hash as Hash
+
 from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_plain, numbers_may_change
 
 BOM = b"\xef\xbb\xbf"
@@ -51,6 +55,22 @@ def release(raw: Input, end: int | None = None) -> None:
         length = len(raw) if end is None else end - end % mmap.PAGESIZE
         if length > 0:
             raw.madvise(dontneed, 0, length)
+
+
+def hash_input(h: Hash, raw: Input, start: int = 0, end: int | None = None) -> Hash:
+    """``h`` updated with ``raw[start:end]``; a map's pages are given back as it goes.
+
+    Hashing a 1 GB map in one call leaves all of it resident.
+    """
+    view = memoryview(raw)
+    end = len(raw) if end is None else end
+    if not isinstance(raw, mmap.mmap):
+        h.update(view[start:end])
+        return h
+    for pos in range(start, end, RELEASE_BYTES):
+        h.update(view[pos : min(pos + RELEASE_BYTES, end)])
+        release(raw, min(pos + RELEASE_BYTES, end))
+    return h
 
 
 class Pages:

@@ -24,7 +24,7 @@ import orjson
 
 from ctxcli._version import __version__
 from ctxcli.formats import registry as format_registry
-from ctxcli.formats.base import Input
+from ctxcli.formats.base import Input, hash_input
 from ctxcli.pipeline.report import Report
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.token_cache import TokenCache
@@ -99,7 +99,7 @@ def report_key(data: Input, path: str, config: Config, on_invalid: str) -> bytes
     )
     h = hashlib.sha256(b"stats-v1\0")
     h.update(code_fingerprint())
-    h.update(hashlib.sha256(data).digest())
+    h.update(hash_input(hashlib.sha256(), data).digest())
     h.update(described)
     return h.digest()[:16]
 
