@@ -389,7 +389,7 @@ def _reduce_and_commit(
         reduced = None
         if resume is not None:
             try:
-                store.adopt(off_path, resume[1], pack_end(resume[0].script))
+                store.adopt(resume[1], pack_end(resume[0].script))
                 reduced = run(resume[0])
             except (OSError, OffloadError, PrefixChanged):
                 # The previous directory changed under us, or a stage or the format

@@ -15,7 +15,11 @@ record whose original holds an offloaded text as a JSON string is kept as a reci
 bytes around the string in the pack, the string as a reference to its file (see
 :meth:`OffloadStore.add_original`), so the pack does not hold every removed text twice.
 Everything is written into a private staging directory that is renamed into place
-only when complete, so a crash never leaves a half-written offload directory.
+only when complete, so a crash never leaves a half-written offload directory. An
+incremental re-run adds to the previous run's directory instead (see
+:meth:`OffloadStore.adopt`): its new files move in beside the old ones, the pack is
+written under the other of two names, and the manifest is replaced last, the previous
+one kept as ``manifest.prev.json`` until the new output is in place.
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ from ctxcli.formats.base import RELEASE_BYTES, release
 
 MANIFEST = "manifest.json"
 PACK = "originals.bin"
+OTHER_PACK = "originals.1.bin"
+"""The pack's name in a re-run of a directory whose pack is :data:`PACK` (and back)."""
+PREVIOUS_MANIFEST = "manifest.prev.json"
+"""A re-run's previous manifest, kept until the new output has replaced the old one."""
 MANIFEST_VERSION = 1
 
 MIN_REF_CHARS = 64
@@ -184,6 +192,10 @@ class OffloadStore(DryRunOffload):
         # at every read. Dropped at commit.
         self._texts: dict[str, str] = {}
         self.old: Path | None = None
+        self._adopted: tuple[tuple[int, int, int], str] | None = None
+        """A re-run adding to :attr:`path`: its manifest's (inode, size, mtime), its pack."""
+        self._replaced: tuple[Path, Path | None] | None = None
+        """After an in-place commit: the previous manifest and pack, until :meth:`finish`."""
         self.grown_from: str | None = None
         """sha256 of a start of the input whose offload this one may replace."""
 
@@ -213,56 +225,56 @@ class OffloadStore(DryRunOffload):
             self._texts.setdefault(digest, rel)
         return self._names.display(rel)
 
-    def adopt(self, previous: Path, manifest: dict[str, Any], pack_bytes: int) -> None:
-        """Start from a previous run's directory (an incremental re-run keeps its prefix).
+    def adopt(self, manifest: dict[str, Any], pack_bytes: int) -> None:
+        """Add to the previous run's directory at :attr:`path` (an incremental re-run).
 
-        Every file it holds is linked in (a hard link: the files are never changed
-        once written) under its name, so the same text put again under the same key
-        writes nothing, and the first ``pack_bytes`` of its pack (the originals of
-        the kept records) are copied to the start of this pack.
+        Nothing of it is copied or linked: its files are never changed once written, so
+        they are taken as this run's under their names (the same text put again under
+        the same key writes nothing), new files go to staging as in any run, and
+        :meth:`commit` moves them in. The first ``pack_bytes`` of its pack (the
+        originals of the kept records) are copied to the start of this run's pack.
 
         Raises:
             OSError: a file is missing, or OffloadError: one changed after the
-                manifest was written (the caller runs in full instead).
+                manifest was written, or the directory is a link (the caller runs in
+                full instead, replacing the directory).
         """
         # The manifest was validated (load_manifest): every name stays inside.
-        source = os.fspath(previous)
+        source = os.fspath(self.path)
+        if os.path.islink(source):
+            raise OffloadError(f"{source} is a link: a re-run replaces it whole")
         # Written after every file it lists: a file changed since (an agent edited
         # it) is not taken on trust; the caller then runs in full, writing it anew.
-        written = os.stat(os.path.join(source, MANIFEST)).st_mtime_ns
+        st = os.stat(os.path.join(source, MANIFEST))
+        written = st.st_mtime_ns
         taken, files = self._names.taken, self.files
-        fds: dict[str, tuple[int, int]] = {}  # area -> (its old fd, its new fd)
+        fds: dict[str, int] = {}
         try:
             for rel, digest in manifest["files"].items():
                 area, name = rel.split("/", 1)
-                pair = fds.get(area)
-                if pair is None:
-                    area_dir = os.path.join(self._staging_real, area)
-                    if area_dir not in self._areas:
-                        os.makedirs(area_dir, mode=0o700, exist_ok=True)
-                        self._areas.add(area_dir)
-                    flags = os.O_RDONLY | os.O_DIRECTORY
-                    old_fd = os.open(os.path.join(source, area), flags)
-                    fds[area] = pair = (old_fd, os.open(area_dir, flags))
-                if os.stat(name, dir_fd=pair[0], follow_symlinks=False).st_mtime_ns > written:
+                fd = fds.get(area)
+                if fd is None:
+                    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+                    fd = fds[area] = os.open(os.path.join(source, area), flags)
+                if os.stat(name, dir_fd=fd, follow_symlinks=False).st_mtime_ns > written:
                     raise OffloadError(f"{source}/{rel} changed after its run")
-                os.link(name, name, src_dir_fd=pair[0], dst_dir_fd=pair[1], follow_symlinks=False)
                 taken[(area, name)] = digest
                 files[rel] = digest
         finally:
-            for pair in fds.values():
-                os.close(pair[0])
-                os.close(pair[1])
+            for fd in fds.values():
+                os.close(fd)
+        pack_name = manifest["pack"]["name"]
         if pack_bytes:
-            with open(previous / manifest["pack"]["name"], "rb") as pack:
+            with open(self.path / pack_name, "rb") as pack:
                 self._pack.flush()
                 copied = 0
                 while copied < pack_bytes:
                     n = os.copy_file_range(pack.fileno(), self._pack.fileno(), pack_bytes - copied)
                     if n == 0:
-                        raise OffloadError(f"{previous / manifest['pack']['name']} is truncated")
+                        raise OffloadError(f"{self.path / pack_name} is truncated")
                     copied += n
             self._pack_size = pack_bytes
+        self._adopted = ((st.st_ino, st.st_size, st.st_mtime_ns), pack_name)
 
     def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
         """Keep an original record for restore; return its restore op.
@@ -365,12 +377,18 @@ class OffloadStore(DryRunOffload):
         os.fsync(self._pack.fileno())
         self._pack.close()
         manifest["files"] = dict(sorted(self.files.items()))
-        manifest["pack"] = {"name": PACK, "bytes": self._pack_size}
+        pack_name = PACK
+        if self._adopted is not None and self._adopted[1] == PACK:
+            pack_name = OTHER_PACK  # the previous output's restore still reads its pack
+        manifest["pack"] = {"name": pack_name, "bytes": self._pack_size}
         with _open_private(self.staging / MANIFEST) as fh:
             fh.write(orjson.dumps(manifest) + b"\n")
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(self.staging)
+        if self._adopted is not None:
+            self._commit_into(self.path, *self._adopted)
+            return
         if self.path.exists() or self.path.is_symlink():
             check_offload_target(
                 self.path,
@@ -392,9 +410,47 @@ class OffloadStore(DryRunOffload):
             raise
         _fsync_dir(self.path.parent)
 
+    def _commit_into(self, live: Path, stamp: tuple[int, int, int], old_pack: str) -> None:
+        """Commit a re-run into the directory it adopted: new files, pack, then manifest.
+
+        Until the manifest is replaced, the directory is the previous run's (plus files
+        nothing cites); after it, the previous manifest and pack stay until
+        :meth:`finish`, so the previous output restores until it is replaced.
+        """
+        st = os.stat(live / MANIFEST)
+        if (st.st_ino, st.st_size, st.st_mtime_ns) != stamp:
+            raise OffloadError(
+                f"{live} changed while this run went on (another run of ctx?); run again."
+            )
+        with os.scandir(self.staging) as entries:
+            areas = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        for area in areas:
+            target = live / area
+            target.mkdir(mode=0o700, exist_ok=True)
+            with os.scandir(self.staging / area) as entries:
+                for entry in entries:  # a name no file of the manifest has
+                    os.rename(entry.path, target / entry.name)
+            _fsync_dir(target)
+        new_pack = OTHER_PACK if old_pack == PACK else PACK
+        os.replace(self.staging / PACK, live / new_pack)
+        previous = live / PREVIOUS_MANIFEST
+        previous.unlink(missing_ok=True)  # a killed run's: the output is this manifest's
+        os.link(live / MANIFEST, previous)
+        self._replaced = (previous, None if old_pack == new_pack else live / old_pack)
+        os.replace(self.staging / MANIFEST, live / MANIFEST)
+        _fsync_dir(live)
+
     def finish(self) -> None:
-        """Remove the directory :meth:`commit` replaced, once its output is replaced too."""
+        """Remove what :meth:`commit` replaced, once its output is replaced too."""
+        replaced, self._replaced = self._replaced, None
+        if replaced is not None:
+            previous, old_pack = replaced
+            previous.unlink(missing_ok=True)
+            if old_pack is not None:
+                old_pack.unlink(missing_ok=True)
+            shutil.rmtree(self.staging, ignore_errors=True)
         old, self.old = self.old, None
+
         if old is not None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old, ignore_errors=True)
@@ -403,7 +459,17 @@ class OffloadStore(DryRunOffload):
         remove_stale(self.path.parent, self.path.name, "old")
 
     def abort(self) -> None:
-        """Remove the staging directory (after an error or Ctrl-C)."""
+        """Remove the staging directory (after an error or Ctrl-C).
+
+        After an in-place commit whose output was not replaced, the previous manifest
+        goes back: the directory is again the previous output's.
+        """
+        replaced, self._replaced = self._replaced, None
+        if replaced is not None:
+            try:
+                os.replace(replaced[0], self.path / MANIFEST)
+            except OSError:
+                pass  # restore still finds manifest.prev.json
         self._texts.clear()
         try:
             self._pack.close()
@@ -681,13 +747,15 @@ def _plain(name: Any) -> bool:
     )
 
 
-def load_manifest(path: Path) -> dict[str, Any]:
+def load_manifest(path: Path, name: str = MANIFEST) -> dict[str, Any]:
     """The manifest of an offload directory, validated against :class:`Manifest`.
+
+    ``name`` is :data:`PREVIOUS_MANIFEST` for the one a re-run replaced.
 
     Raises:
         RestoreError: there is no manifest, or it is damaged (names the first problem).
     """
-    file = path / MANIFEST
+    file = path / name
     try:
         data = _parse_manifest(file)
     except FileNotFoundError:
@@ -780,24 +848,38 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def previous_offload(offload_dir: Path, output_sha: str) -> Path | None:
-    """The replaced offload directory a killed run kept aside for this output, if any."""
-    for old in sorted(offload_dir.parent.glob(f".{glob_escape(offload_dir.name)}.ctx-old-*")):
-        manifest = read_manifest(old)
-        output = manifest.get("output") if manifest else None
+def previous_offload(offload_dir: Path, output_sha: str) -> tuple[Path, str] | None:
+    """Where a killed run left the manifest of this output, if it left one: the previous
+    manifest inside the directory (a re-run's) or a replaced directory kept aside."""
+    candidates = [(offload_dir, PREVIOUS_MANIFEST)] + [
+        (old, MANIFEST)
+        for old in sorted(offload_dir.parent.glob(f".{glob_escape(offload_dir.name)}.ctx-old-*"))
+    ]
+    for directory, name in candidates:
+        try:
+            manifest = _parse_manifest(directory / name)
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        output = manifest.get("output") if isinstance(manifest, dict) else None
         if isinstance(output, dict) and output.get("sha256") == output_sha:
-            return old
+            return directory, name
     return None
 
 
-def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "input") -> bytes:
+def restore_bytes(
+    reduced: bytes,
+    offload_dir: Path,
+    *,
+    reduced_name: str = "input",
+    manifest_name: str = MANIFEST,
+) -> bytes:
     """Rebuild the original transcript from a reduced one and its offload directory.
 
     Raises:
         RestoreError: the directory is not a ctx offload directory, a file is missing
             or altered, or the reduced transcript is not the one it was made with.
     """
-    manifest = load_manifest(offload_dir)
+    manifest = load_manifest(offload_dir, manifest_name)
     # A file a recipe rebuilds a record from is checked when it is read for that.
     referenced = {
         piece[0]
@@ -812,16 +894,18 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
             files.read(rel)
     if sha256(reduced) != manifest["output"]["sha256"]:
         previous = previous_offload(offload_dir, sha256(reduced))
-        if previous is not None:
-            return restore_bytes(reduced, previous, reduced_name=reduced_name)
+        if previous is not None and previous != (offload_dir, manifest_name):
+            return restore_bytes(
+                reduced, previous[0], reduced_name=reduced_name, manifest_name=previous[1]
+            )
         raise RestoreError(
             f"{reduced_name} is not the output this offload directory was made for "
-            f"({offload_dir / MANIFEST} expects sha256 {manifest['output']['sha256'][:12]}…); "
+            f"({offload_dir / manifest_name} expects sha256 {manifest['output']['sha256'][:12]}…); "
             "it was edited or belongs to another run."
         )
     pack_path = offload_dir / manifest["pack"]["name"]
     if offload_dir.resolve() not in pack_path.resolve().parents:
-        raise RestoreError(f"{offload_dir / MANIFEST} is damaged: the pack lies outside it.")
+        raise RestoreError(f"{offload_dir / manifest_name} is damaged: the pack lies outside it.")
     try:
         pack = pack_path.read_bytes()
     except OSError:
@@ -848,7 +932,7 @@ def restore_bytes(reduced: bytes, offload_dir: Path, *, reduced_name: str = "inp
     result = bytes(out)
     if sha256(result) != manifest["input"]["sha256"]:
         raise RestoreError(
-            f"the rebuilt transcript does not match the original hash in {offload_dir / MANIFEST}."
+            f"the rebuilt transcript does not match the original hash in {offload_dir / manifest_name}."
         )
     return result
 
