@@ -29,7 +29,7 @@ from ctxcli.services.anthropic import (
     describe_api_error,
     make_client,
 )
-from ctxcli.services.tokens import CachedCounter, Key, Progress, Source, memo_key, text_key
+from ctxcli.services.tokens import CachedCounter, Progress, Source, text_key
 
 if TYPE_CHECKING:
     import anthropic
@@ -108,40 +108,34 @@ class AnthropicCounter(CachedCounter):
     def count_many(self, texts: Iterable[Source], progress: Progress | None = None) -> None:
         """Count every text not known yet: disk cache first, then a few requests at once."""
         memo = self._memo
-        todo: dict[Key, str] = {}
-        for source in texts:
-            text = source if isinstance(source, str) else source.text()
-            key = memo_key(text)
-            if text and key not in memo:
-                todo.setdefault(key, text)
+        read = (t if isinstance(t, str) else t.text() for t in texts)
+        todo = list(dict.fromkeys(t for t in read if t and t not in memo))
         if not todo:
             return
-        keys = {k: k if isinstance(k, bytes) else text_key(k) for k in todo}
+        keys = {t: text_key(t) for t in todo}
         if self.cache is not None:
             found = self.cache.get_many(self.name, list(keys.values()))
-            for key in list(todo):
-                if keys[key] in found:
-                    memo[key] = found[keys[key]]
-                    del todo[key]
+            for text in todo:
+                if keys[text] in found:
+                    memo[text] = found[keys[text]]
+            todo = [t for t in todo if t not in memo]
         if not todo:
             return
-        total = sum(map(len, todo.values()))
+        total = sum(map(len, todo))
         done = 0
         with self._client() as client:
             self.overhead(client)  # once, before the threads race to measure it
             with ThreadPoolExecutor(max_workers=self.concurrency) as pool:
-                for (key, text), n in zip(
-                    todo.items(),
-                    pool.map(lambda t: self._count_with(client, t), todo.values()),
-                    strict=True,
+                for text, n in zip(
+                    todo, pool.map(lambda t: self._count_with(client, t), todo), strict=True
                 ):
-                    memo[key] = n
+                    memo[text] = n
                     self.counted += 1
                     done += len(text)
                     if progress is not None:
                         progress(done, total)
         if self.cache is not None:
-            self.cache.put_many(self.name, [(keys[k], memo[k]) for k in todo])
+            self.cache.put_many(self.name, [(keys[t], memo[t]) for t in todo])
 
 
 def anthropic_counter(

@@ -49,7 +49,7 @@ PARALLEL_MIN_BYTES = 4 * 1024 * 1024
 """Below this much uncounted text, starting worker processes costs more than it saves."""
 
 DIGEST_MIN_CHARS = 1024
-"""Texts this long are memoised by their digest (:func:`text_key`), not by themselves:
+"""A span of a text this long is memoised by the text's digest (:func:`text_key`):
 16 bytes held instead of a text that a lazy block reads from the input only when asked
 (``formats.base.LAZY_MIN_CHARS`` is no shorter)."""
 
@@ -57,7 +57,8 @@ _CHUNK_BYTES = 512 * 1024
 """Work unit handed to a counting process (small enough to balance, big enough to batch)."""
 
 Key = str | bytes
-"""A text in a counter's memo: the text when short, its digest when long (:func:`memo_key`)."""
+"""A text in a counter's memo: the text itself, or its digest (:func:`text_key`) when it
+was given as a span: the memo then holds 16 bytes, not a text the input holds."""
 
 Source = str | TextSpan
 """A text to count, or where to read it (a lazy block's span)."""
@@ -222,10 +223,13 @@ class CachedCounter:
             PARALLEL_MIN_BYTES if parallel_min_bytes is None else parallel_min_bytes
         )
         self._fn = fn
-        # Short texts are keyed by themselves (str caches its hash: a hit is one dict
-        # lookup); long ones by their digest, so the memo never holds a text that the
-        # conversation does not (a lazy text is read from the input only to be counted).
+        # Keyed by the text itself (str caches its hash: a hit is one dict lookup), or
+        # by its digest when count_many was given its span: a lazy text is read from
+        # the input only to be counted, and the memo must not keep it.
         self._memo: dict[Key, int] = {}
+        self._by_digest = False
+        """Some texts are known by digest: a long text missing from the memo is looked
+        up by its digest too."""
         self._background: _Background | None = None
         self.counted = 0
         """Texts actually run through the tokenizer by this counter (tests observe it)."""
@@ -234,14 +238,21 @@ class CachedCounter:
         """Tokens in ``text`` (waits if it is being counted in the background)."""
         if not self.memoize:
             return self._fn(text)
-        key = memo_key(text)
-        hit = self._memo.get(key)
+        hit = self._memo.get(text)
         if hit is None:
-            if self._background is not None and self._background.has(key):
-                return self._background.wait_for(key)
+            background = self._background
+            if self._by_digest and len(text) >= DIGEST_MIN_CHARS:  # read from a span?
+                digest = text_key(text)
+                hit = self._memo.get(digest)
+                if hit is not None:
+                    return hit
+                if background is not None and background.has(digest):
+                    return background.wait_for(digest)
+            if background is not None and background.has(text):
+                return background.wait_for(text)
             hit = self._fn(text) if text else 0
             self.counted += 1
-            self._memo[key] = hit
+            self._memo[text] = hit
         return hit
 
     def trim(self, max_texts: int) -> None:
@@ -253,12 +264,16 @@ class CachedCounter:
         """
         if len(self._memo) > max_texts and self._background is None:
             self._memo.clear()
+            self._by_digest = False
 
     def known(self, text: str) -> int | None:
         """The count of ``text`` if it is already known, without waiting or counting."""
         if not self.memoize:
             return self._fn(text)
-        return self._memo.get(memo_key(text))
+        hit = self._memo.get(text)
+        if hit is None and self._by_digest and len(text) >= DIGEST_MIN_CHARS:
+            hit = self._memo.get(text_key(text))
+        return hit
 
     def collect(self) -> None:
         """Take in what the background workers have counted so far (never waits)."""
@@ -282,16 +297,20 @@ class CachedCounter:
         todo: dict[Key, Source] = {}
         background = self._background
         for source in texts:
-            text = source if isinstance(source, str) else source.text()
-            if len(text) < CACHE_MIN_CHARS:
-                if text not in memo:
-                    self.count(text)
-                continue
-            key = memo_key(text)
+            key: Key
+            if isinstance(source, str) or source.chars < DIGEST_MIN_CHARS:
+                text = source if isinstance(source, str) else source.text()
+                if len(text) < CACHE_MIN_CHARS:
+                    if text not in memo:
+                        self.count(text)
+                    continue
+                key = source = text
+            else:  # read once for its digest; counted from the span again
+                key = text_key(source.text())
+                self._by_digest = True
             if key not in memo and key not in todo:
                 if background is None or not background.has(key):
-                    # A span is kept instead of its text only when its key is a digest.
-                    todo[key] = source if isinstance(key, bytes) else text
+                    todo[key] = source
         if not todo:
             return
         keys: dict[Key, bytes] = {}
@@ -498,11 +517,6 @@ class _Background:
 def text_key(text: str) -> bytes:
     """The cache key of a text: 16 bytes of its SHA-256 (not a security boundary)."""
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:16]
-
-
-def memo_key(text: str) -> Key:
-    """What a counter's memo knows ``text`` by: itself when short, else :func:`text_key`."""
-    return text if len(text) < DIGEST_MIN_CHARS else text_key(text)
 
 
 def _text(source: Source) -> str:
