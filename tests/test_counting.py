@@ -223,3 +223,36 @@ def test_background_counts_reach_the_disk_cache(tmp_path: Path) -> None:
     assert again.counted == 0
     assert [again.count(t) for t in texts] == counts
     cache.close()
+
+
+class _Span:
+    """A TextSpan that counts its reads."""
+
+    def __init__(self, text: str) -> None:
+        self._text, self.chars, self.reads = text, len(text), 0
+
+    def text(self) -> str:
+        self.reads += 1
+        return self._text
+
+
+def test_a_counted_span_is_not_read_again() -> None:
+    texts = [f"{i} " + "word " * 400 for i in range(30)]
+    spans = [_Span(t) for t in texts] + [_Span(texts[0])]  # one text twice
+    counter = tokens.CachedCounter("words", lambda t: len(t.split()))
+    counter.count_many(spans)
+    read = [s.reads for s in spans]
+    assert read == [2] * 30 + [1]  # for its digest, then to be counted (once per text)
+    assert [counter.count_source(s) for s in spans] == [len(t.split()) for t in [*texts, texts[0]]]
+    assert [counter.known_source(s) for s in spans[:2]] == [401, 401]
+    assert [s.reads for s in spans] == read
+    assert counter.counted == 30
+    # A text read back as a str is found by its digest.
+    assert counter.count(texts[5]) == 401 and counter.counted == 30
+
+
+def test_approx_counts_a_span_without_reading_it() -> None:
+    counter = get_counter("approx")
+    span = _Span("é" * 5001)
+    assert counter.count_source(span) == counter.count(span._text) == 1251
+    assert span.reads == 0

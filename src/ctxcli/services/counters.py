@@ -6,7 +6,13 @@ from collections.abc import Callable
 
 from ctxcli.services.anthropic_tokens import anthropic_counter
 from ctxcli.services.token_cache import TokenCache
-from ctxcli.services.tokens import CachedCounter, CountOptions, default_workers, load_engine
+from ctxcli.services.tokens import (
+    CachedCounter,
+    CountOptions,
+    approx_of_length,
+    default_workers,
+    load_engine,
+)
 
 __all__ = ["get_counter", "open_counter"]
 
@@ -35,7 +41,7 @@ def get_counter(
     label, fn = load_engine(name, engine)
     if name == "approx":
         # Counting is a division: no cache, no workers.
-        return CachedCounter(name, fn, engine=label, memoize=False)
+        return CachedCounter(name, fn, engine=label, memoize=False, by_length=approx_of_length)
     return CachedCounter(name, fn, engine=label, cache=cache, workers=workers)
 
 

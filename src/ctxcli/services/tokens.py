@@ -78,8 +78,12 @@ class TokenCounter(Protocol):
 
 
 def _approx(text: str) -> int:
-    # Eino's estimate: one token per four characters, rounded up.
-    return (len(text) + 3) // 4
+    return approx_of_length(len(text))
+
+
+def approx_of_length(chars: int) -> int:
+    """Eino's estimate for a text of ``chars`` characters: one token per four, rounded up."""
+    return (chars + 3) // 4
 
 
 def _without_surrogates(text: str) -> str:
@@ -201,6 +205,8 @@ class CachedCounter:
         workers: processes that may count at once (1 keeps everything in-process).
         parallel_min_bytes: uncounted text below this is counted in-process.
         memoize: False for a count cheaper than a lookup (``approx``).
+        by_length: the count as a function of the text's length alone, if it is one
+            (``approx``): a lazy text is then counted without being read.
     """
 
     def __init__(
@@ -213,8 +219,10 @@ class CachedCounter:
         workers: int = 1,
         parallel_min_bytes: int | None = None,
         memoize: bool = True,
+        by_length: Callable[[int], int] | None = None,
     ) -> None:
         self.name = name
+        self.by_length = by_length
         self.memoize = memoize
         self.engine = engine
         self.cache = cache
@@ -230,6 +238,9 @@ class CachedCounter:
         self._by_digest = False
         """Some texts are known by digest: a long text missing from the memo is looked
         up by its digest too."""
+        self._span_keys: dict[int, tuple[TextSpan, bytes]] = {}
+        """The digest of each span's text, once read (by the span's id; the span is
+        held so the id stays its own)."""
         self._background: _Background | None = None
         self.counted = 0
         """Texts actually run through the tokenizer by this counter (tests observe it)."""
@@ -241,6 +252,8 @@ class CachedCounter:
         hit = self._memo.get(text)
         if hit is None:
             background = self._background
+            if background is not None and background.has(text):
+                return background.wait_for(text)
             if self._by_digest and len(text) >= DIGEST_MIN_CHARS:  # read from a span?
                 digest = text_key(text)
                 hit = self._memo.get(digest)
@@ -248,12 +261,47 @@ class CachedCounter:
                     return hit
                 if background is not None and background.has(digest):
                     return background.wait_for(digest)
-            if background is not None and background.has(text):
-                return background.wait_for(text)
             hit = self._fn(text) if text else 0
             self.counted += 1
             self._memo[text] = hit
         return hit
+
+    def count_source(self, source: Source) -> int:
+        """Tokens in a text or in the text of a span; a span counted before is not read."""
+        if isinstance(source, str):
+            return self.count(source)
+        if self.by_length is not None:
+            return self.by_length(source.chars)
+        if not self.memoize or source.chars < DIGEST_MIN_CHARS:
+            return self.count(source.text())
+        key = self._span_key(source)
+        hit = self._memo.get(key)
+        if hit is None:
+            if self._background is not None and self._background.has(key):
+                return self._background.wait_for(key)
+            hit = self._fn(source.text())
+            self.counted += 1
+            self._memo[key] = hit
+        return hit
+
+    def known_source(self, source: Source) -> int | None:
+        """Like :meth:`known`, for a text or a span."""
+        if isinstance(source, str):
+            return self.known(source)
+        if self.by_length is not None:
+            return self.by_length(source.chars)
+        if not self.memoize or source.chars < DIGEST_MIN_CHARS:
+            return self.known(source.text())
+        return self._memo.get(self._span_key(source))
+
+    def _span_key(self, span: TextSpan) -> bytes:
+        hit = self._span_keys.get(id(span))
+        if hit is not None and hit[0] is span:
+            return hit[1]
+        key = text_key(span.text())
+        self._span_keys[id(span)] = (span, key)
+        self._by_digest = True
+        return key
 
     def trim(self, max_texts: int) -> None:
         """Forget the memoised counts once there are more than ``max_texts`` (bounded memory).
@@ -264,6 +312,7 @@ class CachedCounter:
         """
         if len(self._memo) > max_texts and self._background is None:
             self._memo.clear()
+            self._span_keys.clear()
             self._by_digest = False
 
     def known(self, text: str) -> int | None:
@@ -306,8 +355,7 @@ class CachedCounter:
                     continue
                 key = source = text
             else:  # read once for its digest; counted from the span again
-                key = text_key(source.text())
-                self._by_digest = True
+                key = self._span_key(source)
             if key not in memo and key not in todo:
                 if background is None or not background.has(key):
                     todo[key] = source
@@ -633,7 +681,11 @@ class CountOptions:
 
 def message_tokens(counter: TokenCounter, message: Message) -> int:
     """Tokens the model reads for one message."""
-    total = sum(counter.count(t) for t in visible_texts(message))
+    count_source: Callable[[Source], int] | None = getattr(counter, "count_source", None)
+    if count_source is not None:  # a lazy text is counted from its span
+        total = sum(count_source(s) for s in visible_sources(message))
+    else:
+        total = sum(counter.count(t) for t in visible_texts(message))
     total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     return total
 
@@ -653,7 +705,7 @@ def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) 
     Counts already known are summed first, so while a large input is still being
     counted in the background the answer is usually there at once.
     """
-    known = getattr(counter, "known", None)
+    known = getattr(counter, "known_source", None)
     if known is None:
         return conversation_tokens(counter, conv) > limit
     collect = getattr(counter, "collect", None)
@@ -663,7 +715,7 @@ def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) 
     unknown: list[Source] = []  # spans, not texts: a lazy text is read again to be counted
     for message in conv.messages:
         for source in visible_sources(message):
-            n = known(_text(source))
+            n = known(source)
             if n is None:
                 unknown.append(source)
             else:
@@ -671,8 +723,9 @@ def conversation_exceeds(counter: TokenCounter, conv: Conversation, limit: int) 
         total += IMAGE_TOKENS * sum(1 for b in message.blocks if b.kind is Kind.IMAGE)
     if total > limit:
         return True
+    count_source = getattr(counter, "count_source", None)
     for source in unknown:
-        total += counter.count(_text(source))
+        total += counter.count(_text(source)) if count_source is None else count_source(source)
         if total > limit:
             return True
     return False
