@@ -14,6 +14,9 @@ same file:
   conversation appended to IN (gen_transcript.extend) and the same command again with
   OUT and OUT.offload in place; the re-run's output is compared byte for byte with a
   fresh run on the grown file, and ``ctx restore`` of it with the grown file;
+* ``ctx reduce`` of a tau-bench results array and of a Claude Code session as large as
+  the transcript (a real session from ../shared repeated with fresh ids), with their
+  peak RSS against the same memory target;
 * LangChain's ClearToolUsesEdit and reasonblocks' head+tail on the same messages
   with the same counter (file read, parse, edit, count, dump and write included;
   their imports are not). A peer that cannot be imported is reported and skipped;
@@ -57,7 +60,7 @@ CTX = [sys.executable, "-m", "ctxcli"]
 MB = 1024 * 1024
 
 sys.path.insert(0, str(HERE))
-from gen_transcript import extend, generate, taubench_runs  # noqa: E402
+from gen_transcript import extend, generate, repeated_session, taubench_runs  # noqa: E402
 
 
 @dataclass
@@ -541,6 +544,21 @@ def main() -> int:
         s, rss = timed(tau_red, nocache, cwd=fresh)
         rows.append(Row("ctx reduce cl100k, tau-bench array", s, tau_mb, rss))
 
+        # And the issue's first user: a Claude Code session as large, made of a real
+        # one from ../shared repeated with fresh ids. Claude Code loads every text.
+        cc_source = SHARED / "cc_spotter_4d5611e5.jsonl"
+        if cc_source.is_file():
+            cc = BUILD / f"claude-code-{size_mb:g}mb.jsonl"
+            if not cc.exists():
+                print(f"generating {cc} ...", file=sys.stderr)
+                cc.write_bytes(repeated_session(cc_source.read_bytes(), int(size_mb * MB)))
+            cc_mb = cc.stat().st_size / MB
+            cc_red = [*CTX, "reduce", str(cc.resolve()), "-o", "out.jsonl", "-q"]
+            s, rss = timed([*cc_red, "--tokenizer", "approx"], nocache, cwd=fresh)
+            rows.append(Row("ctx reduce approx, Claude Code session", s, cc_mb, rss))
+            s, rss = timed(cc_red, nocache, cwd=fresh)
+            rows.append(Row("ctx reduce cl100k, Claude Code session", s, cc_mb, rss))
+
         small = work / "small.jsonl"
         small.write_bytes(generate(40 * 1024, seed=10))  # 41,797 bytes
         startup: list[tuple[str, float, int, list[str]]] = []
@@ -656,8 +674,12 @@ def main() -> int:
         "ctx stats approx",
         "ctx reduce approx, tau-bench array",
         "ctx reduce cl100k, tau-bench array",
+        "ctx reduce approx, Claude Code session",
+        "ctx reduce cl100k, Claude Code session",
     ):
-        row = by[name]
+        row = by.get(name)
+        if row is None:  # ../shared is absent: no Claude Code session to repeat
+            continue
         limit = 1.5 * row.mbytes + 100
         rss_mb = row.rss_mb or 0.0
         issue.append(

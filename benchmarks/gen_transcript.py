@@ -249,6 +249,26 @@ def taubench_runs(target_bytes: int, seed: int = 3, run_bytes: int = 512 * 1024)
     return b"[\n" + b",\n".join(runs) + b"\n]\n"
 
 
+_UUID = re.compile(rb"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)[0-9a-f]{4}([0-9a-f]{8})")
+_TOOL_USE_ID = re.compile(rb"(toolu_[0-9A-Za-z]{6})")
+
+
+def repeated_session(session: bytes, target_bytes: int) -> bytes:
+    """A Claude Code session of ``target_bytes`` or more: ``session`` (a real one) again
+    and again, each copy with its own ids (copy ``n`` writes ``n`` in hex into every
+    uuid and after every ``toolu_`` prefix), so records chain and calls pair only
+    within their copy, as in one long session."""
+    copies: list[bytes] = []
+    size = 0
+    while size < target_bytes:
+        tag = b"%04x" % len(copies)
+        copy = _UUID.sub(rb"\g<1>" + tag + rb"\g<2>", session)
+        copy = _TOOL_USE_ID.sub(rb"\g<1>" + tag, copy)
+        copies.append(copy)
+        size += len(copy)
+    return b"".join(copies)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Write the transcript to the path given on the command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
