@@ -153,3 +153,28 @@ def test_a_directory_changed_during_the_rerun_is_refused(
     assert Path("out.jsonl").read_bytes() == previous_output
     assert restore_file("out.jsonl", "back.jsonl") == start
     assert not list(Path.cwd().glob(".out.jsonl*ctx-tmp-*"))
+
+
+def test_a_file_system_without_hard_links_still_keeps_the_previous_manifest(
+    grown: tuple[bytes, bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _start, whole = grown
+    kept: list[bytes] = []
+    real_replace = os.replace
+
+    def no_link(*args: Any, **kwargs: Any) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    def replace(src: Any, dst: Any, *args: Any, **kwargs: Any) -> None:
+        if os.path.abspath(dst) == os.path.abspath(OFF / MANIFEST):
+            kept.append((OFF / PREVIOUS_MANIFEST).read_bytes())
+        real_replace(src, dst, *args, **kwargs)
+
+    before = (OFF / MANIFEST).read_bytes()
+    monkeypatch.setattr(os, "link", no_link)
+    monkeypatch.setattr(os, "replace", replace)
+    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    assert report.kept_lines > 0
+    assert kept == [before]  # copied, since it could not be linked
+    assert not (OFF / PREVIOUS_MANIFEST).exists()
+    assert restore_file("out.jsonl") == whole

@@ -426,6 +426,8 @@ class OffloadStore(DryRunOffload):
             areas = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
         for area in areas:
             target = live / area
+            if target.is_symlink():  # adopt opened it without following: changed since
+                raise OffloadError(f"{target} is a link; run again.")
             target.mkdir(mode=0o700, exist_ok=True)
             with os.scandir(self.staging / area) as entries:
                 for entry in entries:  # a name no file of the manifest has
@@ -435,7 +437,12 @@ class OffloadStore(DryRunOffload):
         os.replace(self.staging / PACK, live / new_pack)
         previous = live / PREVIOUS_MANIFEST
         previous.unlink(missing_ok=True)  # a killed run's: the output is this manifest's
-        os.link(live / MANIFEST, previous)
+        try:
+            os.link(live / MANIFEST, previous)
+        except OSError:  # a file system without hard links
+            shutil.copyfile(live / MANIFEST, previous)
+            with open(previous, "rb") as fh:
+                os.fsync(fh.fileno())
         self._replaced = (previous, None if old_pack == new_pack else live / old_pack)
         os.replace(self.staging / MANIFEST, live / MANIFEST)
         _fsync_dir(live)
@@ -450,7 +457,6 @@ class OffloadStore(DryRunOffload):
                 old_pack.unlink(missing_ok=True)
             shutil.rmtree(self.staging, ignore_errors=True)
         old, self.old = self.old, None
-
         if old is not None:
             if old.is_dir() and not old.is_symlink():
                 shutil.rmtree(old, ignore_errors=True)
