@@ -35,6 +35,7 @@ from ctxcli.services.classifier import (
 )
 from ctxcli.services.counters import get_counter
 from ctxcli.services.disk_cache import DiskCache
+from ctxcli.services.tokens import CountOptions
 
 KEY = "test-key"
 
@@ -293,7 +294,6 @@ def test_no_cache_makes_the_rerun_ask_again(
     server: AnthropicServer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     """--no-cache (CountOptions(cache=False)) turns the answer cache off too."""
-    from ctxcli.services.tokens import CountOptions
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     monkeypatch.setenv("CTX_CACHE_DIR", str(tmp_path / "answers"))
@@ -364,3 +364,26 @@ def test_token_counter_error_names_the_reason(monkeypatch: pytest.MonkeyPatch) -
         counter = get_counter("anthropic")
         with pytest.raises(ClassifierError, match="HTTP 429"):
             counter.count("some text")
+
+
+def test_long_texts_left_in_the_input_are_counted_once_by_the_endpoint(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Long tool outputs of an OpenAI-chat file stay in the input (lazy blocks): the
+    # counter is handed their spans, and must still ask for each text once.
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    lines: list[dict[str, Any]] = [{"role": "user", "content": "go"}]
+    for i in range(3):
+        call = {"id": f"c{i}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        lines.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        out = f"output {i}: " + "module loaded from the cache " * 60
+        lines.append({"role": "tool", "tool_call_id": f"c{i}", "content": out})
+    raw = b"".join(json.dumps(x).encode() + b"\n" for x in lines)
+    config = build_config({"tokenizer": "anthropic", "stages": []}, "test")
+    with AnthropicServer() as srv:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
+        report = reduce_bytes(raw, config=config, counting=CountOptions(cache=False)).report
+        # "go", "sh", "{}", three outputs, and the one-message overhead.
+        assert srv.count(COUNT_TOKENS) == 7
+    words = 1 + 3 * 2 + sum(len(line["content"].split()) for line in lines[2::2])
+    assert report.tokens_before == words

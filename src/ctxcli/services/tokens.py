@@ -279,8 +279,11 @@ class CachedCounter:
         if hit is None:
             if self._background is not None and self._background.has(key):
                 return self._background.wait_for(key)
-            hit = self._fn(source.text())
-            self.counted += 1
+            text = source.text()
+            hit = self._memo.get(text)  # a counter whose count_many took the text
+            if hit is None:
+                hit = self._fn(text)
+                self.counted += 1
             self._memo[key] = hit
         return hit
 
