@@ -531,33 +531,35 @@ def main() -> int:
         inc = incremental(path, work, nocache)
         rows += [inc.full, inc.rerun]
 
+        def reduce_both(label: str, file: Path, make: Callable[[], bytes]) -> None:
+            """Rows for approx and cl100k ``ctx reduce`` of ``file`` (made once, kept in build/)."""
+            if not file.exists():
+                print(f"generating {file} ...", file=sys.stderr)
+                file.write_bytes(make())
+            cmd = [*CTX, "reduce", str(file.resolve()), "-o", f"out{file.suffix}", "-q"]
+            for tokenizer in ("approx", "cl100k"):
+                s, rss = timed([*cmd, "--tokenizer", tokenizer], nocache, cwd=fresh)
+                rows.append(
+                    Row(f"ctx reduce {tokenizer}, {label}", s, file.stat().st_size / MB, rss)
+                )
+
         # The issue's other large file: a tau-bench results array (many runs in one
         # JSON document), as big as the transcript.
-        tau = BUILD / f"taubench-{size_mb:g}mb.json"
-        if not tau.exists():
-            print(f"generating {tau} ...", file=sys.stderr)
-            tau.write_bytes(taubench_runs(int(size_mb * MB)))
-        tau_mb = tau.stat().st_size / MB
-        tau_red = [*CTX, "reduce", str(tau.resolve()), "-o", "out.json", "-q"]
-        s, rss = timed([*tau_red, "--tokenizer", "approx"], nocache, cwd=fresh)
-        rows.append(Row("ctx reduce approx, tau-bench array", s, tau_mb, rss))
-        s, rss = timed(tau_red, nocache, cwd=fresh)
-        rows.append(Row("ctx reduce cl100k, tau-bench array", s, tau_mb, rss))
-
+        target = int(size_mb * MB)
+        reduce_both(
+            "tau-bench array",
+            BUILD / f"taubench-{size_mb:g}mb.json",
+            lambda: taubench_runs(target),
+        )
         # And the issue's first user: a Claude Code session as large, made of a real
         # one from ../shared repeated with fresh ids. Claude Code loads every text.
         cc_source = SHARED / "cc_spotter_4d5611e5.jsonl"
         if cc_source.is_file():
-            cc = BUILD / f"claude-code-{size_mb:g}mb.jsonl"
-            if not cc.exists():
-                print(f"generating {cc} ...", file=sys.stderr)
-                cc.write_bytes(repeated_session(cc_source.read_bytes(), int(size_mb * MB)))
-            cc_mb = cc.stat().st_size / MB
-            cc_red = [*CTX, "reduce", str(cc.resolve()), "-o", "out.jsonl", "-q"]
-            s, rss = timed([*cc_red, "--tokenizer", "approx"], nocache, cwd=fresh)
-            rows.append(Row("ctx reduce approx, Claude Code session", s, cc_mb, rss))
-            s, rss = timed(cc_red, nocache, cwd=fresh)
-            rows.append(Row("ctx reduce cl100k, Claude Code session", s, cc_mb, rss))
+            reduce_both(
+                "Claude Code session",
+                BUILD / f"claude-code-{size_mb:g}mb.jsonl",
+                lambda: repeated_session(cc_source.read_bytes(), target),
+            )
 
         small = work / "small.jsonl"
         small.write_bytes(generate(40 * 1024, seed=10))  # 41,797 bytes
