@@ -20,6 +20,7 @@ from typing import Any, Protocol
 __all__ = [
     "Block",
     "LazyBlock",
+    "LazyText",
     "TextSpan",
     "Conversation",
     "IMAGE_TOKENS",
@@ -28,6 +29,8 @@ __all__ = [
     "RecordEdits",
     "Round",
     "SourceRecord",
+    "hydrate",
+    "read_text",
     "visible_sources",
     "visible_texts",
 ]
@@ -98,6 +101,48 @@ class TextSpan(Protocol):
     def text(self) -> str:
         """The text, decoded anew on every call."""
         ...
+
+
+class LazyText:
+    """A long text a format left in the input, in its place in a record's parsed data.
+
+    Formats with ``lazy_texts`` put one (``formats.base.Span``) where a long string
+    was, so a large transcript's texts are not all held as Python strings. A reader
+    of a record's data who needs such a text calls :func:`read_text` (one value) or
+    :func:`hydrate` (a whole value, before serialising or comparing it).
+    """
+
+    __slots__ = ()
+    chars: int
+
+    def text(self) -> str:
+        """The text, decoded anew on every call."""
+        raise NotImplementedError
+
+
+def read_text(value: Any) -> Any:
+    """``value``, or its text when it is a :class:`LazyText`."""
+    return value.text() if isinstance(value, LazyText) else value
+
+
+def hydrate(value: Any) -> Any:
+    """``value`` with every :class:`LazyText` in it read back; only what holds one is copied."""
+    if isinstance(value, LazyText):
+        return value.text()
+    if not isinstance(value, (dict, list)):
+        return value
+    copy: Any = None
+    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
+        if isinstance(v, (dict, list, LazyText)):
+            new = hydrate(v)
+            if new is not v:
+                copy = (
+                    (dict(value) if isinstance(value, dict) else list(value))
+                    if copy is None
+                    else copy
+                )
+                copy[k] = new
+    return value if copy is None else copy
 
 
 _TEXT_SLOT: Any = Block.__dict__["text"]

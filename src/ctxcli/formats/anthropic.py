@@ -136,6 +136,24 @@ def blocks_from_content(content: Any, prefix: Path_) -> list[Block]:
     return blocks
 
 
+def text_path(block: Block) -> Path_ | None:
+    """Where ``block``'s text sits in its record as a string of its own, if it does.
+
+    A text item's ``text``; a tool_result's ``content`` when that is a string (the
+    caller checks: a list of parts is joined into the text); a string content.
+    """
+    if block.slot is None:
+        return None
+    path, tag = block.slot
+    if tag == STR:
+        return tuple(path)
+    if tag == TEXT:
+        return (*path, "text")
+    if tag == TOOL_RESULT:
+        return (*path, "content")
+    return None
+
+
 def _with_result_text(item: dict[str, Any], text: str) -> dict[str, Any]:
     content = item.get("content")
     if isinstance(content, list):

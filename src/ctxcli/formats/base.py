@@ -13,7 +13,7 @@ import itertools
 import json
 import mmap
 import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
@@ -21,7 +21,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 import orjson
 
 from ctxcli.core.errors import ConfigError, PrefixChanged, Remedy, TranscriptError
-from ctxcli.core.model import Block, Conversation, Kind, LazyBlock, Message, SourceRecord
+from ctxcli.core.model import (
+    Block,
+    Conversation,
+    Kind,
+    LazyBlock,
+    LazyText,
+    Message,
+    SourceRecord,
+    hydrate,
+)
 from ctxcli.core.plugins import Registry
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 
@@ -252,7 +261,7 @@ LAZY_MIN_CHARS = 1024
 """A text at least this long is left in the input by a format with ``lazy_texts``."""
 
 
-class Span:
+class Span(LazyText):
     """Where a text's JSON string sits in its record's bytes (a ``core.model.TextSpan``).
 
     Decoding it again is a parse of that string (orjson, from the map: gigabytes a
@@ -283,54 +292,107 @@ def _same_text(before: Block, after: Block) -> bool:
     return before.text == after.text
 
 
-def hydrate(value: Any) -> Any:
-    """``value`` with every :class:`Span` in it read back; only what holds one is copied."""
-    if isinstance(value, Span):
-        return value.text()
-    if not isinstance(value, (dict, list)):
-        return value
-    copy: Any = None
-    for k, v in value.items() if isinstance(value, dict) else enumerate(value):
-        if isinstance(v, (dict, list, Span)):
-            new = hydrate(v)
-            if new is not v:
-                copy = (
-                    (dict(value) if isinstance(value, dict) else list(value))
-                    if copy is None
-                    else copy
-                )
-                copy[k] = new
-    return value if copy is None else copy
+def _leave_in_input(
+    fmt: Format, rec: Record, message: Message | None, pages: Pages
+) -> Message | None:
+    """Leave ``rec``'s long texts in the input: its message's string-field block texts,
+    and every long string under the fields :meth:`Format.lazy_fields` names."""
+    finder = _Finder(rec, pages)
+    if message is not None:
+        message = _lazy_blocks(fmt, rec, message, finder)
+    data = rec.data
+    if isinstance(data, dict):
+        for key in fmt.lazy_fields(data):
+            value = data.get(key)
+            if isinstance(value, (dict, list)):
+                _lazy_strings(value, finder)
+    return message
 
 
-def _lazy_blocks(rec: Record, message: Message, pages: Pages) -> Message:
-    """``message`` with its long string-field texts left in the record's bytes."""
-    blocks: list[Block] | None = None
-    body: bytes | None = None
-    for i, block in enumerate(message.blocks):
-        text = block.text
-        if len(text) < LAZY_MIN_CHARS or block.slot is None or block.slot[1] != "str":
-            continue
-        path = block.slot[0]
-        if not path or get_in(rec.data, path) is not text:
-            continue
+class _Finder:
+    """Finds a text's JSON literal in one record's bytes, and makes its :class:`Span`."""
+
+    __slots__ = ("rec", "pages", "body", "view")
+
+    def __init__(self, rec: Record, pages: Pages) -> None:
+        self.rec, self.pages = rec, pages
+        self.body: bytes | None = None
+        self.view: memoryview | None = None
+
+    def span(self, text: str) -> Span | None:
         try:
             literal = orjson.dumps(text)
         except orjson.JSONEncodeError:  # a lone surrogate: not orjson's text
-            continue
-        if body is None:
-            body = bytes(rec.raw)
-        at = body.find(literal)
+            return None
+        if self.body is None:
+            self.body = bytes(self.rec.raw)
+            raw = self.rec.raw
+            self.view = raw if isinstance(raw, memoryview) else memoryview(raw)
+        at = self.body.find(literal)
         if at < 0:  # escaped some other way (ensure_ascii): stays a str
+            return None
+        assert self.view is not None
+        # Any occurrence will do: the literal decodes to ``text`` wherever it is.
+        return Span(self.view, at, at + len(literal), len(text), self.pages)
+
+
+def _lazy_blocks(fmt: Format, rec: Record, message: Message, finder: _Finder) -> Message:
+    """``message`` with its long string-field texts left in the record's bytes."""
+    blocks: list[Block] | None = None
+    for i, block in enumerate(message.blocks):
+        text = block.text
+        if len(text) < LAZY_MIN_CHARS:
             continue
-        view = rec.raw if isinstance(rec.raw, memoryview) else memoryview(rec.raw)
-        span = Span(view, at, at + len(literal), len(text), pages)
+        path = fmt.text_path(block)
+        if not path or get_in(rec.data, path) is not text:
+            continue
+        span = finder.span(text)
+        if span is None:
+            continue
         get_in(rec.data, path[:-1])[path[-1]] = span  # the parsed record is ours
         blocks = list(message.blocks) if blocks is None else blocks
         blocks[i] = LazyBlock(
             block.kind, span, block.call_id, block.name, block.is_error, block.slot
         )
     return message if blocks is None else message.with_blocks(blocks)
+
+
+def _lazy_strings(value: dict[str, Any] | list[Any], finder: _Finder) -> None:
+    """Put a :class:`Span` in place of every long string inside ``value`` (ours to edit)."""
+    items: Any = value.items() if isinstance(value, dict) else enumerate(value)
+    for k, v in items:
+        if type(v) is str:
+            if len(v) >= LAZY_MIN_CHARS:
+                span = finder.span(v)
+                if span is not None:
+                    value[k] = span  # a value replaced, no key added
+        elif isinstance(v, (dict, list)):
+            _lazy_strings(v, finder)
+
+
+SHARED_MAX_CHARS = 64
+"""Strings shorter than this are shared by :func:`share_strings`."""
+
+
+def share_strings(data: dict[str, Any], seen: dict[str, str], unique: Container[str]) -> None:
+    """Make each short string of ``data`` the equal one ``seen`` holds (adding it if new).
+
+    orjson makes a new object of every string it parses: a Claude Code session repeats
+    its session id, working directory, version and branch on each of its 10^5 lines,
+    a third of what its parsed records hold. Strings are immutable, so nothing can
+    tell the shared one from a copy. Only ``data``'s own values and those of the
+    objects it holds directly are shared (the fields records repeat), except the
+    top-level fields named in ``unique``.
+    """
+    for k, v in data.items():
+        t = type(v)
+        if t is str:
+            if len(v) < SHARED_MAX_CHARS and k not in unique:
+                data[k] = seen.setdefault(v, v)  # a value replaced, no key added
+        elif t is dict:
+            for k2, v2 in v.items():
+                if type(v2) is str and len(v2) < SHARED_MAX_CHARS:
+                    v[k2] = seen.setdefault(v2, v2)
 
 
 def delete_many(data: Any, container: Path_, indices: Sequence[int]) -> Any:
@@ -441,6 +503,12 @@ class Format:
     reader of a record's ``data`` then meets a span where such a text was, which
     :func:`hydrate` reads back (the dump does). For formats whose records nothing
     else reads the texts of."""
+    shares_strings: ClassVar[bool] = False
+    """True when records repeat many short values (a session id, a working directory,
+    a version on every line): :meth:`build` makes equal ones one object
+    (:func:`share_strings`), except those of :attr:`unique_fields`."""
+    unique_fields: ClassVar[frozenset[str]] = frozenset()
+    """Top-level fields whose values hardly ever repeat (a timestamp): not shared."""
     incremental: ClassVar[bool] = False
     """True when a record's output depends only on its own message and the records
     before it (no fix-up reaches back, ``build`` keeps the messages it is handed):
@@ -490,6 +558,20 @@ class Format:
         it is stored in the manifest for every kept record."""
         return None
 
+    def text_path(self, block: Block) -> Path_ | None:
+        """Where in its record ``block``'s text is a string of its own (None: nowhere,
+        it is made from the record). A format with :attr:`lazy_texts` leaves a long
+        text found there in the input. Default: a ``"str"`` slot's path."""
+        slot = block.slot
+        return slot[0] if slot is not None and slot[1] == "str" else None
+
+    def lazy_fields(self, data: dict[str, Any]) -> Iterable[str]:
+        """Top-level fields of record ``data`` whose long strings (inside a nested
+        object or array) a format with :attr:`lazy_texts` leaves in the input too,
+        besides its message's block texts. Every reader of those fields must expect a
+        :class:`~ctxcli.core.model.LazyText` (``read_text``, ``hydrate``). Default: none."""
+        return ()
+
     def check(self, doc: Document) -> list[Problem]:
         """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
         return []
@@ -537,6 +619,7 @@ class Format:
         records: list[Record] = []
         warnings: list[str] = []
         pages = Pages(raw)
+        seen: dict[str, str] | None = {} if self.shares_strings else None
         for rec in itertools.chain(parsed, rest):
             key = len(records)
             records.append(rec)
@@ -547,14 +630,16 @@ class Format:
                 continue
             if rec.data is None or rec.kept:
                 continue
+            if seen is not None and type(rec.data) is dict:
+                share_strings(rec.data, seen, self.unique_fields)
             try:
                 message = self.to_message(rec.data, key, rec.line, path)
             except TranscriptError:
                 if not keep:  # a line that is not JSON further on is named first
                     raise_first_invalid(list(rest), path)
                 raise
-            if message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
-                message = _lazy_blocks(rec, message, pages)
+            if len(rec.raw) >= LAZY_MIN_CHARS:
+                message = _leave_in_input(self, rec, message, pages)
             rec.message = message
         return self.assemble(raw, path, records, warnings)
 
@@ -568,15 +653,18 @@ class Format:
         """Attach messages to parsed records."""
         warnings: list[str] = []
         pages = Pages(raw) if self.lazy_texts else None
+        seen: dict[str, str] | None = {} if self.shares_strings else None
         for key, rec in enumerate(records):
             if rec.invalid is not None:
                 warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
                 continue
             if rec.data is None or rec.kept:
                 continue
+            if seen is not None and type(rec.data) is dict:
+                share_strings(rec.data, seen, self.unique_fields)
             message = self.to_message(rec.data, key, rec.line, path)
-            if pages is not None and message is not None and len(rec.raw) >= LAZY_MIN_CHARS:
-                message = _lazy_blocks(rec, message, pages)
+            if pages is not None and len(rec.raw) >= LAZY_MIN_CHARS:
+                message = _leave_in_input(self, rec, message, pages)
             rec.message = message
         return self.assemble(raw, path, records, warnings)
 

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
-from ctxcli.core.model import Message
+from ctxcli.core.model import Block, Message
 from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
@@ -41,6 +41,7 @@ from ctxcli.formats.anthropic import (
     content_from_blocks,
     drop_emptied,
     require_recognised,
+    text_path,
     write_content,
 )
 from ctxcli.formats.base import (
@@ -48,6 +49,7 @@ from ctxcli.formats.base import (
     Format,
     Input,
     OutRecord,
+    Path_,
     Problem,
     Record,
     State,
@@ -106,6 +108,9 @@ class ClaudeCode(Format):
     name = "claude_code"
     skips_invalid_lines = True
     incremental = True
+    lazy_texts = True
+    shares_strings = True
+    unique_fields = frozenset({"timestamp"})
     description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
@@ -340,14 +345,20 @@ class ClaudeCode(Format):
                 )
         return problems
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
-        require_recognised(
-            records,
-            path,
-            lambda d: isinstance(d, dict) and d.get("type") in KNOWN_TYPES,
-            "a Claude Code record (type user, assistant, progress, system...)",
-        )
-        return super().build(raw, path, records)
+    def assemble(
+        self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
+    ) -> Document:
+        _require_recognised(records, path)
+        return super().assemble(raw, path, records, warnings)
+
+    def text_path(self, block: Block) -> Path_ | None:
+        return text_path(block)
+
+    def lazy_fields(self, data: dict[str, Any]) -> list[str]:
+        # The copies kept for the UI: toolUseResult (stdout, originalFile...), a
+        # progress record's data (Bash output, whole subagent turns), attachments.
+        # Their readers (prune_sidecars, the fixup here) expect lazy texts.
+        return [k for k, v in data.items() if k != "message" and isinstance(v, (dict, list))]
 
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
         # The session title stays whatever happens to the messages around it, and so
@@ -377,6 +388,15 @@ class ClaudeCode(Format):
 
 _CHAIN_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "isCompactSummary")
 """The fields the resume walk (:func:`resume_chain`) reads."""
+
+
+def _require_recognised(records: Sequence[Record], path: str) -> None:
+    require_recognised(
+        records,
+        path,
+        lambda d: isinstance(d, dict) and d.get("type") in KNOWN_TYPES,
+        "a Claude Code record (type user, assistant, progress, system...)",
+    )
 
 
 def is_chain_restart(data: Any) -> bool:

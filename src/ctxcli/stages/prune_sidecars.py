@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from ctxcli.core.model import Conversation, RecordEdits, SourceRecord
+from ctxcli.core.model import Conversation, RecordEdits, SourceRecord, hydrate, read_text
 from ctxcli.stages._records import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
@@ -159,7 +159,7 @@ def _constant_fields(
     strip: dict[int, set[str]] = {}
     for name in names:
         holders = [rec for rec in kept if name in rec.data]
-        values = {repr(rec.data[name]) for rec in holders}
+        values = {repr(hydrate(rec.data[name])) for rec in holders}
         if len(values) != 1:
             continue
         for rec in holders[1:]:
@@ -183,10 +183,10 @@ def _offload_ui_texts(rec: SourceRecord, data: dict[str, Any], ctx: StageContext
     if not isinstance(extra, dict):
         return
     call_id = _result_call_id(data) or f"record-{rec.key}"
-    original = extra.get("originalFile")
+    original = read_text(extra.get("originalFile"))
     if isinstance(original, str) and original:
         ctx.offload.put("prune_sidecars", f"{call_id}.original", original)
-    stdout = extra.get("stdout")
+    stdout = read_text(extra.get("stdout"))
     if isinstance(stdout, str) and stdout and _shows_persisted_preview(data):
         ctx.offload.put("prune_sidecars", f"{call_id}.stdout", stdout)
 
@@ -208,11 +208,12 @@ def _shows_persisted_preview(data: dict[str, Any]) -> bool:
         return False
     for item in content:
         if isinstance(item, dict) and item.get("type") == "tool_result":
-            inner = item.get("content")
+            inner = read_text(item.get("content"))
             if isinstance(inner, str) and inner.startswith(PERSISTED):
                 return True
             if isinstance(inner, list) and any(
-                isinstance(p, dict) and str(p.get("text", "")).startswith(PERSISTED) for p in inner
+                isinstance(p, dict) and str(read_text(p.get("text", ""))).startswith(PERSISTED)
+                for p in inner
             ):
                 return True
     return False

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord
+from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.usage import response_key, usage_of
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
@@ -159,7 +159,7 @@ def _item_bytes(conv: Conversation, start: int = -1) -> tuple[int, int]:
 def _size(data: Any) -> int:
     if isinstance(data, dict):
         data = data.get("message", data.get("payload", data))
-    return len(json.dumps(data, ensure_ascii=False))
+    return len(json.dumps(hydrate(data), ensure_ascii=False))
 
 
 def _now(msg: Message, rec: SourceRecord) -> int:
@@ -178,6 +178,7 @@ def _now(msg: Message, rec: SourceRecord) -> int:
                 old = old[step]
         except (KeyError, IndexError, TypeError):
             continue
+        old = hydrate(old)
         if isinstance(old, str):
             if old != block.text:
                 size += len(block.text) - len(old)
