@@ -106,7 +106,11 @@ def twin_runs(tmp: Path, start: bytes, whole: bytes, config: Config) -> tuple[Pa
         manifest = json.loads(Path("out.jsonl.offload/manifest.json").read_bytes())
         twin_runs.keepable = "rerun" in manifest  # type: ignore[attr-defined]
         Path("session.jsonl").write_bytes(whole)
-        report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+        # Written as it is made (what the CLI does): the kept output, then the tail.
+        report, streamed = reduce_file(
+            "session.jsonl", "out.jsonl", config=config, return_output=False
+        )
+        assert streamed == b""
         os.chdir(full)
         Path("session.jsonl").write_bytes(whole)
         full_report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)

@@ -10,7 +10,7 @@ import stat
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
@@ -177,22 +177,48 @@ def _stage_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
 
     Temporary files of killed runs (their process is gone) are removed first.
     """
+    tmp, fh = _open_stage(path, mode)
+    try:
+        with fh:
+            fh.write(data)
+            _sync(fh)
+    except BaseException as exc:
+        tmp.unlink(missing_ok=True)
+        _name_output(exc, tmp, path)
+        raise
+    return tmp
+
+
+def _open_stage(path: Path, mode: int | None) -> tuple[Path, BinaryIO]:
+    """A new temporary file beside ``path``, open for writing (see :func:`_stage_file`)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     remove_stale(path.parent, path.name, "tmp")
     tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
     try:
-        with open(tmp, "wb") as fh:
-            if mode is not None:
-                os.fchmod(fh.fileno(), mode)
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError) and exc.filename in (None, str(tmp)):
-            exc.filename = str(path)  # name the file the user asked for
+        fh = open(tmp, "wb")  # noqa: SIM115  # the caller closes it
+    except OSError as exc:
+        _name_output(exc, tmp, path)
         raise
-    return tmp
+    try:
+        if mode is not None:
+            os.fchmod(fh.fileno(), mode)
+    except BaseException as exc:
+        fh.close()
+        tmp.unlink(missing_ok=True)
+        _name_output(exc, tmp, path)
+        raise
+    return tmp, fh
+
+
+def _sync(fh: BinaryIO) -> None:
+    fh.flush()
+    os.fsync(fh.fileno())
+
+
+def _name_output(exc: BaseException, tmp: Path, path: Path) -> None:
+    """An error about the temporary file names the file the user asked for."""
+    if isinstance(exc, OSError) and exc.filename in (None, str(tmp)):
+        exc.filename = str(path)
 
 
 def _offload_path(root: str) -> tuple[Path, str]:
@@ -219,6 +245,7 @@ def reduce_file(
     write: Callable[[bytes], None] | None = None,
     cite_as: str | None = None,
     incremental: bool = True,
+    return_output: bool = True,
 ) -> tuple[Report, bytes]:
     """Reduce a transcript file and write the output and its offload directory.
 
@@ -233,7 +260,10 @@ def reduce_file(
     directory hold a previous run over the start of this input (the transcript grew by
     appending), that run's decisions for a prefix are kept and only the rest is
     reduced, with the same result as a full run (``incremental=False`` runs in full;
-    see :mod:`ctxcli.pipeline.rerun`).
+    see :mod:`ctxcli.pipeline.rerun`). ``return_output=False`` with an ``output``
+    file writes the output to its staged file as it is made, so it is never held whole
+    beside the parsed input (the memory of a large run); the bytes returned are then
+    empty.
 
     Returns:
         The report and the reduced bytes.
@@ -285,6 +315,7 @@ def reduce_file(
         cite_as=cite_as,
         incremental=incremental,
         mapped=st,
+        stream=not return_output,
     )
     return reduced.report, reduced.output
 
@@ -338,12 +369,14 @@ def _reduce_and_commit(
     cite_as: str | None = None,
     incremental: bool = True,
     mapped: os.stat_result | None = None,
+    stream: bool = False,
 ) -> Reduced:
     """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`).
 
     ``mapped`` is the input file's status when ``data`` is a map of it: a file changed
     during the run is refused unless its mapped bytes are still those hashed first
-    (lines appended to a session are not part of this run, as with a read).
+    (lines appended to a session are not part of this run, as with a read). ``stream``
+    writes the output to its staged file as it is made (``Reduced.output`` is empty).
     """
     out_path = None if out_name in (None, STDIO) else Path(str(out_name))
     off_path, display = _offload_path(root)
@@ -370,9 +403,16 @@ def _reduce_and_commit(
         return store
 
     store = fresh_store()
+    staged: tuple[Path, BinaryIO] | None = None
     try:
+        if stream and out_path is not None:
+            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
+            staged = _open_stage(out_path, mode)
 
         def run(kept: Resume | None) -> Reduced:
+            if staged is not None:  # a run in full after a re-run gave up starts anew
+                staged[1].seek(0)
+                staged[1].truncate()
             return reduce_bytes(
                 data,
                 config=config,
@@ -384,6 +424,7 @@ def _reduce_and_commit(
                 monitors=False,
                 keep=incremental and out_path is not None and not in_place,
                 resume=kept,
+                into=staged[1] if staged is not None else None,
             )
 
         reduced = None
@@ -405,7 +446,10 @@ def _reduce_and_commit(
                 "the file changed while ctx read it; run again once it is no longer "
                 "being rewritten, or reduce a copy",
             )
-        output_sha = sha256(reduced.output)
+        if reduced.written is not None:
+            output_sha, output_bytes = reduced.written.sha256, reduced.written.size
+        else:
+            output_sha, output_bytes = sha256(reduced.output), len(reduced.output)
         manifest = {
             "tool": "ctx",
             "version": MANIFEST_VERSION,
@@ -413,16 +457,31 @@ def _reduce_and_commit(
             "format": reduced.report.format,
             "units": reduced.units,
             "input": {"name": input_name, "sha256": input_sha, "bytes": len(data)},
-            "output": {"sha256": output_sha, "bytes": len(reduced.output)},
+            "output": {"sha256": output_sha, "bytes": output_bytes},
             "script": reduced.script,
         }
         if previous:
             manifest["previous"] = previous
         if reduced.rerun is not None:
             manifest["rerun"] = reduced.rerun
-        _commit(store, manifest, out_path, reduced.output, in_place, input_name, write)
+        if staged is not None:
+            with staged[1] as fh:
+                _sync(fh)
+        _commit(
+            store,
+            manifest,
+            out_path,
+            reduced.output,
+            in_place,
+            input_name,
+            write,
+            staged[0] if staged is not None else None,
+        )
     except BaseException as exc:
         store.abort()
+        if staged is not None:
+            staged[1].close()
+            staged[0].unlink(missing_ok=True)
         if isinstance(exc, OSError) and exc.filename is None:
             exc.filename = str(out_path or root)
         raise
@@ -430,7 +489,7 @@ def _reduce_and_commit(
     Ledger(log=log).record(
         Entry(
             output_sha,
-            len(reduced.output),
+            output_bytes,
             input_sha,
             str(off_path.resolve()),
             written,
@@ -489,11 +548,15 @@ def _commit(
     in_place: bool,
     input_name: str,
     write: Callable[[bytes], None] | None,
+    staged: Path | None = None,
 ) -> None:
-    """Stage the output, rename the offload directory, then the output, under a lock."""
+    """Stage the output, rename the offload directory, then the output, under a lock.
+
+    ``staged``: the output was written to this temporary file already.
+    """
     with commit_lock(store.path, *([out_path] if out_path is not None else [])):
-        tmp = None
-        if out_path is not None:
+        tmp = staged
+        if out_path is not None and tmp is None:
             mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
             tmp = _stage_file(out_path, output, mode=mode)
         elif write is not None:

@@ -218,6 +218,7 @@ def _try_one(
                 force=force,
                 on_invalid=on_invalid,
                 counting=counting,
+                return_output=False,
             )
             return FileResult(job.input, job.output, report)
         report = api.stats_file(job.input, config=config, on_invalid=on_invalid, counting=counting)

@@ -259,6 +259,8 @@ def reduce(
                     counting=counting,
                     # Written before the offload is committed: a reader that fails leaves none.
                     write=console.write_stdout if output == api.STDIO else None,
+                    # A file output is written as it is made, never held whole.
+                    return_output=False,
                 )
         _print_reduced(report, json=json, quiet=quiet)
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 import orjson
 
@@ -204,35 +204,44 @@ class Problem:
         return f"{where}: {self.message}"
 
 
-def join_parts(parts: list[bytes | memoryview]) -> bytes:
+class Writable(Protocol):
+    """Where an output is written as it is made (a file open for writing)."""
+
+    def write(self, data: bytes | memoryview, /) -> int: ...
+
+
+def join_parts(parts: list[bytes | memoryview], into: Writable | None = None) -> bytes:
     """``b"".join(parts)``, giving a mapped input's pages back as its records are copied.
 
     Reading a record of a map faults its neighbours in too (the kernel maps up to 64 KB
     around a fault): copying a few MB of records scattered over the input would make
     all of it resident again. ``parts`` is emptied as it is copied (the output is not
-    held twice).
+    held twice). With ``into``, the parts are written there instead and ``b""`` is
+    returned: the output is never held whole.
     """
     maps = {
         id(p.obj): p.obj
         for p in parts
         if isinstance(p, memoryview) and isinstance(p.obj, mmap.mmap)
     }
-    if not maps:
+    if not maps and into is None:
         return b"".join(parts)
-    out = io.BytesIO()
+    buffer = io.BytesIO()
+    out: Writable = into if into is not None else buffer
     copied = 0
     for i in range(len(parts)):
-        copied += out.write(parts[i])
+        copied += len(parts[i])
+        out.write(parts[i])
         parts[i] = b""
         # Every 128 parts (small records each fault in their 64 KB) or 4 MB (large
         # parts: a collection's runs).
-        if i % 128 == 127 or copied >= RELEASE_BYTES:
+        if maps and (i % 128 == 127 or copied >= RELEASE_BYTES):
             copied = 0
             for m in maps.values():
                 release(m)
     for m in maps.values():
         release(m)
-    return out.getvalue()
+    return b"" if into is not None else buffer.getvalue()
 
 
 # --- copy-on-write access to nested JSON -----------------------------------------
@@ -767,12 +776,21 @@ class Format:
         return plan
 
     def dump(
-        self, doc: Document, conv: Conversation, blobs: OriginalsSink, *, start: int = 0
+        self,
+        doc: Document,
+        conv: Conversation,
+        blobs: OriginalsSink,
+        *,
+        start: int = 0,
+        into: Writable | None = None,
     ) -> tuple[bytes, RestoreScript]:
         """Serialise the output and the script that turns it back into the input.
 
         ``start`` > 0 (an incremental re-run) leaves out the first ``start`` records,
-        which must be copied unchanged: their output is the previous run's.
+        which must be copied unchanged: their output is the previous run's. With
+        ``into`` (a file), the output is written there as it is made and the bytes
+        returned are empty. A format overriding ``dump`` without ``into`` gets its
+        output written there by the caller.
         """
         plan = self.plan(doc, conv, start)
         script = RestoreScript()
@@ -809,7 +827,7 @@ class Format:
                 script.original(blobs.add_original(orig.raw, _texts_of(orig)))
             parts.append(lead + body + end)
             script.skip()
-        return join_parts(parts), script
+        return join_parts(parts, into), script
 
 
 PLUGIN_GROUP = "ctxcli.formats.v1"

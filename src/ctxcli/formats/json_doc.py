@@ -48,6 +48,7 @@ from ctxcli.formats.base import (
     OutRecord,
     Record,
     State,
+    Writable,
     dumps_like,
     loads_record,
     register_format,
@@ -378,13 +379,28 @@ class JsonDocument(Format):
         return anchor_kept
 
     def dump(
-        self, doc: Document, conv: Conversation, blobs: OriginalsSink, *, start: int = 0
+        self,
+        doc: Document,
+        conv: Conversation,
+        blobs: OriginalsSink,
+        *,
+        start: int = 0,
+        into: Writable | None = None,
     ) -> tuple[bytes, RestoreScript]:
         """The document with its new message list; one restore unit for the whole file.
 
         Never part of an incremental re-run (``start`` is always 0): the document is
-        one unit.
+        one unit. It is made whole, then written ``into`` when given.
         """
+        out, script = self._dump(doc, conv, blobs, start)
+        if into is None:
+            return out, script
+        into.write(out)
+        return b"", script
+
+    def _dump(
+        self, doc: Document, conv: Conversation, blobs: OriginalsSink, start: int = 0
+    ) -> tuple[bytes, RestoreScript]:
         if start:
             raise PrefixChanged("a JSON document is one unit: it keeps no prefix")
         plan = self.plan(doc, conv)

@@ -7,6 +7,8 @@ the reduced transcript back. Everything above (files, batches, rows) calls this.
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -15,11 +17,11 @@ from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.restore import OriginalsSink, RestoreScript
 from ctxcli.formats import Split, get_format, load, split_collection
-from ctxcli.formats.base import Input, Pages, release
+from ctxcli.formats.base import Document, Format, Input, Pages, Writable, release
 from ctxcli.formats.collection import Part
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.report import Reduced, Report, Trace
+from ctxcli.pipeline.report import Reduced, Report, Trace, Written
 from ctxcli.pipeline.rerun import (
     Resume,
     chain_supports,
@@ -50,6 +52,7 @@ def reduce_bytes(
     trace: bool = False,
     keep: bool = False,
     resume: Resume | None = None,
+    into: Writable | None = None,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
@@ -65,7 +68,10 @@ def reduce_bytes(
     in ``Reduced.trace`` (``ctx report``). ``keep`` fills ``Reduced.rerun``: the prefix
     a run over a longer version of this transcript may keep. ``resume`` is such a
     prefix (:func:`ctxcli.pipeline.rerun.resume_from`): only the rest is parsed, counted
-    and reduced, and the output and script start with the previous run's.
+    and reduced, and the output and script start with the previous run's. ``into`` (a
+    file open for writing) gets the output as it is made, so the output and the
+    parsed input are never held at once: ``Reduced.output`` is then empty and
+    ``Reduced.written`` has its size and hash.
 
     Raises:
         PrefixChanged: with ``resume``, a stage or the format touched the kept prefix;
@@ -91,9 +97,14 @@ def reduce_bytes(
                 f"holds {len(split.parts)} trajectories ({split.format}); a report follows "
                 "one transcript: report one of them",
             )
-        return _reduce_collection(
+        reduced = _reduce_collection(
             raw, path, split, config, offload, on_invalid, log, counting, trace=trace
         )
+        if into is not None:  # a collection is one restore unit: its output is joined
+            out = _Tee(into)
+            out.write(reduced.output)
+            reduced.output, reduced.written = b"", out.written()
+        return reduced
     prefix = resume.kept if resume is not None else None
     if resume is not None:
         docs = [load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)]
@@ -157,14 +168,18 @@ def reduce_bytes(
     rerun = None
     doc, (conv, reports) = docs[0], runs[0]
     sink = _Releasing(offload, raw)
+    tee = _Tee(into) if into is not None else None
     if resume is None:
-        output, script = doc.format.dump(doc, conv, sink)
+        output, script = _dump(doc, conv, sink, 0, tee)
         ops = script.ops
     else:
-        tail, script = doc.format.dump(doc, conv, sink, start=resume.kept.records)
-        output = resume.output + tail
+        if tee is not None:
+            tee.write(resume.output)
+        tail, script = _dump(doc, conv, sink, resume.kept.records, tee)
+        output = resume.output + tail if tee is None else b""
         ops = merge_ops(resume.script, script.ops)
     release(raw)  # the copied records were read by the join
+    written = tee.written() if tee is not None else None
     if frontiers is not None and counts is not None:
         digest = config_digest(config, doc.format, offload.root, on_invalid)
         rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
@@ -176,7 +191,7 @@ def reduce_bytes(
         tokens_before=tokens_before,
         tokens_after=tokens_after,
         bytes_before=len(raw),
-        bytes_after=len(output),
+        bytes_after=written.size if written is not None else len(output),
         stages=reports,
         offload_dir=offload.root,
         warnings=[w for d in docs for w in d.warnings] + cache_notes,
@@ -189,7 +204,40 @@ def reduce_bytes(
             stage.tokens_before += prefix.tokens[i]
             stage.tokens_after += prefix.tokens[i + 1]
         report.kept_lines = prefix.records
-    return Reduced(output, report, ops, doc.format.units, kept, rerun)
+    return Reduced(output, report, ops, doc.format.units, kept, rerun, written)
+
+
+class _Tee:
+    """Writes to a file, hashing and counting what went through."""
+
+    def __init__(self, fh: Writable) -> None:
+        self.fh, self.sha, self.size = fh, hashlib.sha256(), 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.sha.update(data)
+        self.size += len(data)
+        return self.fh.write(data)
+
+    def written(self) -> Written:
+        return Written(self.size, self.sha.hexdigest())
+
+
+def _dump(
+    doc: Document, conv: Conversation, sink: OriginalsSink, start: int, tee: _Tee | None
+) -> tuple[bytes, RestoreScript]:
+    """The format's dump; into ``tee`` as it is made when the format can."""
+    if tee is None:
+        return doc.format.dump(doc, conv, sink, start=start)
+    if _dumps_into(type(doc.format)):
+        return doc.format.dump(doc, conv, sink, start=start, into=tee)
+    out, script = doc.format.dump(doc, conv, sink, start=start)  # a plugin's own dump
+    tee.write(out)
+    return b"", script
+
+
+def _dumps_into(cls: type[Format]) -> bool:
+    """Whether ``cls.dump`` takes ``into`` (a plugin format written before it may not)."""
+    return "into" in inspect.signature(cls.dump).parameters
 
 
 def _stage_context(

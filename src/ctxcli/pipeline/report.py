@@ -83,11 +83,20 @@ class Trace:
         return self.block_tokens[id(block)]
 
 
+@dataclass(frozen=True)
+class Written:
+    """An output written to a file as it was made, never held (``reduce_bytes(into=)``)."""
+
+    size: int
+    sha256: str
+
+
 @dataclass
 class Reduced:
     """The outcome of reducing bytes in memory."""
 
     output: bytes
+    """The reduced bytes; empty when they went to a file (see :attr:`written`)."""
     report: Report
     script: list[Any]
     units: str
@@ -96,3 +105,5 @@ class Reduced:
     rerun: dict[str, Any] | None = None
     """What the next run of a grown transcript may keep (the manifest's ``rerun``),
     filled when ``reduce_bytes(..., keep=True)`` and the chain allows it."""
+    written: Written | None = None
+    """Set when ``reduce_bytes(..., into=f)`` wrote the output to ``f``."""
