@@ -20,7 +20,7 @@ import pytest
 from conftest import REPO, shared_transcripts
 from ctxcli import api
 from ctxcli.core.errors import TranscriptError
-from ctxcli.formats.base import RELEASE_BYTES, Pages, release
+from ctxcli.formats.base import FAULT_AROUND, RELEASE_BYTES, Pages, release
 from ctxcli.pipeline import reducer
 from ctxcli.pipeline.config import build_config, default_config
 
@@ -121,6 +121,22 @@ def test_pages_go_back_as_a_pass_goes(tmp_path: Path) -> None:
         pages.read(RELEASE_BYTES // 2)  # 4 MB read anywhere: every page goes
         assert _resident_kb(path) <= 64
         assert Pages(b"bytes").raw is None  # bytes: nothing to give back
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's smaps")
+def test_short_reads_anywhere_count_the_pages_they_fault_in(tmp_path: Path) -> None:
+    path = tmp_path / "big.bin"
+    path.write_bytes(os.urandom(3 * RELEASE_BYTES))
+    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        pages = Pages(data)
+        most = 0
+        # One byte every 64 KB, as reading short texts spread over a file does: each
+        # read may bring its 64 KB neighbourhood in, and 4 MB of that is the most kept.
+        for at in range(0, len(data), FAULT_AROUND):
+            assert data[at : at + 1]
+            pages.read(1)
+            most = max(most, _resident_kb(path))
+        assert most <= (RELEASE_BYTES + FAULT_AROUND) // 1024, most
 
 
 def _reduce_both(
