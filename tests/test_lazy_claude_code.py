@@ -24,7 +24,7 @@ from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
-from ctxcli.formats.base import LAZY_MIN_CHARS, SHARED_MAX_CHARS, share_strings
+from ctxcli.formats.base import LAZY_MIN_CHARS, SHARED_MAX_CHARS, Span, share_strings
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.pipeline.config import build_config
 
@@ -169,6 +169,17 @@ def test_every_copy_of_a_long_output_stays_in_the_input() -> None:
     assert [b.text for b in lazy] == [outputs[0], outputs[2]]
     record = doc.records[-1].data
     assert read_text(record["toolUseResult"]["stdout"]) == outputs[2]
+
+
+def test_records_share_the_file_view_and_spans_point_into_it() -> None:
+    raw = _session(["x" * 3000, "y" * 2000])
+    doc = load(raw)
+    assert len({id(rec.source()[0]) for rec in doc.records}) == 1
+    assert b"".join(bytes(rec.raw) for rec in doc.records) == raw
+    lazy = [b for m in doc.conversation for b in m.blocks if isinstance(b, LazyBlock)]
+    spans = [b.span for b in lazy if isinstance(b.span, Span)]
+    assert len(spans) == 2
+    assert all(raw[s.start : s.end] == orjson.dumps(s.text()) for s in spans)
 
 
 def _strings(value: Any) -> Iterator[str]:

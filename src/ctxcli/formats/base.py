@@ -114,20 +114,61 @@ class Pages:
                 self._read = 0
 
 
-@dataclass(slots=True)
 class Record:
     """One record of the file: its original bytes and, if it parsed, its data."""
 
-    raw: bytes | memoryview
-    """The original bytes. For JSONL a zero-copy view into the file's buffer: holding
-    a second copy of every line doubled the peak memory on large transcripts."""
+    __slots__ = ("_raw", "_start", "_end", "line", "data", "message", "invalid", "kept")
+
     line: int
-    data: Any = None
-    message: Message | None = None
-    invalid: str | None = None
-    kept: bool = False
+    data: Any
+    message: Message | None
+    invalid: str | None
+    kept: bool
     """A record of an incremental re-run's kept prefix: no bytes, ``data`` is at most
     the format's :meth:`Format.skeleton` of it and ``message`` a text-less stand-in."""
+
+    def __init__(
+        self,
+        raw: bytes | memoryview,
+        line: int,
+        data: Any = None,
+        message: Message | None = None,
+        invalid: str | None = None,
+        kept: bool = False,
+    ) -> None:
+        self._raw, self._start, self._end = raw, -1, -1
+        self.line, self.data, self.message, self.invalid, self.kept = (
+            line,
+            data,
+            message,
+            invalid,
+            kept,
+        )
+
+    @classmethod
+    def in_view(cls, view: memoryview, start: int, end: int, line: int) -> Record:
+        """The record at ``view[start:end]``, holding the file's view, not one of its own.
+
+        A memoryview object is 184 bytes: one per line was 95 MB of a 1 GB session.
+        """
+        rec = cls(view, line)
+        rec._start, rec._end = start, end
+        return rec
+
+    @property
+    def raw(self) -> bytes | memoryview:
+        """The original bytes. For JSONL a zero-copy view into the file's buffer: holding
+        a second copy of every line doubled the peak memory on large transcripts."""
+        if self._start < 0:
+            return self._raw
+        return self._raw[self._start : self._end]
+
+    def source(self) -> tuple[bytes | memoryview, int]:
+        """The buffer :attr:`raw` is a part of, and where in it it starts."""
+        return self._raw, max(self._start, 0)
+
+    def __repr__(self) -> str:
+        return f"Record(line={self.line}, {len(self.raw)} bytes, data={self.data!r:.60})"
 
     @property
     def has_bom(self) -> bool:
@@ -325,12 +366,13 @@ def _leave_in_input(
 class _Finder:
     """Finds a text's JSON literal in one record's bytes, and makes its :class:`Span`."""
 
-    __slots__ = ("rec", "pages", "body", "view")
+    __slots__ = ("rec", "pages", "body", "view", "offset")
 
     def __init__(self, rec: Record, pages: Pages) -> None:
         self.rec, self.pages = rec, pages
         self.body: bytes | None = None
-        self.view: memoryview | None = None
+        self.view: memoryview | None = None  # the file's, not the record's
+        self.offset = 0
 
     def span(self, text: str) -> Span | None:
         try:
@@ -339,13 +381,14 @@ class _Finder:
             return None
         if self.body is None:
             self.body = bytes(self.rec.raw)
-            raw = self.rec.raw
-            self.view = raw if isinstance(raw, memoryview) else memoryview(raw)
+            buffer, self.offset = self.rec.source()
+            self.view = buffer if isinstance(buffer, memoryview) else memoryview(buffer)
         at = self.body.find(literal)
         if at < 0:  # escaped some other way (ensure_ascii): stays a str
             return None
         assert self.view is not None
         # Any occurrence will do: the literal decodes to ``text`` wherever it is.
+        at += self.offset
         return Span(self.view, at, at + len(literal), len(text), self.pages)
 
 
@@ -971,11 +1014,12 @@ def iter_records(raw: Input, path: str) -> Iterator[Record]:
     """
     if not raw or _NON_SPACE.search(raw) is None:  # strip() would copy the input to find out
         raise TranscriptError(path, None, "the transcript is empty; there is nothing to reduce")
-    pages, read = Pages(raw), 0
-    for i, unit in enumerate(_line_views(raw)):
-        read += len(unit)
-        pages.reached(read)  # a mapped input's parsed pages go back
-        rec = Record(unit, i + 1)
+    pages = Pages(raw)
+    view = memoryview(raw)
+    for i, (start, end) in enumerate(_line_ends(raw)):
+        pages.reached(end)  # a mapped input's parsed pages go back
+        rec = Record.in_view(view, start, end, i + 1)
+        unit = view[start:end]
         body = _body_view(unit)  # no copy: orjson parses the view
         if _blank(body):
             yield rec
@@ -1012,14 +1056,13 @@ def _blank(body: memoryview) -> bool:
     return not bytes(body).strip()
 
 
-def _line_views(data: Input) -> Iterator[memoryview]:
-    """Zero-copy views of the lines of ``data``, each with its terminator."""
-    view = memoryview(data)
+def _line_ends(data: Input) -> Iterator[tuple[int, int]]:
+    """Where the lines of ``data`` start and end, each with its terminator."""
     start, end_of_data = 0, len(data)
     while start < end_of_data:
         end = data.find(b"\n", start)
         end = end_of_data if end < 0 else end + 1
-        yield view[start:end]
+        yield start, end
         start = end
 
 
