@@ -24,6 +24,7 @@ from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
+from ctxcli.formats.anthropic import CallInput, json_text
 from ctxcli.formats.base import LAZY_MIN_CHARS, SHARED_MAX_CHARS, Span, share_strings
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.pipeline.config import build_config
@@ -169,6 +170,18 @@ def test_every_copy_of_a_long_output_stays_in_the_input() -> None:
     assert [b.text for b in lazy] == [outputs[0], outputs[2]]
     record = doc.records[-1].data
     assert read_text(record["toolUseResult"]["stdout"]) == outputs[2]
+
+
+def test_a_long_call_input_is_made_again_when_read() -> None:
+    raw = _session(["ok"]).replace(b'{"command":"make"}', orjson.dumps({"content": "é" * 3000}))
+    doc = load(raw)
+    with eager():
+        reference = load(raw)
+    assert doc.conversation == reference.conversation
+    calls = [b for m in doc.conversation for b in m.blocks if b.call_id and b.name == "Bash"]
+    assert len(calls) == 1 and isinstance(calls[0], LazyBlock)
+    assert isinstance(calls[0].span, CallInput)
+    assert calls[0].text == json_text({"content": "é" * 3000})
 
 
 def test_records_share_the_file_view_and_spans_point_into_it() -> None:

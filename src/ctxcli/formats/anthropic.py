@@ -27,7 +27,7 @@ from typing import Any
 import orjson
 
 from ctxcli.core.errors import Remedy, TranscriptError
-from ctxcli.core.model import Block, Kind, Message
+from ctxcli.core.model import Block, Kind, LazyText, Message
 from ctxcli.formats.base import (
     Format,
     OutRecord,
@@ -152,6 +152,29 @@ def text_path(block: Block) -> Path_ | None:
     if tag == TOOL_RESULT:
         return (*path, "content")
     return None
+
+
+class CallInput(LazyText):
+    """A tool_use block's text (its ``input`` as JSON) made again from the item when read.
+
+    The item is part of a loaded record, which nothing edits in place.
+    """
+
+    __slots__ = ("item", "chars")
+
+    def __init__(self, item: dict[str, Any], chars: int) -> None:
+        self.item, self.chars = item, chars
+
+    def text(self) -> str:
+        return json_text(self.item.get("input", {}))
+
+
+def call_input(block: Block, data: Any) -> CallInput | None:
+    """The :class:`CallInput` of a tool_use block of record ``data``, else None."""
+    if block.slot is None or block.slot[1] != TOOL_USE:
+        return None
+    item = get_in(data, block.slot[0])
+    return CallInput(item, len(block.text)) if isinstance(item, dict) else None
 
 
 def _with_result_text(item: dict[str, Any], text: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from ctxcli.core.model import (
     LazyText,
     Message,
     SourceRecord,
+    TextSpan,
     hydrate,
 )
 from ctxcli.core.plugins import Registry
@@ -400,12 +401,17 @@ def _lazy_blocks(fmt: Format, rec: Record, message: Message, finder: _Finder) ->
         if len(text) < LAZY_MIN_CHARS:
             continue
         path = fmt.text_path(block)
-        if not path or get_in(rec.data, path) is not text:
+        span: TextSpan | None
+        if not path:
+            span = fmt.text_source(block, rec.data)  # a text made from the record
+        elif get_in(rec.data, path) is not text:
             continue
-        span = finder.span(text)
+        else:
+            span = finder.span(text)
+            if span is not None:
+                get_in(rec.data, path[:-1])[path[-1]] = span  # the parsed record is ours
         if span is None:
             continue
-        get_in(rec.data, path[:-1])[path[-1]] = span  # the parsed record is ours
         blocks = list(message.blocks) if blocks is None else blocks
         blocks[i] = LazyBlock(
             block.kind, span, block.call_id, block.name, block.is_error, block.slot
@@ -620,6 +626,12 @@ class Format:
         text found there in the input. Default: a ``"str"`` slot's path."""
         slot = block.slot
         return slot[0] if slot is not None and slot[1] == "str" else None
+
+    def text_source(self, block: Block, data: Any) -> TextSpan | None:
+        """For a long block text made from record ``data`` (not a string of its own,
+        see :meth:`text_path`): what makes it again when it is read, so a format with
+        :attr:`lazy_texts` need not hold it. Default: None (the text is held)."""
+        return None
 
     def lazy_fields(self, data: dict[str, Any]) -> Iterable[str]:
         """Top-level fields of record ``data`` whose long strings (inside a nested

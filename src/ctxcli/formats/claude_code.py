@@ -33,10 +33,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
-from ctxcli.core.model import Block, Message
+from ctxcli.core.model import Block, Message, TextSpan
 from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
+    call_input,
     changed_result_ids,
     content_from_blocks,
     drop_emptied,
@@ -353,6 +354,9 @@ class ClaudeCode(Format):
 
     def text_path(self, block: Block) -> Path_ | None:
         return text_path(block)
+
+    def text_source(self, block: Block, data: Any) -> TextSpan | None:
+        return call_input(block, data)  # a call's input (a file written whole, say)
 
     def lazy_fields(self, data: dict[str, Any]) -> list[str]:
         # The copies kept for the UI: toolUseResult (stdout, originalFile...), a
