@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from ctxcli import Reducer
 from ctxcli.core.errors import TranscriptError
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.incremental import chain_digests, common_prefix
+from ctxcli.pipeline.reducer import reduce_bytes
 
 BIG = 60_000  # characters: over eino's truncation limit (50,000)
 
@@ -280,3 +282,28 @@ def test_read_window_pages_and_stays_inside_the_store(tmp_path: Path) -> None:
     other = reducer.offload.put("trunc", "call_1", "another text")
     assert other != path and Path(other).read_text() == "another text"
     assert reducer.offload.put("trunc", "call_1", text) == path
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["on", "off"])
+def test_the_collector_pauses_for_a_reduce_and_is_left_as_it_was(
+    enabled: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctxcli.pipeline import reducer
+
+    seen: list[bool] = []
+    real_load = reducer.load
+
+    def load(*args: Any, **kwargs: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real_load(*args, **kwargs)
+
+    monkeypatch.setattr(reducer, "load", load)
+    (gc.enable if enabled else gc.disable)()
+    try:
+        reduce_bytes(b'{"role": "user", "content": "hi"}\n')
+        with pytest.raises(TranscriptError):
+            reduce_bytes(b"not json\n")
+        assert gc.isenabled() is enabled
+    finally:
+        gc.enable()
+    assert seen == [False, False]

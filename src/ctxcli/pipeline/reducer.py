@@ -7,9 +7,11 @@ the reduced transcript back. Everything above (files, batches, rows) calls this.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
@@ -84,6 +86,56 @@ def reduce_bytes(
         >>> reduce_bytes(line).output == line
         True
     """
+    with paused_collector():
+        return _reduce(
+            raw,
+            config=config,
+            offload=offload,
+            path=path,
+            on_invalid=on_invalid,
+            log=log,
+            counting=counting,
+            monitors=monitors,
+            trace=trace,
+            keep=keep,
+            resume=resume,
+            into=into,
+        )
+
+
+@contextmanager
+def paused_collector() -> Iterator[None]:
+    """The cyclic garbage collector off for a while, then as it was.
+
+    Loading a transcript makes millions of containers (orjson's dicts and lists), and
+    each collection walks all the live ones: a third of the CPU of a 100 MiB Claude
+    Code session's reduce (3.8 s -> 2.7 s of user time without it). A transcript's
+    data holds no cycles; what is freed is freed by reference counting.
+    """
+    was_on = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_on:
+            gc.enable()
+
+
+def _reduce(
+    raw: Input,
+    *,
+    config: Config | None,
+    offload: DryRunOffload | None,
+    path: str,
+    on_invalid: str,
+    log: Callable[[str], None] | None,
+    counting: CountOptions | None,
+    monitors: bool,
+    trace: bool,
+    keep: bool,
+    resume: Resume | None,
+    into: Writable | None,
+) -> Reduced:
     config = config or load_config()
     offload = offload if offload is not None else DryRunOffload("ctx-offload")
     fmt = config.settings.format
