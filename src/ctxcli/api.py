@@ -266,7 +266,7 @@ def reduce_file(
     empty.
 
     Returns:
-        The report and the reduced bytes.
+        The report and the reduced bytes (empty when written as made, see above).
     """
     config = config or load_config()
     input_name = str(input)

@@ -561,10 +561,12 @@ class Format:
     """True when the format's own client reads past a line that is not JSON (Claude
     Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
     lazy_texts: ClassVar[bool] = False
-    """True when :meth:`build` may leave long texts in the input (:class:`Span`): every
-    reader of a record's ``data`` then meets a span where such a text was, which
-    :func:`hydrate` reads back (the dump does). For formats whose records nothing
-    else reads the texts of."""
+    """True when :meth:`build` may leave long texts in the input (:class:`Span`): the
+    block texts at :meth:`text_path`, and the long strings under :meth:`lazy_fields`.
+    A reader of a record's ``data`` then meets a span where such a text was, which
+    ``read_text`` or :func:`hydrate` reads back (the dump does); the format's own
+    readers and the stages reading its records must expect that (OpenAI chat: none;
+    Claude Code: ``prune_sidecars``, ``update_usage``)."""
     shares_strings: ClassVar[bool] = False
     """True when records repeat many short values (a session id, a working directory,
     a version on every line): :meth:`build` makes equal ones one object
