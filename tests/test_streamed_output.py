@@ -13,6 +13,7 @@ import json
 import os
 import sys
 import tracemalloc
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ import pytest
 
 from conftest import REPO, SHARED
 from ctxcli.api import reduce_file, restore_file
+from ctxcli.formats import base
 from ctxcli.formats.base import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.reducer import reduce_bytes
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -122,3 +125,35 @@ def test_a_format_whose_dump_takes_no_file_is_written_by_the_caller(
     assert into.getvalue() == held.output != raw
     assert streamed.written is not None
     assert streamed.written.size == len(held.output) == streamed.report.bytes_after
+
+
+def test_changed_records_go_out_as_they_are_made(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Most of the output is changed records, whose new bytes must not wait for the end
+    # of the dump (a relinked Claude Code session's were 100 MB of a 1 GB run's peak).
+    # They go out every RELEASE_BYTES: 64 KB here, so a small input shows it.
+    monkeypatch.setattr(base, "RELEASE_BYTES", 64 * 1024)
+    raw = generate(8 * 1024 * 1024, seed=11)
+    config = build_config(
+        {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 2000}]},
+        "cut every long result",
+    )
+    events: list[str] = []
+
+    class Sink(DryRunOffload):
+        def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+            events.append("original")
+            return super().add_original(raw, texts)
+
+    class Into(io.BytesIO):
+        def write(self, data: Any) -> int:
+            events.append("write")
+            return super().write(data)
+
+    held = reduce_bytes(raw, config=config, offload=DryRunOffload("off")).output
+    into = Into()
+    reduce_bytes(raw, config=config, offload=Sink("off"), into=into)
+    assert into.getvalue() == held != raw
+    last_original = len(events) - 1 - events[::-1].index("original")
+    assert events.count("original") > 300
+    # Most of the output was out before the last original was packed.
+    assert events[:last_original].count("write") > events.count("write") // 2

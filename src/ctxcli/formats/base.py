@@ -856,6 +856,10 @@ class Format:
         plan = self.plan(doc, conv, start)
         script = RestoreScript()
         parts: list[bytes | memoryview] = []
+        # With ``into``, the parts go out every 4 MB of new bytes: a session whose
+        # records were relinked is mostly changed records, whose new bytes would all be
+        # held until the end (100 MB of a 1 GB Claude Code session's peak).
+        fresh = 0
         live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
         last_live = live[-1] if live else -1
         for i, rec in enumerate(plan):
@@ -888,6 +892,11 @@ class Format:
                 script.original(blobs.add_original(orig.raw, _texts_of(orig)))
             parts.append(lead + body + end)
             script.skip()
+            fresh += len(parts[-1])
+            if into is not None and fresh >= RELEASE_BYTES:
+                join_parts(parts, into)
+                parts.clear()
+                fresh = 0
         return join_parts(parts, into), script
 
 
