@@ -149,20 +149,29 @@ def run_pipeline(
             trace.append((sc.use, new))
         conv = new
     # The totals are taken last: a large input is still being counted in the
-    # background while the stages run, and only the report needs every count.
+    # background while the stages run, and only the report needs every count. Each
+    # conversation is counted once: a stage's output is the next one's input.
+    tokens: dict[int, list[int]] = {}
+
+    def per_message(c: Conversation) -> list[int]:
+        got = tokens.get(id(c))  # every conversation here stays alive in ``done``
+        if got is None:
+            got = tokens[id(c)] = ctx.tokens.per_message(c)
+        return got
+
     reports = [
         StageReport(
             stage=sc.use,
             changed=changed,
             offloaded=offloaded,
-            tokens_before=ctx.tokens.total(before),
-            tokens_after=ctx.tokens.total(after),
+            tokens_before=sum(per_message(before)),
+            tokens_after=sum(per_message(after)),
             counters=dict(result.counters),
             notes=result.notes,
         )
         for sc, before, after, result, offloaded, changed in done
     ]
     if counts is not None:
-        counts.extend(ctx.tokens.per_message(before) for _, before, *_ in done)
-        counts.append(ctx.tokens.per_message(conv))
+        counts.extend(per_message(before) for _, before, *_ in done)
+        counts.append(per_message(conv))
     return conv, reports
