@@ -3,12 +3,19 @@ commit missing a file), abort leaves nothing behind."""
 
 from __future__ import annotations
 
+import io
+import tracemalloc
 from pathlib import Path
+from unittest.mock import patch
 
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ctxcli.core.restore import safe_name
-from ctxcli.pipeline.offload import OffloadStore
+from ctxcli.pipeline import offload
+from ctxcli.pipeline.offload import OffloadStore, write_json
 
 
 def _manifest() -> dict[str, object]:
@@ -49,3 +56,47 @@ def test_abort_waits_for_the_writer_and_leaves_nothing(tmp_path: Path) -> None:
         store.put("tool", f"call_{i}", "x" * 1000)
     store.abort()
     assert list(base.iterdir()) == []
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(),
+    lambda inner: st.lists(inner, max_size=9) | st.dictionaries(st.text(), inner, max_size=5),
+    max_leaves=40,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_JSON)
+def test_a_manifest_written_in_pieces_is_orjsons_bytes(value: object) -> None:
+    # Lists of more than two items go out in chunks here, and objects member by member.
+    with patch.object(offload, "JSON_CHUNK", 2):
+        out = io.BytesIO()
+        write_json(out, value)
+    assert out.getvalue() == orjson.dumps(value)
+
+
+def test_a_key_orjson_refuses_is_refused() -> None:
+    with pytest.raises(TypeError):
+        orjson.dumps({1: "a"})
+    with pytest.raises(TypeError):
+        write_json(io.BytesIO(), {"a": {1: "a"}})
+
+
+def test_the_manifest_is_never_one_bytes_object(tmp_path: Path) -> None:
+    # A re-run's records of a 1 GB session made the manifest 94 MB, held whole twice.
+    store = OffloadStore(tmp_path / "off", "off")
+    manifest: dict[str, object] = {
+        **_manifest(),
+        "script": [["b", i, 100, f"{i:064x}"] for i in range(100_000)],
+    }
+    size = len(orjson.dumps(manifest))
+    tracemalloc.start()
+    try:
+        store.commit(manifest)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    store.finish()
+    written = (tmp_path / "off" / "manifest.json").read_bytes()
+    assert orjson.loads(written)["script"] == manifest["script"]
+    assert peak < size / 4, (peak, size)

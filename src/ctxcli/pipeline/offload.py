@@ -36,7 +36,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, BinaryIO, Literal
 
 import orjson
 from pydantic import (
@@ -382,7 +382,8 @@ class OffloadStore(DryRunOffload):
             pack_name = OTHER_PACK  # the previous output's restore still reads its pack
         manifest["pack"] = {"name": pack_name, "bytes": self._pack_size}
         with _open_private(self.staging / MANIFEST) as fh:
-            fh.write(orjson.dumps(manifest) + b"\n")
+            write_json(fh, manifest)
+            fh.write(b"\n")
             fh.flush()
             os.fsync(fh.fileno())
         _fsync_dir(self.staging)
@@ -564,6 +565,41 @@ def _pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+JSON_CHUNK = 4096
+"""Items of a long list :func:`write_json` serialises at once."""
+
+
+def write_json(fh: BinaryIO, value: Any, depth: int = 0) -> None:
+    """Write ``orjson.dumps(value)`` to ``fh`` in pieces, never as one bytes object.
+
+    A manifest is mostly a few long lists (the restore script; a re-run's records): a
+    1 GB Claude Code session's is 94 MB of JSON, which, made whole at commit, was the
+    run's peak. Objects down to ``depth`` 2 are written member by member and long
+    lists :data:`JSON_CHUNK` items at a time; the bytes are orjson's exactly.
+
+    Raises:
+        TypeError: as ``orjson.dumps`` would (a key that is not a string, too).
+    """
+    if depth < 3 and type(value) is dict:
+        fh.write(b"{")
+        for i, (key, item) in enumerate(value.items()):
+            if type(key) is not str:
+                raise TypeError(f"a JSON object key must be a string, not {key!r}")
+            fh.write(b"," if i else b"")
+            fh.write(orjson.dumps(key))
+            fh.write(b":")
+            write_json(fh, item, depth + 1)
+        fh.write(b"}")
+    elif type(value) is list and len(value) > JSON_CHUNK:
+        fh.write(b"[")
+        for start in range(0, len(value), JSON_CHUNK):
+            fh.write(b"," if start else b"")
+            fh.write(memoryview(orjson.dumps(value[start : start + JSON_CHUNK]))[1:-1])
+        fh.write(b"]")
+    else:
+        fh.write(orjson.dumps(value))
 
 
 def _open_private(path: Path) -> Any:
