@@ -25,7 +25,7 @@ from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.model import Conversation
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.pipeline.rerun import merge_ops, script_cut
+from ctxcli.pipeline.rerun import merge_ops, pack_skeletons, script_cut, unpack_skeletons
 from ctxcli.stages import STAGE_REGISTRY, StageResult, everything_final, register
 from ctxcli.stages.base import StageOptions
 
@@ -410,3 +410,60 @@ def test_a_manifest_naming_files_outside_is_not_trusted_by_a_rerun(tmp_path: Pat
     )
     assert report.kept_lines == 0
     assert Path("session.jsonl").read_bytes() == whole  # the file it named is untouched
+
+
+_SKELETON = (
+    st.none()
+    | st.dictionaries(
+        st.sampled_from(["type", "uuid", "parentUuid", "isSidechain", "="]),
+        st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=5),
+    )
+    | st.lists(st.integers(-9, 9) | st.just("="), max_size=3)
+    | st.text(max_size=3)
+)
+
+
+@given(skeletons=st.lists(_SKELETON, max_size=30))
+def test_packed_skeletons_unpack_to_themselves(skeletons: list[Any]) -> None:
+    packed = pack_skeletons(iter(skeletons))
+    assert unpack_skeletons(orjson.loads(orjson.dumps(packed))) == skeletons
+
+
+@pytest.mark.parametrize(
+    "damaged",
+    [
+        {"shapes": [["type"]], "rows": [[1, "x"]]},  # no such shape
+        {"shapes": [["type"]], "rows": [[-1, "x"]]},
+        {"shapes": [["type"]], "rows": [[0, "x", "y"]]},  # more values than keys
+        {"shapes": [["type"]], "rows": [["0", "x"]]},
+        {"shapes": [["type"]], "rows": [[]]},
+        {"rows": []},
+    ],
+)
+def test_damaged_skeletons_are_refused(damaged: dict[str, Any]) -> None:
+    with pytest.raises((KeyError, TypeError, IndexError, ValueError)):
+        unpack_skeletons(damaged)
+
+
+@pytest.mark.slow
+def test_a_claude_code_session_grown_again_and_again_equals_a_full_run(tmp_path: Path) -> None:
+    # Its kept records' skeletons (what the resume walk reads) carry over each re-run.
+    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/transcripts)")
+    whole = path.read_bytes()
+    config = CONFIGS["default-like"]
+    os.chdir(tmp_path)
+    kept = []
+    for fraction in (0.4, 0.7, 1.0):
+        Path("session.jsonl").write_bytes(cut_at(whole, fraction) if fraction < 1 else whole)
+        report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+        kept.append(report.kept_lines)
+    assert kept[0] == 0 and all(k > 0 for k in kept[1:]), kept
+    manifest = json.loads(Path("out.jsonl.offload/manifest.json").read_bytes())
+    assert len(manifest["rerun"]["skeletons"]["rows"]) == manifest["rerun"]["records"]
+    (tmp_path / "full").mkdir()
+    os.chdir(tmp_path / "full")
+    Path("session.jsonl").write_bytes(whole)
+    reduce_file("session.jsonl", "out.jsonl", config=config)
+    assert_same_as_full(tmp_path, tmp_path / "full", whole)

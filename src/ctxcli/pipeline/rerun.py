@@ -30,8 +30,9 @@ restore script the previous script's ops for the prefix followed by the new ones
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from typing import Any
 
 import orjson
@@ -55,11 +56,14 @@ __all__ = [
     "load_tail",
     "merge_ops",
     "pack_end",
+    "pack_skeletons",
     "resume_from",
     "script_cut",
+    "unpack_skeletons",
 ]
 
-RERUN_VERSION = 1
+RERUN_VERSION = 2
+"""2: the skeletons are packed (:func:`pack_skeletons`)."""
 
 
 @dataclass(frozen=True)
@@ -211,12 +215,57 @@ def kept_record(
         "per_message": per_message,
     }
     fmt = doc.format
-    skeletons = [fmt.skeleton(r.data) for r in doc.records[done:records]]
-    if previous is not None and previous.skeletons is not None:
-        skeletons = previous.skeletons + skeletons
-    if any(s is not None for s in skeletons):
-        entry["skeletons"] = skeletons
+    skeletons: Iterable[Any] = (fmt.skeleton(r.data) for r in doc.records[done:records])
+    if previous is not None:
+        skeletons = chain(previous.skeletons or [None] * previous.records, skeletons)
+    packed = pack_skeletons(skeletons)
+    if any(row is not None for row in packed["rows"]):
+        entry["skeletons"] = packed
     return entry
+
+
+def pack_skeletons(skeletons: Iterable[Any]) -> dict[str, list[Any]]:
+    """The manifest's form of the kept records' skeletons: each object as its values.
+
+    ``{"shapes": [[key, ...], ...], "rows": [row, ...]}``: a row is ``null``, ``[shape,
+    value, ...]`` for an object (its keys are ``shapes[shape]``) or ``["=", value]`` for
+    anything else. A 1 GB Claude Code session keeps 450k records: as objects they were
+    86 MB at the run's peak and 72 MB of its manifest. ``skeletons`` is read once, so
+    a generator of them is never held whole.
+    """
+    shapes: dict[tuple[str, ...], int] = {}
+    rows: list[Any] = []
+    for item in skeletons:
+        if item is None:
+            rows.append(None)
+        elif type(item) is dict and all(type(k) is str for k in item):
+            keys = tuple(item)
+            shape = shapes.setdefault(keys, len(shapes))
+            rows.append([shape, *item.values()])
+        else:
+            rows.append(["=", item])
+    return {"shapes": [list(keys) for keys in shapes], "rows": rows}
+
+
+def unpack_skeletons(packed: Any) -> list[Any]:
+    """The skeletons :func:`pack_skeletons` packed.
+
+    Raises:
+        KeyError, TypeError, IndexError, ValueError: ``packed`` is damaged.
+    """
+    shapes = [tuple(keys) for keys in packed["shapes"]]
+    out: list[Any] = []
+    for row in packed["rows"]:
+        if row is None:
+            out.append(None)
+        elif row[0] == "=" and len(row) == 2:
+            out.append(row[1])
+        else:
+            shape = row[0]
+            if type(shape) is not int or not 0 <= shape < len(shapes):
+                raise ValueError(f"a skeleton row names no shape: {row!r}")
+            out.append(dict(zip(shapes[shape], row[1:], strict=True)))
+    return out
 
 
 def script_cut(ops: Sequence[Sequence[Any]], records: int) -> tuple[list[list[Any]], int]:
@@ -316,7 +365,7 @@ def resume_from(
         entry["structure"],
         entry["tokens"],
         entry["per_message"],
-        entry.get("skeletons"),
+        unpack_skeletons(entry["skeletons"]) if "skeletons" in entry else None,
     )
     if (
         kept.input_bytes > old_input["bytes"]
