@@ -862,7 +862,12 @@ class Format:
         fresh = 0
         live = [i for i, r in enumerate(plan) if r.state is not State.DROPPED]
         last_live = live[-1] if live else -1
-        for i, rec in enumerate(plan):
+        del live
+        # Each planned record is let go once written: a changed one holds its new data
+        # (90 MB of relinked records in a 1 GB Claude Code session).
+        plan.reverse()
+        for i in range(len(plan)):
+            rec = plan.pop()
             if rec.state is State.DROPPED:
                 assert rec.orig is not None
                 script.original(blobs.add_original(rec.orig.raw, _texts_of(rec.orig)))
