@@ -467,3 +467,27 @@ def test_a_claude_code_session_grown_again_and_again_equals_a_full_run(tmp_path:
     Path("session.jsonl").write_bytes(whole)
     reduce_file("session.jsonl", "out.jsonl", config=config)
     assert_same_as_full(tmp_path, tmp_path / "full", whole)
+
+
+@pytest.mark.slow
+def test_damaged_skeletons_in_the_manifest_make_a_full_run(tmp_path: Path) -> None:
+    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/transcripts)")
+    whole = path.read_bytes()
+    config = CONFIGS["default-like"]
+    os.chdir(tmp_path)
+    Path("session.jsonl").write_bytes(cut_at(whole, 0.6))
+    reduce_file("session.jsonl", "out.jsonl", config=config)
+    manifest_path = Path("out.jsonl.offload/manifest.json")
+    manifest = json.loads(manifest_path.read_bytes())
+    manifest["rerun"]["skeletons"]["rows"][0] = [99, "progress"]  # names no shape
+    manifest_path.write_bytes(orjson.dumps(manifest) + b"\n")
+    Path("session.jsonl").write_bytes(whole)
+    report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+    assert report.kept_lines == 0  # nothing taken from the damaged manifest
+    (tmp_path / "full").mkdir()
+    os.chdir(tmp_path / "full")
+    Path("session.jsonl").write_bytes(whole)
+    reduce_file("session.jsonl", "out.jsonl", config=config)
+    assert_same_as_full(tmp_path, tmp_path / "full", whole)
