@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -9,9 +10,11 @@ import orjson
 import pytest
 
 from conftest import SHARED, invoke
+from ctxcli.api import reduce_file
+from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.sessions import listing
 from ctxcli.sessions.discover import resolve_session, short_ids
-from ctxcli.sessions.inplace import count_messages
+from ctxcli.sessions.inplace import count_messages, reduce_in_place
 from session_layout import (
     CC_MCLAUDE,
     CC_SPOTTER,
@@ -382,3 +385,37 @@ def test_jobs_read_uncached_sessions_in_parallel_with_the_same_rows(layout: Layo
     two = [r.to_dict() for r in listing.list_sessions(cache=False, jobs=2)]
     assert one == two and len(one) == 4
     assert _json(["sessions", "--json", "-j", "2"])["sessions"] == one
+
+
+def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> None:
+    # A chain that changes nothing: the held output would be a second copy of the file.
+    nothing = build_config({"tokenizer": "approx", "stages": []}, "no stage")
+    raw = layout.spotter.read_bytes()
+    twin = layout.spotter.with_name("twin.jsonl")
+    twin.write_bytes(raw)
+    peaks = []
+    for run in ("streamed", "held"):
+        tracemalloc.start()
+        try:
+            if run == "streamed":
+                change = reduce_in_place(layout.spotter, config=nothing, force=True)
+            else:
+                reduce_file(twin, twin, config=nothing, in_place=True, raw=twin.read_bytes())
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+    assert layout.spotter.read_bytes() == raw == twin.read_bytes()
+    # Nothing changed: no layer is left to undo.
+    assert change.layer is None and change.bytes_after == change.bytes_before == len(raw)
+    state = layout.data / "offload" / "claude_code" / CC_SPOTTER
+    assert not list(state.glob("*-reduce")), list(state.iterdir())
+    streamed, held = peaks
+    assert held - streamed > 0.8 * len(raw), (streamed, held)
+
+
+def test_reduce_in_place_reports_the_size_it_wrote(layout: Layout) -> None:
+    change = reduce_in_place(
+        layout.spotter, config=load_config(preset="claude-code-resume"), force=True
+    )
+    assert change.layer is not None and (change.layer / "manifest.json").is_file()
+    assert change.bytes_after == layout.spotter.stat().st_size < change.bytes_before

@@ -273,7 +273,7 @@ def reduce_in_place(
     _check_live(path, live_seconds, force)
     _sweep(path.parent)
     layer = _next_layer(state, "reduce")
-    report, out = api.reduce_file(
+    report, _ = api.reduce_file(
         path,
         path,
         config=config,
@@ -283,9 +283,17 @@ def reduce_in_place(
         on_invalid=on_invalid,
         counting=counting,
         log=log,
+        return_output=False,  # written as it is made, never held beside the session
     )
-    change = Change(path, layer, len(raw), len(out), report=report)
-    if out == raw:
+    # A layer holds what this run replaced. None was made when the session is a ctx
+    # output that the chain leaves as it is; one whose output is its input is let go.
+    manifest = read_manifest(layer) if layer.is_dir() else None
+    if manifest is None:
+        unchanged = not layer.exists()
+    else:
+        unchanged = manifest["output"]["sha256"] == manifest["input"]["sha256"]
+    change = Change(path, layer, len(raw), report.bytes_after, report=report)
+    if unchanged:
         # Nothing changed: no layer to undo.
         _discard(layer)
         change.layer = None
