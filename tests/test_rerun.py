@@ -146,6 +146,22 @@ def assert_same_as_full(grown: Path, full: Path, whole: bytes) -> None:
     assert (grown / "back.jsonl").read_bytes() == whole
 
 
+def assert_same_as_a_full_run(here: Path, whole: bytes, config: Config) -> None:
+    """``here`` (runs of session.jsonl into out.jsonl) against one full run of ``whole``."""
+    (here / "full").mkdir()
+    os.chdir(here / "full")
+    Path("session.jsonl").write_bytes(whole)
+    reduce_file("session.jsonl", "out.jsonl", config=config)
+    assert_same_as_full(here, here / "full", whole)
+
+
+def _claude_code_session() -> bytes:
+    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
+    if not path.exists():
+        pytest.skip(f"{path} is not here (../shared/transcripts)")
+    return path.read_bytes()
+
+
 def cut_at(data: bytes, fraction: float) -> bytes:
     """The lines of ``data`` up to about ``fraction`` of its bytes (at least one)."""
     ends = [i + 1 for i, b in enumerate(data) if b == 0x0A]
@@ -199,11 +215,7 @@ def test_growing_again_and_again_stays_equal_to_a_full_run(tmp_path: Path) -> No
         kept.append(report.kept_lines)
     assert kept[0] == 0 and all(k > 0 for k in kept[1:])
     assert kept == sorted(kept)
-    (tmp_path / "full").mkdir()
-    os.chdir(tmp_path / "full")
-    Path("session.jsonl").write_bytes(whole)
-    reduce_file("session.jsonl", "out.jsonl", config=config)
-    assert_same_as_full(tmp_path, tmp_path / "full", whole)
+    assert_same_as_a_full_run(tmp_path, whole, config)
 
 
 def test_a_pending_call_at_the_end_is_not_kept_without_its_result(tmp_path: Path) -> None:
@@ -448,10 +460,7 @@ def test_damaged_skeletons_are_refused(damaged: dict[str, Any]) -> None:
 @pytest.mark.slow
 def test_a_claude_code_session_grown_again_and_again_equals_a_full_run(tmp_path: Path) -> None:
     # Its kept records' skeletons (what the resume walk reads) carry over each re-run.
-    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/transcripts)")
-    whole = path.read_bytes()
+    whole = _claude_code_session()
     config = CONFIGS["default-like"]
     os.chdir(tmp_path)
     kept = []
@@ -462,19 +471,12 @@ def test_a_claude_code_session_grown_again_and_again_equals_a_full_run(tmp_path:
     assert kept[0] == 0 and all(k > 0 for k in kept[1:]), kept
     manifest = json.loads(Path("out.jsonl.offload/manifest.json").read_bytes())
     assert len(manifest["rerun"]["skeletons"]["rows"]) == manifest["rerun"]["records"]
-    (tmp_path / "full").mkdir()
-    os.chdir(tmp_path / "full")
-    Path("session.jsonl").write_bytes(whole)
-    reduce_file("session.jsonl", "out.jsonl", config=config)
-    assert_same_as_full(tmp_path, tmp_path / "full", whole)
+    assert_same_as_a_full_run(tmp_path, whole, config)
 
 
 @pytest.mark.slow
 def test_damaged_skeletons_in_the_manifest_make_a_full_run(tmp_path: Path) -> None:
-    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/transcripts)")
-    whole = path.read_bytes()
+    whole = _claude_code_session()
     config = CONFIGS["default-like"]
     os.chdir(tmp_path)
     Path("session.jsonl").write_bytes(cut_at(whole, 0.6))
@@ -486,8 +488,4 @@ def test_damaged_skeletons_in_the_manifest_make_a_full_run(tmp_path: Path) -> No
     Path("session.jsonl").write_bytes(whole)
     report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
     assert report.kept_lines == 0  # nothing taken from the damaged manifest
-    (tmp_path / "full").mkdir()
-    os.chdir(tmp_path / "full")
-    Path("session.jsonl").write_bytes(whole)
-    reduce_file("session.jsonl", "out.jsonl", config=config)
-    assert_same_as_full(tmp_path, tmp_path / "full", whole)
+    assert_same_as_a_full_run(tmp_path, whole, config)
