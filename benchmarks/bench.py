@@ -189,8 +189,8 @@ HEAVY = (
     "httpx",
     "ctxcli.sessions",
     "ctxcli.report",
-    "ctxcli.storage",
-    "ctxcli.rows",
+    "ctxcli.api.remote",
+    "ctxcli.datasets.rows",
     "ctxcli.pipeline.schema",
 )
 """Modules that have no business on the start-up path of ``--version`` or ``stats --json``."""

@@ -103,7 +103,7 @@ def ray_case(data: Path, work: Path, actors: int, rows: int) -> tuple[float, flo
 
     Trajectories are large rows: one row per block and per batch spreads them evenly.
     """
-    from ctxcli.integrations.ray import read_dataset, reduce_dataset, write_dataset
+    from ctxcli.datasets.ray import read_dataset, reduce_dataset, write_dataset
 
     out, off = work / f"ray-out-{actors}", work / f"ray-off-{actors}"
     with PeakRss("ReduceBatch") as rss:

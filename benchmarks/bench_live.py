@@ -118,7 +118,7 @@ def main() -> int:
             from langchain_core.messages import convert_to_messages
             from langchain_core.messages.utils import count_tokens_approximately
 
-            from ctxcli.integrations.langchain import CtxMiddleware
+            from ctxcli.agent.langchain_middleware import CtxMiddleware
         except ImportError as exc:
             print(f"langchain: not available ({exc}); LangChain rows skipped", file=sys.stderr)
         else:

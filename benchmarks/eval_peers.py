@@ -35,10 +35,10 @@ from ctxcli.core.hints import is_cleared
 from ctxcli.core.model import Conversation
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.store.disk import DryRunOffload
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
 SETTINGS = [(0, 3), (30000, 3)]  # (trigger = max_tokens, keep = keep_results)

@@ -74,6 +74,21 @@ def _untimed(value: object) -> object:
     return value
 
 
+def _unfingerprinted(path: Path) -> bytes:
+    """A file's bytes; a manifest's re-run key without the hash of ctx's code in it.
+
+    ``rerun.config`` hashes ctx's own source (a re-run never keeps decisions another
+    version of ctx made), so it changes with every code change by design.
+    """
+    data = path.read_bytes()
+    if path.name != "manifest.json":
+        return data
+    manifest = json.loads(data)
+    if isinstance(manifest.get("rerun"), dict) and "config" in manifest["rerun"]:
+        manifest["rerun"]["config"] = "<code fingerprint>"
+    return json.dumps(manifest, sort_keys=True).encode()
+
+
 def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[str, object]]:
     """Reduce one transcript with one chain in a directory of its own; hash what it wrote."""
     key = f"{source.name} :: {preset or 'default'}"
@@ -102,7 +117,7 @@ def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[
         pins["output"] = _sha((work / out_name).read_bytes())
         offload = work / f"{out_name}.offload"
         pins["offload"] = {
-            str(p.relative_to(offload)): _sha(p.read_bytes())
+            str(p.relative_to(offload)): _sha(_unfingerprinted(p))
             for p in sorted(offload.rglob("*"))
             if p.is_file()
         }

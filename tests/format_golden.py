@@ -11,7 +11,7 @@ from ctxcli.core.model import Conversation
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document, validate_bytes
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.pipeline.offload import DryRunOffload, OffloadStore, restore_bytes, sha256
+from ctxcli.store.disk import DryRunOffload, OffloadStore, restore_bytes, sha256
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "formats"
 TRUNCATE = build_config(

@@ -6,10 +6,10 @@ from pathlib import Path
 
 from ctxcli.core.model import Conversation
 from ctxcli.formats import load
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
+from ctxcli.store.disk import DryRunOffload
 
 SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
 

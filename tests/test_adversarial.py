@@ -25,7 +25,7 @@ import pytest
 from conftest import invoke
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError
-from ctxcli.pipeline.offload import MANIFEST
+from ctxcli.store.disk import MANIFEST
 from transcript_builders import build, to_jsonl, tool_session, write_sessions
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
@@ -488,7 +488,7 @@ def test_crafted_ids_that_collide_with_a_suffixed_name(tmp_path: Path) -> None:
 _KILL_BETWEEN = """
 import os, sys
 import ctxcli.api as api
-from ctxcli.pipeline.offload import OffloadStore
+from ctxcli.store.disk import OffloadStore
 
 commit = OffloadStore.commit
 

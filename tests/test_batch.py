@@ -8,7 +8,7 @@ import orjson
 import pytest
 
 from conftest import REPO, invoke
-from ctxcli import batch
+from ctxcli.api import batch
 from ctxcli.pipeline.config import load_config
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"

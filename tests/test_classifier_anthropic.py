@@ -26,7 +26,7 @@ from conftest import invoke
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.anthropic import AnthropicAccess, ReplyError
+from ctxcli.services.anthropic_client import AnthropicAccess, ReplyError
 from ctxcli.services.classifier import (
     AnthropicClassifier,
     HeuristicClassifier,

@@ -161,9 +161,9 @@ def test_each_distinct_text_is_counted_once() -> None:
 
 
 def test_clear_tool_results_counts_the_transcript_once() -> None:
-    from ctxcli.pipeline.offload import DryRunOffload
     from ctxcli.stages import get_stage
     from ctxcli.stages.clear_tool_results import ClearToolResultsOptions
+    from ctxcli.store.disk import DryRunOffload
 
     doc = load(_big_transcript(200))
     calls: list[str] = []

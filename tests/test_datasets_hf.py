@@ -19,7 +19,7 @@ pytestmark = [
 
 
 def test_500_rows_reduce_and_restore_byte_identical(tmp_path: Path) -> None:
-    from ctxcli.integrations.hf import reduce_hf, restore_hf
+    from ctxcli.datasets.hf import reduce_hf, restore_hf
 
     rows = message_rows(500)
     ds = datasets.Dataset.from_generator(lambda: iter(rows), cache_dir=str(tmp_path / "hf"))
@@ -43,7 +43,7 @@ def test_500_rows_reduce_and_restore_byte_identical(tmp_path: Path) -> None:
 
 
 def test_text_column_of_real_files_restores_their_bytes(tmp_path: Path) -> None:
-    from ctxcli.integrations.hf import reduce_hf, restore_hf
+    from ctxcli.datasets.hf import reduce_hf, restore_hf
 
     rows = text_rows()
     ds = datasets.Dataset.from_list(rows)
@@ -59,7 +59,7 @@ def test_text_column_of_real_files_restores_their_bytes(tmp_path: Path) -> None:
 
 
 def test_bad_rows_are_kept_with_their_error(tmp_path: Path) -> None:
-    from ctxcli.integrations.hf import reduce_hf, restore_hf
+    from ctxcli.datasets.hf import reduce_hf, restore_hf
 
     ds = datasets.Dataset.from_list([{"messages": "not json\n"}, {"messages": "{}\n"}])
     reduced = reduce_hf(ds, CONFIG, offload_uri=str(tmp_path / "off"))
@@ -70,7 +70,7 @@ def test_bad_rows_are_kept_with_their_error(tmp_path: Path) -> None:
 
 def test_missing_column_is_one_line_error(tmp_path: Path) -> None:
     from ctxcli.core.errors import CtxError
-    from ctxcli.integrations.hf import reduce_hf
+    from ctxcli.datasets.hf import reduce_hf
 
     ds = datasets.Dataset.from_list([{"text": "x"}])
     with pytest.raises(CtxError, match="no column 'messages' \\(it has text\\)"):

@@ -44,7 +44,7 @@ def by_id(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def test_500_rows_reduce_and_restore_byte_identical(tmp_path: Path) -> None:
     import ray.data
 
-    from ctxcli.integrations.ray import reduce_dataset, restore_dataset
+    from ctxcli.datasets.ray import reduce_dataset, restore_dataset
 
     rows = message_rows(500)
     ds = ray.data.from_items(rows)
@@ -62,7 +62,7 @@ def test_500_rows_reduce_and_restore_byte_identical(tmp_path: Path) -> None:
 def test_text_column_restores_the_files_bytes(tmp_path: Path) -> None:
     import ray.data
 
-    from ctxcli.integrations.ray import reduce_dataset, restore_dataset
+    from ctxcli.datasets.ray import reduce_dataset, restore_dataset
 
     rows = text_rows()
     off = str(tmp_path / "offload")
@@ -77,7 +77,7 @@ def test_text_column_restores_the_files_bytes(tmp_path: Path) -> None:
 
 def test_hugging_face_dataset_through_ray(tmp_path: Path) -> None:
     datasets = pytest.importorskip("datasets", reason="datasets is not installed")
-    from ctxcli.integrations.ray import reduce_dataset, restore_dataset, to_huggingface
+    from ctxcli.datasets.ray import reduce_dataset, restore_dataset, to_huggingface
 
     rows = message_rows(30)
     hf = datasets.Dataset.from_list(rows)
@@ -120,7 +120,7 @@ def test_cli_engine_ray_round_trip(fmt: str, tmp_path: Path) -> None:
     )
     import ray.data
 
-    from ctxcli.integrations.ray import read_dataset
+    from ctxcli.datasets.ray import read_dataset
 
     assert by_id(read_dataset(str(back)).take_all()) == by_id(read_dataset(str(src)).take_all())
     again = invoke(["reduce", "--engine", "ray", str(src), "-o", str(out)], code=2)
@@ -137,9 +137,9 @@ def test_engine_ray_argument_errors(tmp_path: Path) -> None:
 
 def test_dataset_on_the_loopback_s3_server(s3: Any, tmp_path: Path) -> None:
     """Input, output and offload as s3:// URLs; the workers get the endpoint as options."""
+    from ctxcli.api.remote import write_url
     from ctxcli.core.errors import CtxError
-    from ctxcli.integrations.ray import read_dataset, reduce_path, restore_path
-    from ctxcli.storage import write_url
+    from ctxcli.datasets.ray import read_dataset, reduce_path, restore_path
 
     options = {
         "key": "testing",

@@ -11,8 +11,8 @@ import pytest
 from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.sessions import diagnose, plan_fixes
+from ctxcli.store.disk import DryRunOffload
 from session_layout import CC_MCLAUDE, Layout, age, build
 
 

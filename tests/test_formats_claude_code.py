@@ -13,7 +13,7 @@ from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.store.disk import DryRunOffload
 from format_golden import (
     FIXTURES,
     assert_identity,

@@ -11,7 +11,7 @@ import pytest
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import get_format, load
-from ctxcli.pipeline.offload import DryRunOffload
+from ctxcli.store.disk import DryRunOffload
 from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip
 
 ARRAY = FIXTURES / "json_doc" / "array.json"

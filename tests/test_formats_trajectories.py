@@ -23,9 +23,9 @@ from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import TranscriptError
 from ctxcli.formats import Document, split_collection
 from ctxcli.formats.jsontext import array_items, item_spans
-from ctxcli.pipeline import reducer
+from ctxcli.pipeline import compose as reducer
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.reducer import reduce_bytes
 
 TIGHT = build_config(
     {"stages": [{"use": "truncate_tool_output", "max_length": 400}]}, "trajectory tests"
@@ -373,7 +373,7 @@ def test_validate_checks_each_trajectory_of_a_collection() -> None:
 @needs_shared
 def test_trajectory_objects_as_dataset_cells() -> None:
     """A row holding a whole tau-bench run or OpenHands instance reduces like its file."""
-    from ctxcli.rows import reduce_row, restore_row
+    from ctxcli.datasets.rows import reduce_row, restore_row
 
     run = {"task_id": 3, "reward": 1.0, "traj": tau_messages()}
     for cell, fmt in ((run, "jsonl_rows"), (openhands_instance(2, "x" * 3000), "openhands_output")):

@@ -24,7 +24,7 @@ from agents import (  # noqa: E402
 )
 from openai import AsyncOpenAI  # noqa: E402
 
-from ctxcli.integrations.agents import CtxInputFilter  # noqa: E402
+from ctxcli.agent.openai_agents import CtxInputFilter  # noqa: E402
 from ctxcli.pipeline.config import build_config  # noqa: E402
 
 ROUNDS = 30

@@ -22,7 +22,7 @@ from langchain_core.messages import (  # noqa: E402
 from langchain_core.messages.utils import count_tokens_approximately  # noqa: E402
 from langchain_core.tools import tool  # noqa: E402
 
-from ctxcli.integrations.langchain import CtxMiddleware  # noqa: E402
+from ctxcli.agent.langchain_middleware import CtxMiddleware  # noqa: E402
 from ctxcli.pipeline.config import build_config  # noqa: E402
 
 ROUNDS = 40

@@ -72,8 +72,8 @@ print(",".join(sorted(sys.modules)), file=sys.stderr)
 # client. Each is imported by the command that needs it (ctxcli/cli/app.py).
 NOT_FOR_STATS = (
     "ctxcli.report",
-    "ctxcli.storage",
-    "ctxcli.rows",
+    "ctxcli.api.remote",
+    "ctxcli.datasets.rows",
     "ctxcli.pipeline.schema",
     "ctxcli.formats.validate",
     "ctxcli.sessions",
@@ -133,10 +133,10 @@ def test_layer_contracts_catch_an_upward_import(tmp_path: Path) -> None:
     shutil.copytree(REPO / "src" / "ctxcli", tmp_path / "src" / "ctxcli")
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
     model = tmp_path / "src" / "ctxcli" / "core" / "hints.py"
-    model.write_text(model.read_text() + "\nfrom ctxcli.pipeline import reducer  # noqa\n")
+    model.write_text(model.read_text() + "\nfrom ctxcli.pipeline import compose  # noqa\n")
     result = _lint_imports(tmp_path / "src", tmp_path / "pyproject.toml")
     assert result.returncode != 0
-    assert "ctxcli.core.hints -> ctxcli.pipeline.reducer" in result.stdout
+    assert "ctxcli.core.hints -> ctxcli.pipeline.compose" in result.stdout
 
 
 def _cli_flags() -> set[str]:

@@ -29,8 +29,8 @@ from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
 from ctxcli.formats.base import LAZY_MIN_CHARS, Span, get_in
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.services.tokens import CachedCounter, conversation_sources, conversation_texts
 
 sys.path.insert(0, str(REPO / "benchmarks"))

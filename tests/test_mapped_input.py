@@ -20,8 +20,8 @@ import pytest
 from conftest import REPO, shared_transcripts
 from ctxcli import api
 from ctxcli.core.errors import TranscriptError
-from ctxcli.formats.base import FAULT_AROUND, RELEASE_BYTES, Pages, release
-from ctxcli.pipeline import reducer
+from ctxcli.core.io import FAULT_AROUND, RELEASE_BYTES, Pages, release
+from ctxcli.pipeline import compose as reducer
 from ctxcli.pipeline.config import build_config, default_config
 
 sys.path.insert(0, str(REPO / "benchmarks"))

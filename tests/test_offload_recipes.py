@@ -21,10 +21,10 @@ import pytest
 from conftest import FIXTURES
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
-from ctxcli.core.restore import sha256
+from ctxcli.core.protocols import sha256
 from ctxcli.formats.base import dumps_like
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import (
+from ctxcli.store.disk import (
     ASCII,
     MANIFEST,
     NESTED,

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxcli.core.restore import safe_name
-from ctxcli.pipeline import offload
-from ctxcli.pipeline.offload import OffloadStore, write_json
+from ctxcli.core.protocols import safe_name
+from ctxcli.store import disk as offload
+from ctxcli.store.disk import OffloadStore, write_json
 
 
 def _manifest() -> dict[str, object]:

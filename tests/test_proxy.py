@@ -20,12 +20,12 @@ import pytest
 from tests.proxy_support.fake_anthropic import FakeAnthropic, Step, problems
 
 from ctxcli.core.errors import CtxError
-from ctxcli.integrations.proxy.billing import CacheModel, Prices
-from ctxcli.integrations.proxy.conversations import ConversationStore
-from ctxcli.integrations.proxy.core import STATS_FILE, ProxyCore, ProxySettings
-from ctxcli.integrations.proxy.mcp_server import build_server, read_stats, retrieve
-from ctxcli.integrations.proxy.server import ProxyServer
-from ctxcli.integrations.proxy.shapes import Block, breakpoint_positions, place_breakpoints
+from ctxcli.proxy.billing import CacheModel, Prices
+from ctxcli.proxy.conversations import ConversationStore
+from ctxcli.proxy.engine import STATS_FILE, ProxyCore, ProxySettings
+from ctxcli.proxy.mcp_server import build_server, read_stats, retrieve
+from ctxcli.proxy.server import ProxyServer
+from ctxcli.proxy.shapes import Block, breakpoint_positions, place_breakpoints
 
 CC = {"type": "ephemeral"}
 SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 100, "cache_control": CC}]
@@ -109,7 +109,7 @@ def test_sent_messages_keep_their_bytes_until_a_cut_worth_making(tmp_path: Path)
 
 
 def _plain(messages: list[Any]) -> list[Any]:
-    from ctxcli.integrations.proxy.shapes import strip_cache_control
+    from ctxcli.proxy.shapes import strip_cache_control
 
     return strip_cache_control(messages)
 

@@ -15,9 +15,9 @@ import pytest
 from conftest import REPO
 from ctxcli.api import reduce_file
 from ctxcli.core.errors import ConfigError, TranscriptError
+from ctxcli.datasets.records import ReducedRecords, reduce_records
 from ctxcli.pipeline.config import load_config
-from ctxcli.pipeline.offload import read_manifest
-from ctxcli.records import ReducedRecords, reduce_records
+from ctxcli.store.disk import read_manifest
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SMALL = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}

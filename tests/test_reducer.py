@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 
 from ctxcli import Reducer
 from ctxcli.core.errors import TranscriptError
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.incremental import chain_digests, common_prefix
-from ctxcli.pipeline.reducer import reduce_bytes
 
 BIG = 60_000  # characters: over eino's truncation limit (50,000)
 
@@ -288,7 +288,7 @@ def test_read_window_pages_and_stays_inside_the_store(tmp_path: Path) -> None:
 def test_the_collector_pauses_for_a_reduce_and_is_left_as_it_was(
     enabled: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ctxcli.pipeline import reducer
+    from ctxcli.pipeline import compose as reducer
 
     seen: list[bool] = []
     real_load = reducer.load

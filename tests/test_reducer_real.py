@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctxcli import Reducer
+from ctxcli.agent.reducer import _FORMATS
 from ctxcli.formats.validate import check_document
 from ctxcli.pipeline.config import build_config
-from ctxcli.reducer import _FORMATS
 
 SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
 

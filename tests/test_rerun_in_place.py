@@ -18,7 +18,7 @@ import pytest
 
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
-from ctxcli.pipeline.offload import MANIFEST, OTHER_PACK, PACK, PREVIOUS_MANIFEST, OffloadStore
+from ctxcli.store.disk import MANIFEST, OTHER_PACK, PACK, PREVIOUS_MANIFEST, OffloadStore
 from test_rerun import CONFIGS, cut_at, session
 
 CONFIG = CONFIGS["default-like"]

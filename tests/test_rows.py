@@ -11,9 +11,9 @@ import pytest
 
 from conftest import SHARED, shared_transcripts
 from ctxcli.core.errors import RestoreError, TranscriptError
-from ctxcli.core.restore import sha256
+from ctxcli.core.protocols import sha256
+from ctxcli.datasets.rows import BlobStore, RowReducer, blob_path, reduce_row, restore_row
 from ctxcli.pipeline.config import build_config
-from ctxcli.rows import BlobStore, RowReducer, blob_path, reduce_row, restore_row
 
 TIGHT = build_config(
     {

@@ -12,10 +12,10 @@ from ctxcli.core.hints import clear_hint, is_cleared, is_ctx_marked
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
+from ctxcli.store.disk import DryRunOffload
 from stage_helpers import run
 
 BIG = "weather data for the coast " * 20

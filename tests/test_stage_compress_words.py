@@ -20,7 +20,6 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.classifier import (
     HeuristicClassifier,
     WordStats,
@@ -37,6 +36,7 @@ from ctxcli.stages.compress_words import (
     model_call_ages,
     split_lines,
 )
+from ctxcli.store.disk import DryRunOffload
 
 # ReasonBlocks' tiers, which the reasonblocks preset sets (ctx's defaults are more aggressive).
 RB: dict[str, Any] = {

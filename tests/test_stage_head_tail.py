@@ -12,10 +12,10 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.hints import truncation_hint
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.head_tail import HeadTailOptions, head_tail, is_head_tailed
+from ctxcli.store.disk import DryRunOffload
 
 
 def _conv(*outputs: str, read_args: str = '{"path": "x"}') -> Conversation:

@@ -13,7 +13,6 @@ from ctxcli.core.model import Kind
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.nudge_early_exit import (
@@ -21,6 +20,7 @@ from ctxcli.stages.nudge_early_exit import (
     NudgeEarlyExitOptions,
     nudge_early_exit,
 )
+from ctxcli.store.disk import DryRunOffload
 
 
 def _call(i: int, name: str, args: dict[str, Any], thought: str | None = None) -> dict[str, Any]:

@@ -30,11 +30,11 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.counters import get_counter
 from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
+from ctxcli.store.disk import DryRunOffload
 
 FIXTURES = Path(__file__).parent / "fixtures" / "synaptic"
 
@@ -534,7 +534,7 @@ def test_anthropic_long_history_is_summarized_in_chunks(server: AnthropicServer)
 
 
 def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -> None:
-    from ctxcli.services.anthropic import AnthropicAccess
+    from ctxcli.services.anthropic_client import AnthropicAccess
     from ctxcli.services.disk_cache import DiskCache
 
     services = {

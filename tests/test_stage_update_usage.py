@@ -8,8 +8,8 @@ from typing import Any
 
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.reducer import reduce_bytes
 
 WINDOW = 272_000
 

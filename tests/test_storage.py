@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
+from ctxcli.api.remote import BlobReader, BlobWriter, read_url, reduce_url, restore_url, write_url
 from ctxcli.core.errors import OffloadError
 from ctxcli.pipeline.config import build_config
-from ctxcli.storage import BlobReader, BlobWriter, read_url, reduce_url, restore_url, write_url
 from s3_server import S3Server
 
 TIGHT = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 300}]}, "s3")
@@ -116,7 +116,7 @@ def test_blobs_are_stored_once_by_hash(s3: S3Server, tmp_path: Path) -> None:
     bucket = s3.new_bucket()
     for root in (f"s3://{bucket}/blobs", str(tmp_path / "blobs")):
         writer = BlobWriter(root)
-        from ctxcli.core.restore import sha256
+        from ctxcli.core.protocols import sha256
 
         blobs = {sha256(b"a"): b"a", sha256(b"b"): b"b"}
         writer.put_many(blobs)

@@ -24,9 +24,9 @@ from ctxcli.api import reduce_file, restore_file
 from ctxcli.formats import base
 from ctxcli.formats.base import Format
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.reducer import reduce_bytes
+from ctxcli.store.disk import DryRunOffload
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

@@ -17,18 +17,18 @@ from ctxcli._version import __version__
 # The public API is imported on first use (PEP 562), so `import ctxcli` is cheap:
 # `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.
 _LAZY = {
-    "Report": "pipeline.report",
-    "Reducer": "reducer",
-    "ReducerResult": "reducer",
-    "reduce_bytes": "pipeline.reducer",
+    "Report": "pipeline.results",
+    "Reducer": "agent.reducer",
+    "ReducerResult": "agent.reducer",
+    "reduce_bytes": "pipeline.compose",
     "reduce_file": "api",
     "restore_file": "api",
     "stats_file": "api",
-    "ReducedRecords": "records",
-    "reduce_records": "records",
-    "RowReducer": "rows",
-    "reduce_row": "rows",
-    "restore_row": "rows",
+    "ReducedRecords": "datasets.records",
+    "reduce_records": "datasets.records",
+    "RowReducer": "datasets.rows",
+    "reduce_row": "datasets.rows",
+    "restore_row": "datasets.rows",
     "Config": "pipeline.config",
     "load_config": "pipeline.config",
     "CtxError": "core.errors",
@@ -36,14 +36,14 @@ _LAZY = {
 }
 
 if TYPE_CHECKING:
+    from ctxcli.agent.reducer import Reducer, ReducerResult
     from ctxcli.api import reduce_file, restore_file, stats_file
     from ctxcli.core.errors import CtxError, ExitCode
+    from ctxcli.datasets.records import ReducedRecords, reduce_records
+    from ctxcli.datasets.rows import RowReducer, reduce_row, restore_row
+    from ctxcli.pipeline.compose import reduce_bytes
     from ctxcli.pipeline.config import Config, load_config
-    from ctxcli.pipeline.reducer import reduce_bytes
-    from ctxcli.pipeline.report import Report
-    from ctxcli.records import ReducedRecords, reduce_records
-    from ctxcli.reducer import Reducer, ReducerResult
-    from ctxcli.rows import RowReducer, reduce_row, restore_row
+    from ctxcli.pipeline.results import Report
 
 
 def __getattr__(name: str) -> Any:

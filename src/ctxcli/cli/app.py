@@ -49,7 +49,7 @@ from ctxcli.cli.sessions import (
 )
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.report import Report
+from ctxcli.pipeline.results import Report
 from ctxcli.services.tokens import CountOptions
 
 if TYPE_CHECKING:
@@ -228,7 +228,7 @@ def reduce(
             output = source
         if json and output == api.STDIO:
             raise CtxError("--json prints the report on stdout; pass -o FILE for the transcript.")
-        from ctxcli import storage
+        from ctxcli.api import remote as storage
 
         remote = storage.is_url(source) or storage.is_url(output) or storage.is_url(offload_dir)
         if remote and in_place:
@@ -511,7 +511,7 @@ def restore(
                 )
             )
         reduced = _resolve_input(picked[0] if picked else None)
-        from ctxcli import storage
+        from ctxcli.api import remote as storage
 
         if storage.is_url(reduced) or storage.is_url(output) or storage.is_url(offload_dir):
             data = storage.restore_url(reduced, output, offload_dir=offload_dir)
@@ -615,7 +615,7 @@ def validate(
 
 def _validate_paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
     """Files to validate: a directory stands for its transcripts, as for reduce and stats."""
-    from ctxcli import batch
+    from ctxcli.api import batch
 
     if not inputs:
         return [_resolve_input(None)]

@@ -1,6 +1,6 @@
 """``ctx reduce``/``ctx stats`` over several files or a directory: render and exit code.
 
-The work is :func:`ctxcli.batch.reduce_many` / :func:`ctxcli.batch.stats_many`; this
+The work is :func:`ctxcli.api.batch.reduce_many` / :func:`ctxcli.api.batch.stats_many`; this
 module only prints what they return. stdout carries one JSON object with ``--json``
 (``{"files": [...], "failed": N}``), nothing otherwise; everything else goes to stderr.
 """
@@ -13,7 +13,8 @@ from pathlib import Path
 
 import orjson
 
-from ctxcli import api, batch
+from ctxcli import api
+from ctxcli.api import batch
 from ctxcli.cli import console
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config

@@ -37,7 +37,7 @@ def reduce_ray(
     quiet: bool,
 ) -> None:
     """``ctx reduce --engine ray INPUT -o OUTPUT``."""
-    from ctxcli.integrations.ray import reduce_path
+    from ctxcli.datasets.ray import reduce_path
 
     if not inputs or len(inputs) != 1 or output == "-":
         raise CtxError("--engine ray takes one dataset (a file or directory) and -o OUTPUT.")
@@ -61,7 +61,7 @@ def restore_ray(
     reduced: str, output: str, *, offload_dir: str | None, column: str, jobs: int | None
 ) -> None:
     """``ctx restore --engine ray REDUCED -o OUTPUT``."""
-    from ctxcli.integrations.ray import restore_path
+    from ctxcli.datasets.ray import restore_path
 
     if output == "-":
         raise CtxError("--engine ray writes a dataset; pass -o OUTPUT.")

@@ -31,6 +31,6 @@ def mcp(
         load_proxy()
         if not offload_dir.is_dir():
             raise CtxError(f"{offload_dir}: no such directory; give the proxy's offload directory")
-        from ctxcli.integrations.proxy.mcp_server import run_stdio
+        from ctxcli.proxy.mcp_server import run_stdio
 
         run_stdio(offload_dir.resolve())

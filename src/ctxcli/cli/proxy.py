@@ -51,7 +51,7 @@ def note(prefix: str) -> Callable[[str], None]:
 def load_proxy() -> Any:
     """The proxy package, or a one-line error naming the extra to install."""
     try:
-        import ctxcli.integrations.proxy as proxy
+        import ctxcli.proxy as proxy
     except ImportError as exc:
         raise CtxError(
             f"the proxy needs the 'proxy' extra ({exc.name} is missing): "

@@ -10,8 +10,8 @@ from ctxcli.core.monitors import MONITOR_HELP
 if TYPE_CHECKING:
     from rich.table import Table
 
-    from ctxcli.batch import FileResult
-    from ctxcli.pipeline.report import Report
+    from ctxcli.api.batch import FileResult
+    from ctxcli.pipeline.results import Report
     from ctxcli.report.data import Item, ToolRow
 
 

@@ -55,7 +55,7 @@ def wrap(
             log=note("ctx wrap") if verbose else None,
             warn=console.warn,
         )
-        from ctxcli.integrations.proxy.wrap import summary
+        from ctxcli.proxy.wrap import summary
 
         for line in summary(result.stats):
             note("ctx wrap")(line)

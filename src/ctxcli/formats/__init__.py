@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.base import (
     BUILTIN_MODULES,
@@ -19,7 +20,6 @@ from ctxcli.formats.base import (
     PLUGIN_GROUP,
     Document,
     Format,
-    Input,
     OutRecord,
     Record,
     State,

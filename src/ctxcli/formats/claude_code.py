@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
+from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Message, TextSpan
 from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
@@ -48,7 +49,6 @@ from ctxcli.formats.anthropic import (
 from ctxcli.formats.base import (
     Document,
     Format,
-    Input,
     OutRecord,
     Path_,
     Problem,

@@ -17,11 +17,10 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ctxcli.core.errors import Remedy, TranscriptError
-from ctxcli.core.restore import split_units
+from ctxcli.core.io import Input, Pages
+from ctxcli.core.protocols import split_units
 from ctxcli.formats.base import (
     BOM,
-    Input,
-    Pages,
     Record,
     dumps_like,
     iter_records,

@@ -4,7 +4,7 @@ Training and evaluation sets are often written as JSONL rows such as
 ``{"id": ..., "messages": [{"role": ..., "content": ...}, ...], "label": ...}``. Each
 row's message list (``messages``, ``conversation``, ``conversations`` or a tau-bench
 ``traj``) is reduced on its own as an OpenAI chat or Anthropic transcript; the other
-fields are kept. Another column name: reduce the rows through :mod:`ctxcli.rows`
+fields are kept. Another column name: reduce the rows through :mod:`ctxcli.datasets.rows`
 (``column=`` in the dataset integrations).
 """
 

@@ -37,14 +37,14 @@ from typing import Any
 import orjson
 
 from ctxcli.core.errors import PrefixChanged, Remedy, TranscriptError
+from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
-from ctxcli.core.restore import OriginalsSink, RestoreScript
+from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
 from ctxcli.formats.base import (
     BOM,
     Document,
     Format,
-    Input,
     OutRecord,
     Record,
     State,

@@ -22,12 +22,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
+from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.anthropic import drop_emptied, json_text, require_recognised
 from ctxcli.formats.base import (
     Document,
     Format,
-    Input,
     OutRecord,
     Path_,
     Record,

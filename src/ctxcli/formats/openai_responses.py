@@ -5,7 +5,7 @@ The items are those of a Codex rollout without its envelope (see :mod:`.codex`):
 ``function_call`` / ``function_call_output``, ``custom_tool_call(_output)``,
 ``local_shell_call`` and ``reasoning`` (never rewritten). Any other item (a hosted
 tool call, an ``item_reference``) is passed through as it is. The format is not
-registered for files: it reads dicts handed in by :class:`ctxcli.reducer.Reducer`.
+registered for files: it reads dicts handed in by :class:`ctxcli.agent.reducer.Reducer`.
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from ctxcli.formats.base import Document, Input, Record
+from ctxcli.core.io import Input
+from ctxcli.formats.base import Document, Record
 from ctxcli.formats.codex import Codex
 
 __all__ = ["OpenAIResponses"]

@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from ctxcli.core.restore import encode_text
-from ctxcli.formats.base import BOM, Input, Pages, join_parts, loads_record, release
+from ctxcli.core.io import Input, Pages, release
+from ctxcli.core.protocols import encode_text
+from ctxcli.formats.base import BOM, join_parts, loads_record
 from ctxcli.formats.collection import (
     Collection,
     Part,

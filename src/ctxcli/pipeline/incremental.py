@@ -1,7 +1,7 @@
 """Keep the decisions made for a prefix; work only on what is new.
 
 A conversation grows by appending. Every consumer that reduces it again and again
-(the in-process :class:`~ctxcli.reducer.Reducer`, the proxy, an incremental re-run of
+(the in-process :class:`~ctxcli.agent.reducer.Reducer`, the proxy, an incremental re-run of
 a file) needs the same thing: recognise the part it has seen, send that part exactly
 as it sent it before (same bytes: the provider's prompt cache stays valid), and run
 the chain only over the conversation made of that already reduced part plus the new
@@ -41,7 +41,7 @@ import orjson
 
 from ctxcli.core.errors import PrefixChanged, TranscriptError
 from ctxcli.core.model import Conversation, Message
-from ctxcli.core.restore import Offload
+from ctxcli.core.protocols import Offload
 from ctxcli.formats.base import Format, Record, State
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.run import StageReport, run_pipeline, settled_prefix

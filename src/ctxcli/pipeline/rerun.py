@@ -39,9 +39,10 @@ import orjson
 
 from ctxcli._version import __version__
 from ctxcli.core.errors import PrefixChanged
+from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
-from ctxcli.formats.base import Input, Record, parse_lines
+from ctxcli.formats.base import Record, parse_lines
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.run import settled_prefix
 from ctxcli.pipeline.stats_cache import code_fingerprint

@@ -9,8 +9,8 @@ from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.model import Conversation, Kind, RecordEdits
 from ctxcli.formats.base import Record
 from ctxcli.pipeline.config import StageConfig
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.stages import StageContext, StageResult
+from ctxcli.store.disk import DryRunOffload
 
 
 @dataclass

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING
 import orjson
 
 from ctxcli._version import __version__
+from ctxcli.core.io import Input, hash_input
 from ctxcli.formats import registry as format_registry
-from ctxcli.formats.base import Input, hash_input
-from ctxcli.pipeline.report import Report
+from ctxcli.pipeline.results import Report
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.token_cache import TokenCache
 
 if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
-    from ctxcli.pipeline.report import Report
+    from ctxcli.pipeline.results import Report
     from ctxcli.services.token_cache import TokenCache
 
 OFFLINE_STAGES = frozenset(

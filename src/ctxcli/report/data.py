@@ -19,12 +19,12 @@ from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import monitor_series, steps_of
-from ctxcli.core.restore import encode_text, sha256
+from ctxcli.core.protocols import encode_text, sha256
 from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.report import Report, Trace
+from ctxcli.pipeline.results import Report, Trace
 from ctxcli.services.tokens import CountOptions
+from ctxcli.store.disk import DryRunOffload
 
 __all__ = [
     "Item",

@@ -23,7 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from ctxcli.core.errors import ClassifierError, ConfigError
-from ctxcli.services.anthropic import (
+from ctxcli.services.anthropic_client import (
     DEFAULT_MODEL,
     AnthropicAccess,
     describe_api_error,

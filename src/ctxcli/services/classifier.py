@@ -15,7 +15,7 @@ words. Two ship with ctx:
   makes no request.
 
 The disk cache (:mod:`ctxcli.services.disk_cache`) and the API access
-(:mod:`ctxcli.services.anthropic`) are created by the api layer and reach the stage
+(:mod:`ctxcli.services.anthropic_client`) are created by the api layer and reach the stage
 through ``ctx.services`` (stages do no I/O of their own).
 """
 
@@ -31,7 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ctxcli.services.anthropic import (
+from ctxcli.services.anthropic_client import (
     DEFAULT_MODEL,
     AnthropicAccess,
     ReplyError,

@@ -28,7 +28,7 @@ from ctxcli.core.cuts import is_user_turn, render_message
 from ctxcli.core.errors import ClassifierError
 from ctxcli.core.hints import is_ctx_marked, is_summary
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
-from ctxcli.services.anthropic import (
+from ctxcli.services.anthropic_client import (
     DEFAULT_MODEL,
     AnthropicAccess,
     describe_api_error,

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from ctxcli.core.restore import split_units
+from ctxcli.core.protocols import split_units
 from ctxcli.formats.claude_code import (
     ENVELOPE,
     derived_uuid,

@@ -29,21 +29,21 @@ import orjson
 from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, RestoreError
-from ctxcli.core.restore import safe_name, sha256
-from ctxcli.pipeline.chain import match_reduction
+from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.pipeline.config import Config
-from ctxcli.pipeline.offload import (
+from ctxcli.pipeline.results import Report
+from ctxcli.services.tokens import CountOptions
+from ctxcli.sessions.discover import CLAUDE, CODEX, INDEX, is_session_path
+from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, Repair, plan_fixes, sniff_agent
+from ctxcli.store.disk import (
     MANIFEST_VERSION,
     OffloadStore,
     _pid_alive,
     read_manifest,
     restore_bytes,
 )
-from ctxcli.pipeline.report import Report
-from ctxcli.services.ledger import data_dir
-from ctxcli.services.tokens import CountOptions
-from ctxcli.sessions.discover import CLAUDE, CODEX, INDEX, is_session_path
-from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, Repair, plan_fixes, sniff_agent
+from ctxcli.store.history import match_reduction
+from ctxcli.store.index import data_dir
 
 DEFAULT_LIVE_SECONDS = 60
 _LAYER = re.compile(r"^(\d{4,})-([a-z]+)$")

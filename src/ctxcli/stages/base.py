@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation, Message
 from ctxcli.core.plugins import Registry, package_of_module
-from ctxcli.core.restore import Offload
+from ctxcli.core.protocols import Offload
 from ctxcli.services.tokens import (
     Progress,
     TokenCounter,

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pydantic import Field
 
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
-from ctxcli.stages._records import trailing_records, unless_worse
+from ctxcli.stages._validity import trailing_records, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Formats whose writers remove a block a stage left out (and sign their thinking),

@@ -13,7 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
-from ctxcli.services.anthropic import DEFAULT_MODEL, AnthropicAccess
+from ctxcli.services.anthropic_client import DEFAULT_MODEL, AnthropicAccess
 from ctxcli.services.classifier import (
     AnthropicClassifier,
     Classifier,

@@ -10,7 +10,7 @@ from ctxcli.core.cuts import range_key, render_messages
 from ctxcli.core.hints import before_compaction_hint, cites_before_compaction
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
 from ctxcli.core.usage import is_usage_stub
-from ctxcli.stages._records import matches, unless_worse
+from ctxcli.stages._validity import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 

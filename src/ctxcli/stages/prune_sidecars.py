@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 
 from ctxcli.core.model import Conversation, RecordEdits, SourceRecord, hydrate, read_text
-from ctxcli.stages._records import matches, unless_worse
+from ctxcli.stages._validity import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 # Record types that hold model-visible messages: never dropped as a sidecar.

@@ -9,7 +9,7 @@ from pydantic import Field, ValidationInfo, field_validator
 from ctxcli.core.cuts import latest_safe_cut, leading_system, range_key, render_messages
 from ctxcli.core.hints import is_summary, summary_hint
 from ctxcli.core.model import Block, Conversation, Kind, Message
-from ctxcli.services.anthropic import DEFAULT_MODEL
+from ctxcli.services.anthropic_client import DEFAULT_MODEL
 from ctxcli.services.summarizer import SummarizerError, build_summarizer
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 

@@ -29,12 +29,12 @@ from typing import Any
 import orjson
 
 from ctxcli.core.errors import CtxError, RestoreError, TranscriptError
-from ctxcli.core.restore import encode_text, sha256, split_units
+from ctxcli.core.protocols import encode_text, sha256, split_units
 from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
-from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.reducer import reduce_bytes
 from ctxcli.services.tokens import CountOptions, load_engine
+from ctxcli.store.memory import BlobStore, blob_path
 
 __all__ = [
     "RESTORE_VERSION",
@@ -58,55 +58,7 @@ STAT_COLUMNS = (
     "ctx_restore",
     "ctx_error",
 )
-"""The columns :mod:`ctxcli.integrations` add to a reduced dataset."""
-
-
-def blob_path(digest: str) -> str:
-    """Where the blob with SHA-256 ``digest`` sits under an offload root."""
-    return f"{digest[:2]}/{digest}"
-
-
-class BlobStore(DryRunOffload):
-    """An in-memory, content-addressed offload store: identical blobs are kept once.
-
-    Implements the :class:`~ctxcli.core.restore.Offload` and ``OriginalsSink``
-    protocols: stages ``put`` removed texts, formats ``add_original`` the units they
-    changed. ``blobs`` maps each SHA-256 to its bytes; nothing is written anywhere.
-    """
-
-    def __init__(self, root: str) -> None:
-        super().__init__(root)
-        self.blobs: dict[str, bytes] = {}
-        self._texts = 0
-
-    def _keep(self, data: bytes) -> str:
-        digest = sha256(data)
-        self.blobs.setdefault(digest, data)
-        return digest
-
-    def put(self, area: str, key: str, text: str) -> str:
-        """Keep ``text`` under its hash and return the path the hint cites."""
-        digest = self._keep(encode_text(text))
-        self._texts += 1
-        return self._cite(digest)
-
-    def path_for(self, area: str, key: str) -> str:
-        """Every cited path has the same length: a hash of zeros stands in."""
-        return self._cite("0" * 64)
-
-    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
-        """Keep an original unit; the op names it by its hash."""
-        data = bytes(raw)
-        return ["b", 0, len(data), self._keep(data)]
-
-    @property
-    def count(self) -> int:
-        """Texts stages offloaded (the stats' ``offloaded``)."""
-        return self._texts
-
-    def _cite(self, digest: str) -> str:
-        rel = blob_path(digest)
-        return f"{self.root}/{rel}" if self.root != "." else rel
+"""The columns :mod:`ctxcli.datasets` integrations add to a reduced dataset."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +230,7 @@ def reduce_row(
 
     Example::
 
-        >>> from ctxcli.rows import reduce_row
+        >>> from ctxcli.datasets.rows import reduce_row
         >>> out = reduce_row([{"role": "user", "content": "hi"}])
         >>> out.value, out.stats["tokens_before"] == out.stats["tokens_after"]
         ([{'role': 'user', 'content': 'hi'}], True)

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ctxcli.integrations.proxy.shapes import (
+from ctxcli.proxy.shapes import (
     Api,
     anthropic_problems,
     canonical,

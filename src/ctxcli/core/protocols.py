@@ -3,7 +3,7 @@
 A format writes the reduced transcript unit by unit and records a :class:`RestoreScript`;
 the original bytes of every changed or dropped unit go to an :class:`OriginalsSink`.
 Stages store removed texts through an :class:`Offload`. The store that implements both
-lives in :mod:`ctxcli.pipeline.offload`; nothing here does I/O.
+lives in :mod:`ctxcli.store.disk`; nothing here does I/O.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from ctxcli.integrations.proxy.shapes import Block
+from ctxcli.proxy.shapes import Block
 
 
 @dataclass(frozen=True)

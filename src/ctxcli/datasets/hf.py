@@ -1,9 +1,9 @@
 """Reduce Hugging Face ``datasets.Dataset``s of trajectories (``pip install 'ctxcli[hf]'``).
 
-The same row-level reduction as :mod:`ctxcli.integrations.ray`, run by
+The same row-level reduction as :mod:`ctxcli.datasets.ray`, run by
 ``Dataset.map(batched=True)`` (``num_proc`` processes; each builds its reducer, and so
 its tokenizer, once): the trajectory column is reduced, the stats columns
-(:data:`ctxcli.rows.STAT_COLUMNS`) are added, and the blobs are stored under
+(:data:`ctxcli.datasets.rows.STAT_COLUMNS`) are added, and the blobs are stored under
 ``offload_uri`` (a directory or an fsspec URL) before the batch is returned. No hub
 access is needed: build a dataset with ``Dataset.from_generator`` or
 ``Dataset.from_parquet`` and write it with ``to_parquet``.
@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ctxcli.api.remote import BlobReader, BlobWriter
 from ctxcli.core.errors import CtxError, RestoreError
+from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
 from ctxcli.pipeline.config import Config
-from ctxcli.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
-from ctxcli.storage import BlobReader, BlobWriter
 
 __all__ = ["reduce_hf", "restore_hf"]
 
@@ -88,7 +88,7 @@ def reduce_hf(
     Example::
 
         from datasets import Dataset
-        from ctxcli.integrations.hf import reduce_hf
+        from ctxcli.datasets.hf import reduce_hf
 
         ds = Dataset.from_parquet("trajectories.parquet")
         reduce_hf(ds, offload_uri="offload/").to_parquet("reduced.parquet")

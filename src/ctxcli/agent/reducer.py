@@ -34,10 +34,10 @@ from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config, default_config
 from ctxcli.pipeline.incremental import PrefixState, first_difference, run_increment
-from ctxcli.pipeline.live_offload import LiveOffload
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import TokenLedger
+from ctxcli.store.live import LiveOffload
 
 __all__ = ["Reducer", "ReducerResult"]
 

@@ -9,8 +9,8 @@ from types import TracebackType
 
 import uvicorn
 
-from ctxcli.integrations.proxy.app import create_app
-from ctxcli.integrations.proxy.core import ProxyCore
+from ctxcli.proxy.app import create_app
+from ctxcli.proxy.engine import ProxyCore
 
 LOOPBACK = "127.0.0.1"
 

@@ -18,22 +18,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ctxcli.integrations.proxy.billing import Bill, CacheModel, Prices
-from ctxcli.integrations.proxy.conversations import (
+from ctxcli.agent.reducer import Reducer
+from ctxcli.pipeline.config import load_config
+from ctxcli.proxy.billing import Bill, CacheModel, Prices
+from ctxcli.proxy.conversations import (
     ConversationStore,
     Decision,
     MessageReducer,
     decide,
 )
-from ctxcli.integrations.proxy.shapes import (
+from ctxcli.proxy.shapes import (
     Api,
     canonical,
     conversation_key,
     history_key,
     prompt_blocks,
 )
-from ctxcli.pipeline.config import load_config
-from ctxcli.reducer import Reducer
 from ctxcli.services.tokens import load_engine
 
 RECENT_IN_STATS = 200
@@ -155,7 +155,7 @@ class ProxyCore:
         settings: see :class:`ProxySettings`.
         log: receives one line per request (the ``-v`` output).
         warn: receives warnings (a request forwarded unchanged, and why).
-        make_reducer: a reducer for a new conversation (default: :class:`ctxcli.reducer.Reducer`
+        make_reducer: a reducer for a new conversation (default: :class:`ctxcli.agent.reducer.Reducer`
             with the settings' preset/config and offload directory).
     """
 

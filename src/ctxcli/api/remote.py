@@ -25,12 +25,12 @@ import orjson
 
 from ctxcli import api
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
-from ctxcli.core.restore import sha256
+from ctxcli.core.protocols import sha256
 from ctxcli.pipeline.config import Config
-from ctxcli.pipeline.offload import MANIFEST, read_manifest
-from ctxcli.pipeline.report import Report
-from ctxcli.rows import blob_path
+from ctxcli.pipeline.results import Report
 from ctxcli.services.tokens import CountOptions
+from ctxcli.store.disk import MANIFEST, read_manifest
+from ctxcli.store.memory import blob_path
 
 __all__ = [
     "BlobReader",

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import OffloadError
-from ctxcli.core.restore import encode_text, safe_name, sha256
+from ctxcli.core.protocols import encode_text, safe_name, sha256
 
 __all__ = ["LiveOffload", "is_url"]
 

@@ -3,7 +3,7 @@
 ``pip install 'ctxcli[langchain]'``, then::
 
     from langchain.agents import create_agent
-    from ctxcli.integrations.langchain import CtxMiddleware
+    from ctxcli.agent.langchain_middleware import CtxMiddleware
 
     agent = create_agent(model, tools, middleware=[CtxMiddleware(preset="eino")])
 
@@ -35,11 +35,11 @@ from langchain_core.messages import (
 )
 from langchain_core.tools import BaseTool, StructuredTool
 
+from ctxcli.agent.reducer import Reducer, ReducerResult
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.incremental import record_digest
-from ctxcli.pipeline.live_offload import LiveOffload
-from ctxcli.reducer import Reducer, ReducerResult
+from ctxcli.store.live import LiveOffload
 
 __all__ = ["CtxMiddleware", "LangChainSession", "ctx_read_tool", "reduce_messages"]
 

@@ -14,11 +14,11 @@ from typing import Any
 
 from ctxcli.api import Report, reduce_bytes
 from ctxcli.core.errors import TranscriptError
-from ctxcli.core.restore import encode_text, split_units
+from ctxcli.core.protocols import encode_text, split_units
 from ctxcli.formats.base import dumps_like, loads_record
 from ctxcli.pipeline.config import Config, build_config, default_config
-from ctxcli.pipeline.offload import DryRunOffload
 from ctxcli.services.tokens import CountOptions
+from ctxcli.store.disk import DryRunOffload
 
 __all__ = ["MemoryOffload", "ReducedRecords", "reduce_records"]
 

@@ -2,11 +2,11 @@
 
 :func:`reduce_dataset` maps :class:`ReduceBatch`, an actor class, over a
 ``ray.data.Dataset`` with ``map_batches``: each actor builds one
-:class:`~ctxcli.rows.RowReducer` (the tokenizer is loaded once per worker), reduces the
+:class:`~ctxcli.datasets.rows.RowReducer` (the tokenizer is loaded once per worker), reduces the
 trajectory column of every row, stores the removed texts and original units as
 content-addressed blobs under ``offload_uri`` (before the rows leave the actor, so a
 reduced row never exists without its blobs), and adds the stats columns
-(:data:`ctxcli.rows.STAT_COLUMNS`). :func:`restore_dataset` rebuilds the original
+(:data:`ctxcli.datasets.rows.STAT_COLUMNS`). :func:`restore_dataset` rebuilds the original
 column from them.
 
 Ray runs wherever ``ray.init()`` connects: a local instance by default, a cluster when
@@ -26,10 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.api.remote import BlobReader, BlobWriter, filesystem, is_url
 from ctxcli.core.errors import CtxError, RestoreError
+from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
 from ctxcli.pipeline.config import Config
-from ctxcli.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
-from ctxcli.storage import BlobReader, BlobWriter, filesystem, is_url
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -197,7 +197,7 @@ def reduce_dataset(
     Example::
 
         import ray
-        from ctxcli.integrations.ray import reduce_dataset
+        from ctxcli.datasets.ray import reduce_dataset
 
         ds = ray.data.read_parquet("s3://bucket/trajectories/")
         out = reduce_dataset(ds, {"preset": "eino"}, offload_uri="s3://bucket/offload")

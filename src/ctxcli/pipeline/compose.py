@@ -15,15 +15,14 @@ from contextlib import contextmanager
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
+from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
-from ctxcli.core.restore import OriginalsSink, RestoreScript
+from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats import Split, get_format, load, split_collection
-from ctxcli.formats.base import Document, Format, Input, Pages, Writable, release
+from ctxcli.formats.base import Document, Format, Writable
 from ctxcli.formats.collection import Part
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.offload import DryRunOffload
-from ctxcli.pipeline.report import Reduced, Report, Trace, Written
 from ctxcli.pipeline.rerun import (
     Resume,
     chain_supports,
@@ -32,11 +31,13 @@ from ctxcli.pipeline.rerun import (
     load_tail,
     merge_ops,
 )
+from ctxcli.pipeline.results import Reduced, Report, Trace, Written
 from ctxcli.pipeline.run import StageReport, run_pipeline
-from ctxcli.services.anthropic import default_services
+from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.store.disk import DryRunOffload
 
 __all__ = ["reduce_bytes"]
 
@@ -61,7 +62,7 @@ def reduce_bytes(
     ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
     given back as they are parsed, packed and copied. With the default ``offload``
     (a dry run) nothing is written: this is what
-    ``ctx stats`` runs. Pass an :class:`~ctxcli.pipeline.offload.OffloadStore` to keep the
+    ``ctx stats`` runs. Pass an :class:`~ctxcli.store.disk.OffloadStore` to keep the
     removed texts. ``counting`` says whether to use the count cache and how many
     processes may count (default: the cache and every core, for large inputs).
     ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``

@@ -14,12 +14,16 @@ from typing import Any, BinaryIO
 
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
-from ctxcli.core.restore import sha256
+from ctxcli.core.io import Input, hash_input
+from ctxcli.core.protocols import sha256
 from ctxcli.formats import get_format
-from ctxcli.formats.base import Input, hash_input
-from ctxcli.pipeline.chain import Restored, match_reduction, restore_chain
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.offload import (
+from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
+from ctxcli.pipeline.results import Reduced, Report
+from ctxcli.pipeline.stats_cache import cached_stats, store_report
+from ctxcli.services.tokens import CountOptions
+from ctxcli.store.disk import (
     MANIFEST_VERSION,
     DryRunOffload,
     OffloadStore,
@@ -28,12 +32,8 @@ from ctxcli.pipeline.offload import (
     manifest_for_rerun,
     remove_stale,
 )
-from ctxcli.pipeline.reducer import reduce_bytes
-from ctxcli.pipeline.report import Reduced, Report
-from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
-from ctxcli.pipeline.stats_cache import cached_stats, store_report
-from ctxcli.services.ledger import Entry, Ledger
-from ctxcli.services.tokens import CountOptions
+from ctxcli.store.history import Restored, match_reduction, restore_chain
+from ctxcli.store.index import Entry, Ledger
 
 __all__ = [
     "STDIO",

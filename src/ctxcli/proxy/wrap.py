@@ -16,8 +16,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxcli.core.errors import CtxError
-from ctxcli.integrations.proxy.core import ProxyCore, ProxySettings
-from ctxcli.integrations.proxy.server import ProxyServer
+from ctxcli.proxy.engine import ProxyCore, ProxySettings
+from ctxcli.proxy.server import ProxyServer
 
 CLIENTS = ("claude", "codex")
 

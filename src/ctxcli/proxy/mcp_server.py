@@ -15,7 +15,7 @@ from typing import Any
 from mcp.server.mcpserver import MCPServer
 
 from ctxcli.core.errors import CtxError
-from ctxcli.integrations.proxy.core import STATS_FILE
+from ctxcli.proxy.engine import STATS_FILE
 
 
 def _inside(root: Path, path: str) -> Path:

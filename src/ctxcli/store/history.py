@@ -4,7 +4,7 @@ A file reduced in place twice has two offload directories: the newest turns the 
 into the first reduction's output, the older one turns that into the original. A resumed
 session is the reduced output plus the lines the client appended: the reduced part is
 restored and the appended lines are carried over. Every step is hash-checked by
-:func:`~ctxcli.pipeline.offload.restore_bytes`; a change *inside* a reduced part is refused.
+:func:`~ctxcli.store.disk.restore_bytes`; a change *inside* a reduced part is refused.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import RestoreError
-from ctxcli.core.restore import sha256
-from ctxcli.pipeline.offload import read_manifest, restore_bytes
+from ctxcli.core.protocols import sha256
+from ctxcli.store.disk import read_manifest, restore_bytes
 
 __all__ = ["RestoreStep", "Restored", "match_reduction", "restore_chain"]
 

@@ -3,7 +3,7 @@
 ``pip install 'ctxcli[agents]'``, then::
 
     from agents import Agent, RunConfig, Runner
-    from ctxcli.integrations.agents import CtxInputFilter
+    from ctxcli.agent.openai_agents import CtxInputFilter
 
     ctx = CtxInputFilter(preset="eino")
     agent = Agent(name="coder", tools=[*my_tools, ctx.read_tool])
@@ -25,10 +25,10 @@ from typing import Any
 from agents import FunctionTool, function_tool
 from agents.run_config import CallModelData, ModelInputData
 
+from ctxcli.agent.reducer import Reducer, ReducerResult
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.incremental import record_digest
-from ctxcli.reducer import Reducer, ReducerResult
 
 __all__ = ["CtxInputFilter"]
 

@@ -50,12 +50,12 @@ from pydantic import (
 )
 
 from ctxcli.core.errors import OffloadError, Remedy, RestoreError
-from ctxcli.core.restore import (
+from ctxcli.core.io import RELEASE_BYTES, release
+from ctxcli.core.protocols import (
     safe_name,
     sha256,
     split_units,
 )
-from ctxcli.formats.base import RELEASE_BYTES, release
 
 MANIFEST = "manifest.json"
 PACK = "originals.bin"

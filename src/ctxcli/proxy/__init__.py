@@ -5,9 +5,9 @@ one request body), :func:`create_app` (the ASGI app), :class:`ProxyServer` (run 
 thread), :func:`run_wrapped` (``ctx wrap``). Needs the ``proxy`` extra.
 """
 
-from ctxcli.integrations.proxy.app import create_app
-from ctxcli.integrations.proxy.core import ProxyCore, ProxySettings
-from ctxcli.integrations.proxy.server import ProxyServer, serve
-from ctxcli.integrations.proxy.wrap import run_wrapped
+from ctxcli.proxy.app import create_app
+from ctxcli.proxy.engine import ProxyCore, ProxySettings
+from ctxcli.proxy.server import ProxyServer, serve
+from ctxcli.proxy.wrap import run_wrapped
 
 __all__ = ["ProxyCore", "ProxyServer", "ProxySettings", "create_app", "run_wrapped", "serve"]

@@ -23,8 +23,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
 
-from ctxcli.integrations.proxy.core import ProxyCore, RequestRecord
-from ctxcli.integrations.proxy.shapes import Api
+from ctxcli.proxy.engine import ProxyCore, RequestRecord
+from ctxcli.proxy.shapes import Api
 
 MODEL_PATHS: dict[str, Api] = {
     "/v1/messages": "anthropic",

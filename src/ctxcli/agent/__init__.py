@@ -1,0 +1,1 @@
+"""Agent-loop integrations: the in-process Reducer and the framework middlewares built on it."""

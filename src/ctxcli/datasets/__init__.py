@@ -1,0 +1,1 @@
+"""Datasets of trajectories: in-memory rows and records, Ray Data, Hugging Face datasets."""

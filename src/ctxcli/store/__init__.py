@@ -1,0 +1,1 @@
+"""Where removed text goes and how it comes back."""
