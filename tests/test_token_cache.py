@@ -15,7 +15,8 @@ from ctxcli.api import stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
 from ctxcli.services import counters, tokens
-from ctxcli.services.token_cache import DB_NAME, TokenCache, cache_dir
+from ctxcli.services.dirs import cache_dir
+from ctxcli.services.token_cache import DB_NAME, TokenCache
 from ctxcli.services.tokens import CACHE_MIN_CHARS, CountOptions
 
 

@@ -34,6 +34,7 @@ from ctxcli.proxy.shapes import (
     history_key,
     prompt_blocks,
 )
+from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.services.tokens import load_engine
 
 RECENT_IN_STATS = 200
@@ -87,8 +88,7 @@ class ProxySettings:
 
 def default_offload_dir() -> str:
     """A fresh directory for one proxy run, under the ctx cache directory."""
-    base = Path(os.environ.get("CTX_CACHE_DIR") or Path.home() / ".cache" / "ctx") / "proxy"
-    base.mkdir(parents=True, exist_ok=True)
+    base = private_dir(cache_dir() / "proxy", tighten=True)
     return tempfile.mkdtemp(prefix="run-", dir=base)
 
 

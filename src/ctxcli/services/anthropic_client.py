@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.services.dirs import cache_dir
 from ctxcli.services.disk_cache import DiskCache
-from ctxcli.services.token_cache import cache_dir, cache_disabled
+from ctxcli.services.token_cache import cache_disabled
 
 if TYPE_CHECKING:
     import anthropic

@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from ctxcli.services.dirs import cache_dir
+
 DB_NAME = "token-counts.sqlite3"
 DEFAULT_MAX_ENTRIES = 1_000_000
 """About 60 MB on disk; a long coding session has a few thousand distinct long texts."""
@@ -51,15 +53,6 @@ CREATE TABLE IF NOT EXISTS blobs (
 
 MAX_BLOBS = 2000
 """Whole results kept (``ctx stats`` reports, a few kB each)."""
-
-
-def cache_dir() -> Path:
-    """Where the cache lives: ``$CTX_CACHE_DIR``, else ``$XDG_CACHE_HOME/ctx`` or ``~/.cache/ctx``."""
-    explicit = os.environ.get("CTX_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ctx"
 
 
 def make_private(path: Path) -> None:

@@ -32,6 +32,7 @@ from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.results import Report
+from ctxcli.services.dirs import data_dir
 from ctxcli.services.tokens import CountOptions
 from ctxcli.sessions.discover import CLAUDE, CODEX, INDEX, is_session_path
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, Repair, plan_fixes, sniff_agent
@@ -43,7 +44,6 @@ from ctxcli.store.disk import (
     restore_bytes,
 )
 from ctxcli.store.history import match_reduction
-from ctxcli.store.index import data_dir
 
 DEFAULT_LIVE_SECONDS = 60
 _LAYER = re.compile(r"^(\d{4,})-([a-z]+)$")

@@ -25,7 +25,8 @@ from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.token_cache import cache_dir, cache_disabled
+from ctxcli.services.dirs import cache_dir
+from ctxcli.services.token_cache import cache_disabled
 from ctxcli.services.tokens import CountOptions
 from ctxcli.sessions.discover import (
     CLAUDE,

@@ -17,19 +17,11 @@ from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Entry", "Ledger", "data_dir"]
+from ctxcli.services.dirs import data_dir
+
+__all__ = ["Entry", "Ledger"]
 
 FILE = "ledger.sqlite3"
-
-
-def data_dir() -> Path:
-    """Where ctx keeps data that must outlive caches (the ledger, session offloads)."""
-    explicit = os.environ.get("CTX_DATA_DIR")
-    if explicit:
-        return Path(explicit)
-    xdg = os.environ.get("XDG_DATA_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".local" / "share"
-    return base / "ctx"
 
 
 @dataclass(frozen=True)
