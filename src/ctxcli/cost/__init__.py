@@ -27,6 +27,9 @@ _LAZY = {
     "load_price_table": "prices",
     "input_price": "prices",
     "resume_cost": "prices",
+    "RecordedCost": "recorded",
+    "RecordedRequest": "recorded",
+    "recorded_cost": "recorded",
 }
 
 if TYPE_CHECKING:
@@ -38,6 +41,7 @@ if TYPE_CHECKING:
         load_price_table,
         resume_cost,
     )
+    from ctxcli.cost.recorded import RecordedCost, RecordedRequest, recorded_cost
 
 
 def __getattr__(name: str) -> Any:
@@ -52,8 +56,11 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "ModelPrice",
     "PriceTable",
+    "RecordedCost",
+    "RecordedRequest",
     "TokenUsage",
     "input_price",
     "load_price_table",
+    "recorded_cost",
     "resume_cost",
 ]
