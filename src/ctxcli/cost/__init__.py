@@ -30,9 +30,14 @@ _LAZY = {
     "RecordedCost": "recorded",
     "RecordedRequest": "recorded",
     "recorded_cost": "recorded",
+    "CacheBlock": "cache",
+    "CacheOutcome": "cache",
+    "CachePolicy": "cache",
+    "PromptCache": "cache",
 }
 
 if TYPE_CHECKING:
+    from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
     from ctxcli.cost.prices import (
         ModelPrice,
         PriceTable,
@@ -54,8 +59,12 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "CacheBlock",
+    "CacheOutcome",
+    "CachePolicy",
     "ModelPrice",
     "PriceTable",
+    "PromptCache",
     "RecordedCost",
     "RecordedRequest",
     "TokenUsage",
