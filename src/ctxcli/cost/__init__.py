@@ -34,6 +34,19 @@ _LAZY = {
     "CacheOutcome": "cache",
     "CachePolicy": "cache",
     "PromptCache": "cache",
+    "Block": "sequence",
+    "BuildOptions": "sequence",
+    "Request": "sequence",
+    "RequestSequence": "sequence",
+    "block_key": "sequence",
+    "Calibration": "replay",
+    "Replay": "replay",
+    "ReplayedRequest": "replay",
+    "SessionReplay": "replay",
+    "build_requests": "replay",
+    "fit_calibration": "replay",
+    "price_requests": "replay",
+    "replay_session": "replay",
 }
 
 if TYPE_CHECKING:
@@ -47,6 +60,17 @@ if TYPE_CHECKING:
         resume_cost,
     )
     from ctxcli.cost.recorded import RecordedCost, RecordedRequest, recorded_cost
+    from ctxcli.cost.replay import (
+        Calibration,
+        Replay,
+        ReplayedRequest,
+        SessionReplay,
+        build_requests,
+        fit_calibration,
+        price_requests,
+        replay_session,
+    )
+    from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence, block_key
 
 
 def __getattr__(name: str) -> Any:
@@ -59,17 +83,30 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Block",
+    "BuildOptions",
     "CacheBlock",
     "CacheOutcome",
     "CachePolicy",
+    "Calibration",
     "ModelPrice",
     "PriceTable",
     "PromptCache",
     "RecordedCost",
     "RecordedRequest",
+    "Replay",
+    "ReplayedRequest",
+    "Request",
+    "RequestSequence",
+    "SessionReplay",
     "TokenUsage",
+    "block_key",
+    "build_requests",
+    "fit_calibration",
     "input_price",
     "load_price_table",
+    "price_requests",
     "recorded_cost",
+    "replay_session",
     "resume_cost",
 ]

@@ -28,14 +28,18 @@ import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
+from functools import reduce
+from operator import add
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from ctxcli.core.errors import ConfigError
 
 __all__ = [
     "PRICES",
+    "BillTotals",
     "ModelPrice",
+    "Priced",
     "PriceTable",
     "TokenUsage",
     "input_price",
@@ -78,6 +82,39 @@ class TokenUsage:
             self.cache_write_1h + other.cache_write_1h,
             self.output + other.output,
         )
+
+
+class Priced(Protocol):
+    """A request with its tokens and its price (None: its model has no price)."""
+
+    @property
+    def usage(self) -> TokenUsage: ...
+    @property
+    def usd(self) -> float | None: ...
+    @property
+    def read_usd(self) -> float | None: ...
+
+
+class BillTotals:
+    """The totals of a bill made of priced ``requests`` (a base for the bill classes)."""
+
+    __slots__ = ()
+    requests: tuple[Priced, ...]
+
+    @property
+    def usage(self) -> TokenUsage:
+        """Tokens of all requests."""
+        return reduce(add, (r.usage for r in self.requests), TokenUsage())
+
+    @property
+    def usd(self) -> float:
+        """Dollars of the requests whose model has a price."""
+        return sum(r.usd for r in self.requests if r.usd is not None)
+
+    @property
+    def read_usd(self) -> float:
+        """Dollars paid for cache reads."""
+        return sum(r.read_usd for r in self.requests if r.read_usd is not None)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,13 +9,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import reduce
-from operator import add
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.cost._calls import Call, claude_code_calls, codex_calls
 from ctxcli.cost._jsonl import Lines, SessionFormat, Source, read_lines, session_format
-from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table
+from ctxcli.cost.prices import BillTotals, PriceTable, TokenUsage, load_price_table
 
 __all__ = ["RecordedCost", "RecordedRequest", "recorded_cost", "recorded_from_lines"]
 
@@ -45,8 +43,9 @@ class RecordedRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class RecordedCost:
-    """A session's recorded bill: each API call once, priced, and the totals.
+class RecordedCost(BillTotals):
+    """A session's recorded bill: each API call once, priced, and the totals
+    (``usage``, ``usd``, ``read_usd``).
 
     Attributes:
         name: the file (or ``<lines>``).
@@ -62,21 +61,6 @@ class RecordedCost:
     requests: tuple[RecordedRequest, ...]
     malformed_lines: int = 0
     skipped_records: int = 0
-
-    @property
-    def usage(self) -> TokenUsage:
-        """Tokens of all calls."""
-        return reduce(add, (r.usage for r in self.requests), TokenUsage())
-
-    @property
-    def usd(self) -> float:
-        """Dollars of the calls whose model has a price."""
-        return sum(r.usd for r in self.requests if r.usd is not None)
-
-    @property
-    def read_usd(self) -> float:
-        """Dollars paid for cache reads."""
-        return sum(r.read_usd for r in self.requests if r.read_usd is not None)
 
     @property
     def unpriced_models(self) -> tuple[str, ...]:
