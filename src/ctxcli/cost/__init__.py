@@ -1,0 +1,112 @@
+"""What a session costs in dollars: recorded, replayed through a prompt-cache model, and
+(later) with ctx in the loop.
+
+- :mod:`.prices`: the one price table (USD per million tokens, per kind of token).
+- :mod:`.recorded`: the bill a session file records, each API response once.
+- :mod:`.cache`: the provider's prompt cache as a model (TTLs, breakpoints, reads).
+- :mod:`.sequence` and :mod:`.replay`: a session's requests as data, and their price
+  through the cache model::
+
+      from ctxcli.cost import replay_session
+
+      session = replay_session("session.jsonl")
+      print(session.recorded_usd, session.replayed_usd, session.error)
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported on first use (PEP 562): the price table alone must stay cheap to import for
+# listings, while the replay pulls in the token counters.
+_LAZY = {
+    "ModelPrice": "prices",
+    "PriceTable": "prices",
+    "TokenUsage": "prices",
+    "load_price_table": "prices",
+    "input_price": "prices",
+    "resume_cost": "prices",
+    "RecordedCost": "recorded",
+    "RecordedRequest": "recorded",
+    "recorded_cost": "recorded",
+    "CacheBlock": "cache",
+    "CacheOutcome": "cache",
+    "CachePolicy": "cache",
+    "PromptCache": "cache",
+    "Block": "sequence",
+    "BuildOptions": "sequence",
+    "Request": "sequence",
+    "RequestSequence": "sequence",
+    "block_key": "sequence",
+    "Calibration": "replay",
+    "Replay": "replay",
+    "ReplayedRequest": "replay",
+    "SessionReplay": "replay",
+    "build_requests": "replay",
+    "fit_calibration": "replay",
+    "price_requests": "replay",
+    "replay_session": "replay",
+}
+
+if TYPE_CHECKING:
+    from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
+    from ctxcli.cost.prices import (
+        ModelPrice,
+        PriceTable,
+        TokenUsage,
+        input_price,
+        load_price_table,
+        resume_cost,
+    )
+    from ctxcli.cost.recorded import RecordedCost, RecordedRequest, recorded_cost
+    from ctxcli.cost.replay import (
+        Calibration,
+        Replay,
+        ReplayedRequest,
+        SessionReplay,
+        build_requests,
+        fit_calibration,
+        price_requests,
+        replay_session,
+    )
+    from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence, block_key
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ctxcli.cost' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Block",
+    "BuildOptions",
+    "CacheBlock",
+    "CacheOutcome",
+    "CachePolicy",
+    "Calibration",
+    "ModelPrice",
+    "PriceTable",
+    "PromptCache",
+    "RecordedCost",
+    "RecordedRequest",
+    "Replay",
+    "ReplayedRequest",
+    "Request",
+    "RequestSequence",
+    "SessionReplay",
+    "TokenUsage",
+    "block_key",
+    "build_requests",
+    "fit_calibration",
+    "input_price",
+    "load_price_table",
+    "price_requests",
+    "recorded_cost",
+    "replay_session",
+    "resume_cost",
+]

@@ -1,0 +1,215 @@
+"""Rebuild what each API call of a Claude Code session sent, from its records.
+
+A call's input is the chain of records before its first record: follow ``parentUuid``
+to the root. A ``compact_boundary`` has no parent, so after a compaction the chain
+restarts at the summary, as the client's context does. Where a parent is missing (a
+malformed line, cc_mclaude_c76e5be5 line 859) the chain goes on from the record just
+before in the file.
+
+Parallel tool results hang off the chain in v2.1.6 (T1..Tn, then R1..Rn with
+Rk.parentUuid = Tk; only Rn continues it): a result the chain lacks is put back before
+the next result the chain has, or at its end, as the API message held them all.
+
+Consecutive records of one role are one API message (the client merges them); the
+client's system prompt and tools come first, in a hidden block whose size is
+calibrated. Claude Code sets ``cache_control`` on its system prompt and on the last
+message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+
+from ctxcli.cost._calls import SYNTHETIC_MODEL, Call
+from ctxcli.cost._jsonl import iter_dicts, seconds
+from ctxcli.cost.cache import TTL
+from ctxcli.cost.sequence import Block, BuildOptions, Request, block_key
+
+Records = Sequence[tuple[int, dict[str, Any]]]
+
+# An image's tokens: Anthropic's ~(width*height)/750, at its usual ~1.15 megapixel cap.
+IMAGE_TOKENS = 1600
+
+
+def claude_code_requests(
+    records: Records, calls: Sequence[Call], options: BuildOptions
+) -> list[Request]:
+    """The requests of ``calls``, each with the messages before it."""
+    ttl: TTL = options.ttl or ("1h" if any(c.usage.cache_write_1h for c in calls) else "5m")
+    chains = _Chains(records)
+    requests = []
+    for call in calls:
+        messages = chains.messages_before(call.index)
+        sent = chains.sent_at(call.index)
+        agent = records[call.index][1].get("agentId")
+        hidden = Block(block_key("claude_code:client prompt", str(agent or "")), hidden=True)
+        blocks: list[Block] = [hidden]
+        ends: list[int] = []
+        for message in messages:
+            blocks.extend(message)
+            ends.append(len(blocks) - 1)
+        marks = [0] + ends[-options.message_breakpoints :] if options.message_breakpoints else [0]
+        requests.append(
+            Request(
+                key=call.key,
+                at=sent if sent is not None else call.at,
+                model=call.model,
+                blocks=tuple(blocks),
+                breakpoints=tuple((i, ttl) for i in sorted(set(marks))),
+                output_tokens=call.usage.output,
+                recorded=call.usage,
+            )
+        )
+    return requests
+
+
+class _Chains:
+    """The uuid tree of one file, and the API messages along any chain of it."""
+
+    def __init__(self, records: Records) -> None:
+        self.records = records
+        self.by_uuid: dict[str, int] = {}
+        self.before: dict[int, int] = {}  # record -> the uuid-bearing record before it
+        self.result_at: dict[str, int] = {}  # tool_use id -> record holding its result
+        last = -1
+        for i, (_, record) in enumerate(records):
+            uuid = record.get("uuid")
+            if isinstance(uuid, str):
+                self.by_uuid.setdefault(uuid, i)
+                self.before[i] = last
+                last = i
+            for tid in _result_ids(record):
+                self.result_at.setdefault(tid, i)
+        self._blocks: dict[int, tuple[str, tuple[Block, ...]]] = {}
+
+    def chain(self, start: int) -> list[int]:
+        """Records before ``start`` along its parents, root first."""
+        out: list[int] = []
+        cur = start
+        for _ in range(len(self.records)):
+            parent = self.records[cur][1].get("parentUuid")
+            if not isinstance(parent, str):
+                break
+            nxt = self.by_uuid.get(parent, self.before.get(cur, -1))
+            if nxt < 0:
+                break
+            out.append(nxt)
+            cur = nxt
+        out.reverse()
+        return out
+
+    def sent_at(self, start: int) -> float | None:
+        """When the call whose first record is ``start`` was sent: when its input was
+        complete, i.e. the time of the record it answers (its response is logged later)."""
+        parent = self.records[start][1].get("parentUuid")
+        i = self.by_uuid.get(parent, -1) if isinstance(parent, str) else -1
+        return seconds(self.records[i][1].get("timestamp")) if i >= 0 else None
+
+    def messages_before(self, start: int) -> list[tuple[Block, ...]]:
+        """The API messages sent with the call whose first record is ``start``."""
+        chain = [i for i in self.chain(start) if self._visible(i)]
+        chain = self._with_lost_results(chain, start)
+        messages: list[tuple[Block, ...]] = []
+        role = None
+        for i in chain:
+            r, blocks = self._record_blocks(i)
+            if not blocks:
+                continue
+            if r == role:
+                messages[-1] = messages[-1] + blocks
+            else:
+                messages.append(blocks)
+                role = r
+        return messages
+
+    def _with_lost_results(self, chain: list[int], start: int) -> list[int]:
+        """``chain`` with the tool results that hang off it put back in place."""
+        on_chain = set(chain)
+        answered = {tid for i in chain for tid in _result_ids(self.records[i][1])}
+        lost: list[int] = []
+        out: list[int] = []
+        for i in chain:
+            if _result_ids(self.records[i][1]):
+                out.extend(sorted(set(lost)))
+                lost = []
+            out.append(i)
+            for tid in _use_ids(self.records[i][1]):
+                j = self.result_at.get(tid, -1)
+                if tid not in answered and 0 <= j < start and j not in on_chain:
+                    lost.append(j)
+        out.extend(sorted(set(lost)))
+        return out
+
+    def _visible(self, i: int) -> bool:
+        """Whether record ``i`` is a message the client sends to the API."""
+        record = self.records[i][1]
+        if record.get("type") not in ("user", "assistant"):
+            return False
+        message = record.get("message")
+        if not isinstance(message, dict) or "content" not in message:
+            return False  # a usage stub (ctxcli.core.usage) holds no content
+        # The compaction summary is flagged visible-in-transcript-only, yet it is the
+        # first message the client sends after the boundary.
+        hidden = record.get("isVisibleInTranscriptOnly") and not record.get("isCompactSummary")
+        return not (
+            hidden or record.get("isApiErrorMessage") or message.get("model") == SYNTHETIC_MODEL
+        )
+
+    def _record_blocks(self, i: int) -> tuple[str, tuple[Block, ...]]:
+        cached = self._blocks.get(i)
+        if cached is None:
+            record = self.records[i][1]
+            role = str(record.get("type"))
+            cached = (role, tuple(_blocks(role, record["message"].get("content"))))
+            self._blocks[i] = cached
+        return cached
+
+
+def _blocks(role: str, content: Any) -> list[Block]:
+    if isinstance(content, str):
+        return [Block(block_key(role, "text", content), content)] if content else []
+    out = []
+    for block in iter_dicts(content):
+        raw = orjson.dumps(block, option=orjson.OPT_SORT_KEYS)
+        key = block_key(role, raw)
+        if block.get("type") == "image":
+            out.append(Block(key, tokens=IMAGE_TOKENS))
+        else:
+            out.append(Block(key, _text(block, raw)))
+    return out
+
+
+def _text(block: dict[str, Any], raw: bytes) -> str:
+    """The text the model reads for one content block."""
+    kind = block.get("type")
+    if kind == "text":
+        return str(block.get("text", ""))
+    if kind == "thinking":
+        return str(block.get("thinking", ""))
+    if kind == "tool_use":
+        return f"{block.get('name', '')}\n{orjson.dumps(block.get('input')).decode()}"
+    if kind == "tool_result":
+        content = block.get("content")
+        if isinstance(content, str):
+            return content
+        return "\n".join(str(b.get("text", "")) for b in iter_dicts(content))
+    return raw.decode("utf-8", "replace")
+
+
+def _result_ids(record: dict[str, Any]) -> list[str]:
+    return _ids(record, "user", "tool_result", "tool_use_id")
+
+
+def _use_ids(record: dict[str, Any]) -> list[str]:
+    return _ids(record, "assistant", "tool_use", "id")
+
+
+def _ids(record: dict[str, Any], role: str, kind: str, field: str) -> list[str]:
+    if record.get("type") != role:
+        return []
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return [str(b[field]) for b in iter_dicts(content) if b.get("type") == kind and field in b]
