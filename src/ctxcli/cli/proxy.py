@@ -120,9 +120,17 @@ def proxy(
             upstream=upstream,
             openai_upstream=openai_upstream,
         )
-        core = mod.ProxyCore(chosen, log=note("ctx proxy") if verbose else None, warn=console.warn)
-        note("ctx proxy")(
-            f"listening on http://{host}:{port} (upstream {upstream}); "
-            f"offloaded text goes to {chosen.offload_dir}"
+        say = note("ctx proxy")
+        core = mod.ProxyCore(chosen, log=say if verbose else None, warn=console.warn)
+        kept = mod.serve(
+            core,
+            host=host,
+            port=port,
+            on_listening=lambda url: say(
+                f"listening on {url} (upstream {upstream}); "
+                f"offloaded text goes to {core.offload_dir}"
+            ),
         )
-        mod.serve(core, host=host, port=port)
+        from ctxcli.proxy.wrap import where_offloaded
+
+        say(where_offloaded(kept))

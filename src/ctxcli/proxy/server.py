@@ -5,10 +5,12 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
 
 import uvicorn
 
+from ctxcli.core.errors import CtxError
 from ctxcli.proxy.app import create_app
 from ctxcli.proxy.engine import ProxyCore
 
@@ -16,9 +18,21 @@ LOOPBACK = "127.0.0.1"
 
 
 def _bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port``.
+
+    Raises:
+        CtxError: the address is taken or cannot be used.
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise CtxError(
+            f"cannot listen on {host}:{port} ({exc.strerror or exc}); "
+            "choose another port or stop what listens there"
+        ) from None
     sock.set_inheritable(True)
     return sock
 
@@ -33,10 +47,29 @@ def _config(core: ProxyCore) -> uvicorn.Config:
     )
 
 
-def serve(core: ProxyCore, *, host: str = LOOPBACK, port: int = 8787) -> None:
-    """Serve until interrupted (Ctrl-C)."""
-    sock = _bind(host, port)
-    uvicorn.Server(_config(core)).run(sockets=[sock])
+def serve(
+    core: ProxyCore,
+    *,
+    host: str = LOOPBACK,
+    port: int = 8787,
+    on_listening: Callable[[str], None] | None = None,
+) -> str | None:
+    """Serve until interrupted (Ctrl-C), then end the run (:meth:`ProxyCore.finish`).
+
+    ``on_listening`` gets the URL once the port is bound. Returns the directory the
+    hints cite, or None when nothing was offloaded.
+
+    Raises:
+        CtxError: the port cannot be bound.
+    """
+    try:
+        server = ProxyServer(core, host=host, port=port)
+        if on_listening is not None:
+            on_listening(server.url)
+        server.serve_forever()
+    finally:
+        kept = core.finish()
+    return kept
 
 
 class ProxyServer:
@@ -58,6 +91,13 @@ class ProxyServer:
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
+
+    def serve_forever(self) -> None:
+        """Serve on this thread until interrupted (Ctrl-C) or :meth:`stop`."""
+        try:
+            self._server.run(sockets=[self._sock])
+        finally:
+            self._sock.close()
 
     def start(self, timeout: float = 20.0) -> ProxyServer:
         self._thread.start()
