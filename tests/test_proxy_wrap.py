@@ -164,3 +164,27 @@ def test_what_the_proxy_writes_is_private(tmp_path: Path, cache: Path) -> None:
     files = [named / STATS_FILE, *named.glob("clear/*")]
     assert len(files) > 1 and all(_mode(f) == 0o600 for f in files), files
     default.finish()
+
+
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctx_proxy_stopped_ends_its_run(cache: Path, stop: signal.Signals) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ctxcli", "proxy", "--port", str(port)],
+        stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        assert "listening on" in proc.stderr.readline()  # bound and serving
+        (run,) = run_dirs(cache)
+        assert httpx.get(f"http://127.0.0.1:{port}/stats", timeout=30).json()["offload_dir"] == str(
+            run
+        )
+    finally:
+        proc.send_signal(stop)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+    assert err.splitlines()[-1] == "ctx proxy: nothing was offloaded; the run directory was removed"
+    assert run_dirs(cache) == []

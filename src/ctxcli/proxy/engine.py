@@ -28,6 +28,7 @@ from ctxcli.proxy.conversations import (
     MessageReducer,
     decide,
 )
+from ctxcli.proxy.routes import Provider, check_settings
 from ctxcli.proxy.shapes import (
     Api,
     canonical,
@@ -62,6 +63,11 @@ class ProxySettings:
     Attributes:
         upstream: base URL of the Anthropic API.
         openai_upstream: base URL of the OpenAI API (Chat Completions and Responses).
+        single_upstream: serve one API only: every request goes to its upstream, whatever
+            its path (``ctx wrap``, where the proxy serves one client).
+        other_paths: the API that paths other than the model endpoints go to when they
+            carry no ``/anthropic`` or ``/openai`` prefix; None: nowhere (answered 404).
+            See :mod:`ctxcli.proxy.routes`.
         preset: the named chain to run (None: ``config``'s chain, else the default chain).
         config: a ctx.toml.
         offload_dir: where offloaded text goes; the hints name it, so the agent can read it
@@ -78,6 +84,8 @@ class ProxySettings:
 
     upstream: str = "https://api.anthropic.com"
     openai_upstream: str = "https://api.openai.com"
+    single_upstream: Provider | None = None
+    other_paths: Provider | None = None
     preset: str | None = "eino"
     config: str | None = None
     offload_dir: str | None = None
@@ -178,6 +186,7 @@ class ProxyCore:
         warn: Callable[[str], None] | None = None,
         make_reducer: Callable[[Api], MessageReducer] | None = None,
     ) -> None:
+        check_settings(settings)
         self.settings = settings
         self.log = log
         self.warn = warn or (lambda _msg: None)

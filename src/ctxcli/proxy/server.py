@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import copy
+import logging
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
+from typing import Any
 
 import uvicorn
 
@@ -18,7 +23,7 @@ LOOPBACK = "127.0.0.1"
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A socket bound to ``host:port``.
+    """A socket listening on ``host:port``.
 
     Raises:
         CtxError: the address is taken or cannot be used.
@@ -27,6 +32,9 @@ def _bind(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
+        # Listening at once: a client that connects before the server starts waits in
+        # the backlog instead of being refused, so "listening on" is true when printed.
+        sock.listen(2048)
     except OSError as exc:
         sock.close()
         raise CtxError(
@@ -37,14 +45,54 @@ def _bind(host: str, port: int) -> socket.socket:
     return sock
 
 
+_UNFINISHED = "ASGI callable returned without completing response."
+
+
+class _QuietBreaks(logging.Filter):
+    """Drops uvicorn's line for an answer the proxy broke off on purpose.
+
+    The app breaks a client's connection off when the upstream broke its answer off
+    (``app._Relay``); it has already said so in one warning line.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != _UNFINISHED
+
+
+def _log_config() -> dict[str, Any]:
+    config: dict[str, Any] = copy.deepcopy(uvicorn.config.LOGGING_CONFIG)
+    config["filters"] = {"broken_relay": {"()": _QuietBreaks}}
+    config["handlers"]["default"]["filters"] = ["broken_relay"]
+    return config
+
+
 def _config(core: ProxyCore) -> uvicorn.Config:
     return uvicorn.Config(
         create_app(core),
         log_level="warning",
+        log_config=_log_config(),
         access_log=False,
         lifespan="on",
         ws="websockets-sansio",
     )
+
+
+@contextmanager
+def _stopped_by_sigterm() -> Iterator[None]:
+    """SIGTERM ends the server as Ctrl-C does.
+
+    uvicorn shuts down gracefully on either, then raises the signal again with the
+    handler it found: for SIGTERM the default one, which would kill the process before
+    the run is finished. Here it becomes a KeyboardInterrupt, like SIGINT.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def serve(
@@ -54,7 +102,7 @@ def serve(
     port: int = 8787,
     on_listening: Callable[[str], None] | None = None,
 ) -> str | None:
-    """Serve until interrupted (Ctrl-C), then end the run (:meth:`ProxyCore.finish`).
+    """Serve until interrupted (Ctrl-C or SIGTERM), then end the run (:meth:`ProxyCore.finish`).
 
     ``on_listening`` gets the URL once the port is bound. Returns the directory the
     hints cite, or None when nothing was offloaded.
@@ -66,7 +114,10 @@ def serve(
         server = ProxyServer(core, host=host, port=port)
         if on_listening is not None:
             on_listening(server.url)
-        server.serve_forever()
+        with _stopped_by_sigterm():
+            server.serve_forever()
+    except KeyboardInterrupt:
+        pass  # uvicorn shut down gracefully and raised the signal again: the run's end
     finally:
         kept = core.finish()
     return kept

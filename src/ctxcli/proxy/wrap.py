@@ -69,12 +69,20 @@ def find_client(client: str) -> str:
 
 
 def upstream_settings(client: str, settings: ProxySettings) -> ProxySettings:
-    """``settings`` with the upstream the user's environment already names, if any."""
-    if client == "claude" and os.environ.get("ANTHROPIC_BASE_URL"):
-        return replace(settings, upstream=os.environ["ANTHROPIC_BASE_URL"])
-    if client == "codex" and os.environ.get("OPENAI_BASE_URL"):
-        return replace(settings, openai_upstream=os.environ["OPENAI_BASE_URL"])
-    return settings
+    """``settings`` for one client: its API the only upstream, the one its environment names.
+
+    The proxy serves this client alone, so every path it requests goes to the client's
+    own API (never a credential to the other one).
+    """
+    if client == "claude":
+        chosen = replace(settings, single_upstream="anthropic")
+        if os.environ.get("ANTHROPIC_BASE_URL"):
+            chosen = replace(chosen, upstream=os.environ["ANTHROPIC_BASE_URL"])
+        return chosen
+    chosen = replace(settings, single_upstream="openai")
+    if os.environ.get("OPENAI_BASE_URL"):
+        chosen = replace(chosen, openai_upstream=os.environ["OPENAI_BASE_URL"])
+    return chosen
 
 
 def run_wrapped(

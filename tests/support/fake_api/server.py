@@ -120,6 +120,7 @@ Handler = Callable[[Request], Reply]
 
 class _QuietServer(ThreadingHTTPServer):
     daemon_threads = True
+    fake: FakeServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hung up mid-request (a timeout test) is not an error here."""
@@ -134,7 +135,8 @@ class FakeServer:
         self._script: list[tuple[str | None, Reply]] = []
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._httpd = _QuietServer(("127.0.0.1", 0), _handler_class(self))
+        self._httpd = _QuietServer(("127.0.0.1", 0), _Handler)
+        self._httpd.fake = self
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
         )
@@ -207,76 +209,75 @@ class FakeServer:
         return None
 
 
-def _handler_class(server: FakeServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _QuietServer
 
-        def log_message(self, format: str, *args: Any) -> None:
-            """Stay quiet: tests read the recorded requests instead."""
+    def log_message(self, format: str, *args: Any) -> None:
+        """Stay quiet: tests read the recorded requests instead."""
 
-        def do_HEAD(self) -> None:  # noqa: N802 (the http.server API)
-            self.send_response(200)
-            self.send_header("content-length", "0")
+    def do_HEAD(self) -> None:  # noqa: N802 (the http.server API)
+        self.send_response(200)
+        self.send_header("content-length", "0")
+        self.end_headers()
+
+    def _handle(self) -> None:
+        fake = self.server.fake
+        request = self._read()
+        if self.headers.get("upgrade", "").lower() == "websocket":
+            fake.requests.append(request)
+            request.status = 426
+            self._send(Reply(426, {"error": "upgrade not supported"}))
+            return
+        reply = fake.answer(request)
+        if reply.delay and fake._closing.wait(reply.delay):
+            return  # the server is closing: drop the late reply
+        try:
+            self._send(reply)
+        except OSError:
+            pass  # the client gave up (a timeout test): nothing to answer
+
+    do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
+
+    def _read(self) -> Request:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body: Any = json.loads(raw) if raw else None
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        headers = {
+            k.lower(): ("<redacted>" if k.lower() in CREDENTIALS else v)
+            for k, v in self.headers.items()
+        }
+        path, _, query = self.path.partition("?")
+        return Request(self.command, path, query, headers, body, len(raw))
+
+    def _send(self, reply: Reply) -> None:
+        self.send_response(reply.status)
+        if not any(k.lower() == "content-type" for k in reply.headers):
+            self.send_header("content-type", "application/json")
+        for key, value in reply.headers.items():
+            self.send_header(key, value)
+        if reply.chunks is None:
+            data = reply.payload()
+            self.send_header("content-length", str(len(data)))
             self.end_headers()
-
-        def _handle(self) -> None:
-            request = self._read()
-            if self.headers.get("upgrade", "").lower() == "websocket":
-                server.requests.append(request)
-                request.status = 426
-                self._send(Reply(426, {"error": "upgrade not supported"}))
+            self.wfile.write(data)
+            return
+        self.send_header("connection", "close")
+        self.end_headers()
+        for n, chunk in enumerate(reply.chunks):
+            if reply.reset_after is not None and n >= reply.reset_after:
+                self._reset()
                 return
-            reply = server.answer(request)
-            if reply.delay and server._closing.wait(reply.delay):
-                return  # the server is closing: drop the late reply
-            try:
-                self._send(reply)
-            except OSError:
-                pass  # the client gave up (a timeout test): nothing to answer
-
-        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle  # noqa: N815
-
-        def _read(self) -> Request:
-            length = int(self.headers.get("content-length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body: Any = json.loads(raw) if raw else None
-            except ValueError:
-                body = raw.decode("utf-8", "replace")
-            headers = {
-                k.lower(): ("<redacted>" if k.lower() in CREDENTIALS else v)
-                for k, v in self.headers.items()
-            }
-            path, _, query = self.path.partition("?")
-            return Request(self.command, path, query, headers, body, len(raw))
-
-        def _send(self, reply: Reply) -> None:
-            self.send_response(reply.status)
-            if not any(k.lower() == "content-type" for k in reply.headers):
-                self.send_header("content-type", "application/json")
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            if reply.chunks is None:
-                data = reply.payload()
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-                return
-            self.send_header("connection", "close")
-            self.end_headers()
-            for n, chunk in enumerate(reply.chunks):
-                if reply.reset_after is not None and n >= reply.reset_after:
-                    self._reset()
-                    return
-                self.wfile.write(chunk)
-                self.wfile.flush()
-            self.close_connection = True
-
-        def _reset(self) -> None:
-            """Break the connection off with a TCP reset, as a failing upstream does."""
+            self.wfile.write(chunk)
             self.wfile.flush()
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.connection.close()
-            self.close_connection = True
+        self.close_connection = True
 
-    return Handler
+    def _reset(self) -> None:
+        """Break the connection off with a TCP reset, as a failing upstream does."""
+        self.wfile.flush()
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.connection.close()
+        self.close_connection = True
