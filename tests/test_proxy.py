@@ -364,7 +364,9 @@ def test_mcp_retrieve_and_stats(tmp_path: Path) -> None:
     (tmp_path / "clear" / "t1").write_text("line 0\nline 1\nline 2\n")
     (tmp_path / STATS_FILE).write_text(json.dumps({"requests": 7}))
     assert retrieve(tmp_path, str(tmp_path / "clear" / "t1")) == "line 0\nline 1\nline 2\n"
-    assert retrieve(tmp_path, "clear/t1", offset=1, limit=1) == "line 1\n"
+    assert retrieve(tmp_path, "clear/t1", offset=1, limit=1) == (
+        "line 1\n[ctx: lines 1-1 shown; read on with offset=2]"
+    )
     with pytest.raises(CtxError, match="not inside the offload directory"):
         retrieve(tmp_path, "/etc/passwd")
     assert read_stats(tmp_path) == {"requests": 7}
