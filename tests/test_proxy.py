@@ -467,3 +467,28 @@ def test_openai_responses_input_is_reduced(tmp_path: Path) -> None:
         {"model": "gpt", "previous_response_id": "r1", "input": items[-2:]}
     ).encode()
     assert core.prepare("openai_responses", chained).body == chained
+
+
+class _DropsToolAnswers:
+    """A reducer whose output Chat Completions would reject: calls left without answers."""
+
+    offloaded: list[str] = []
+
+    def reduce(self, messages: Any, *, system: Any = None) -> Any:
+        self.messages = [m for m in messages if m.get("role") != "tool"]
+        return self
+
+
+def test_a_chat_reduction_the_api_would_reject_is_not_sent(tmp_path: Path) -> None:
+    warnings: list[str] = []
+    settings = ProxySettings(offload_dir=str(tmp_path))
+    core = ProxyCore(settings, warn=warnings.append, make_reducer=lambda api: _DropsToolAnswers())
+    call = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "a.py"},
+    ]
+    raw = json.dumps({"model": "gpt", "messages": history}).encode()
+    assert core.prepare("openai_chat", raw).body == raw
+    assert "did not have response messages: c1" in warnings[0]

@@ -69,6 +69,8 @@ ANTHROPIC_BAD = [
         ),
         "ids must be unique",
     ),
+    (messages(("user", "go"), ("system", [use("t1")])), "can only hold text blocks"),
+    (messages(("developer", "go")), "Input should be 'user', 'assistant' or 'system'"),
 ]
 
 
@@ -83,8 +85,10 @@ def test_messages_api_rejects_like_the_real_one(body: dict[str, Any], message: s
 
 
 def test_messages_api_answers_a_valid_turn_streamed_or_not() -> None:
+    # A system message between turns (Claude Code 2.1 sends one) splits no turn.
     body = messages(
         ("user", "go"),
+        ("system", [{"type": "text", "text": "# Environment"}]),
         ("assistant", [use("t1")]),
         ("user", [result("t1"), {"type": "text", "text": "ok?"}]),
     )

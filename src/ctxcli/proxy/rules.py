@@ -5,12 +5,13 @@ goes out as the client wrote it instead), and the tests' fake APIs answer with t
 rules, so the two cannot drift apart. Each rule is one the real API enforces, worded as
 its error says it:
 
-- Anthropic Messages: a first message that is not the user's, roles other than user and
-  assistant, empty content (but for a final assistant turn), empty or whitespace-only
-  text, a thinking block without its signature, ``tool_use`` without its ``tool_result``
-  in the next turn and the reverse (consecutive turns of one role are merged first, as
-  the API does), duplicate tool ids, more than four ``cache_control`` breakpoints, a
-  breakpoint on a thinking block;
+- Anthropic Messages: a first message that is not the user's, roles other than user,
+  assistant and system (Claude Code 2.1 sends system messages between turns; they hold
+  text only and do not split a turn), empty content (but for a final assistant turn),
+  empty or whitespace-only text, a thinking block without its signature, ``tool_use``
+  without its ``tool_result`` in the next turn and the reverse (consecutive turns of one
+  role are merged first, as the API does), duplicate tool ids, more than four
+  ``cache_control`` breakpoints, a breakpoint on a thinking block;
 - OpenAI Chat Completions: a ``tool`` message that answers no ``tool_calls``, calls left
   without their answers, empty message lists, unknown roles;
 - OpenAI Responses: ``function_call``/``function_call_output`` (and custom tool) pairs,
@@ -62,6 +63,8 @@ def _merge_turns(messages: list[Any]) -> list[tuple[str, list[Any], int]]:
     turns: list[tuple[str, list[Any], int]] = []
     for i, msg in enumerate(messages):
         role = msg.get("role")
+        if role == "system":
+            continue  # between turns, not a turn of its own
         blocks = _blocks(msg.get("content"))
         if turns and turns[-1][0] == role:
             turns[-1][1].extend(blocks)
@@ -93,9 +96,13 @@ def check_messages(body: Any) -> None:
 def _check_message(msg: Any, i: int, *, last: bool) -> None:
     if not isinstance(msg, dict):
         raise Rejection(f"messages.{i}: Input should be a valid dictionary")
-    if msg.get("role") not in ("user", "assistant"):
-        raise Rejection(f"messages.{i}.role: Input should be 'user' or 'assistant'")
+    if msg.get("role") not in ("user", "assistant", "system"):
+        raise Rejection(f"messages.{i}.role: Input should be 'user', 'assistant' or 'system'")
     content = msg.get("content")
+    if msg["role"] == "system" and any(
+        isinstance(b, dict) and b.get("type") != "text" for b in _blocks(content)
+    ):
+        raise Rejection(f"messages.{i}: `system` messages can only hold text blocks")
     if not _blocks(content) and not (last and msg["role"] == "assistant"):
         raise Rejection(
             f"messages.{i}: all messages must have non-empty content except for the "

@@ -45,7 +45,8 @@ class OpenAIAPI:
     def __call__(self, request: Request) -> Reply:
         body = request.body
         if request.method == "GET" and request.path == "/v1/models":
-            return Reply(body={"object": "list", "data": []})
+            # "models" too: Codex reads its model list from that key.
+            return Reply(body={"object": "list", "data": [], "models": []})
         try:
             if request.method == "POST" and request.path == COMPACT:
                 check_responses({**body, "store": False} if isinstance(body, dict) else body)
