@@ -1,8 +1,8 @@
 """Billed, cache-priced input cost of one scripted Claude Code run: direct, through ctx, through headroom.
 
 The real Claude Code CLI (npm, pinned; scripts/install_clients.sh installs it into
-``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}``) runs the same tool-heavy script (``BENCH_TURNS`` Read/Bash calls on large files, 40 by
-default) against the loopback fake Anthropic API of the tests, which prices prompt caching
+``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}``) runs the same tool-heavy script (``BENCH_TURNS``
+Read/Bash calls on large files, 40 by default) against the loopback fake Anthropic API of the tests, which prices prompt caching
 on its own (cache read 0.1x, cache write 1.25x). Rows: the client talking to the fake
 directly; through ``ctx wrap claude`` with each preset that acts on API messages; through
 ``headroom proxy`` when ``headroom-ai`` installs in its own venv (``HEADROOM_BIN`` to use
@@ -93,21 +93,21 @@ def run_once(claude: str | Path, mode: str, turns: int, work: Path, headroom: st
             env["ANTHROPIC_TARGET_API_URL"] = server.base_url
             env["TIKTOKEN_CACHE_DIR"] = str(_tiktoken_cache(work))
             log = (root / "headroom.log").open("w")  # a pipe left unread would block it
-            server = subprocess.Popen(
+            headroom_proc = subprocess.Popen(
                 [headroom, "proxy", "--port", str(port), "--no-rate-limit",
                  "--mode", "token" if mode.endswith("token") else "cache"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             try:
-                _wait_port(port, server, root / "headroom.log")
+                _wait_port(port, headroom_proc, root / "headroom.log")
                 done = subprocess.run(
                     [str(claude), *claude_args()], cwd=project,
                     env={**env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"},
                     capture_output=True, text=True, timeout=900, check=False,
                 )  # fmt: skip
             finally:
-                server.terminate()
-                server.wait(30)
+                headroom_proc.terminate()
+                headroom_proc.wait(30)
                 log.close()
         else:
             preset = mode.removeprefix("ctx ")
