@@ -1,8 +1,8 @@
 """Billed, cache-priced input cost of one scripted Claude Code run: direct, through ctx, through headroom.
 
-The real Claude Code CLI (npm, pinned; installed into ``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}``)
-runs the same tool-heavy script (``BENCH_TURNS`` Read/Bash calls on large files, 40 by
-default) against the loopback fake Anthropic API of the tests, which prices prompt caching
+The real Claude Code CLI (npm, pinned; scripts/install_clients.sh installs it into
+``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}``) runs the same tool-heavy script (``BENCH_TURNS``
+Read/Bash calls on large files, 40 by default) against the loopback fake Anthropic API of the tests, which prices prompt caching
 on its own (cache read 0.1x, cache write 1.25x). Rows: the client talking to the fake
 directly; through ``ctx wrap claude`` with each preset that acts on API messages; through
 ``headroom proxy`` when ``headroom-ai`` installs in its own venv (``HEADROOM_BIN`` to use
@@ -20,17 +20,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))
 
-from tests.proxy_support.clients import (  # noqa: E402
-    cache_dir,
-    claude_args,
-    claude_binary,
-    client_env,
-    run_claude,
-    scripted_project,
-)
-from tests.proxy_support.fake_anthropic import FakeAnthropic  # noqa: E402
+from support.clients import cache_dir, claude_args, client_env, install, run_claude  # noqa: E402
+from support.fake_api import ScriptedAgent, scripted_project  # noqa: E402
 
 # synaptic is left out: it strips tool calls, so a coding agent forgets its own work.
 PRESETS = ("eino", "claude-code-resume", "reasonblocks")
@@ -81,7 +74,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | None) -> dict:
+def run_once(claude: str | Path, mode: str, turns: int, work: Path, headroom: str | None) -> dict:
     root = work / mode
     project, home = root / "project", root / "home"
     project.mkdir(parents=True)
@@ -89,42 +82,43 @@ def run_once(claude: str, mode: str, turns: int, work: Path, headroom: str | Non
     offload = project / ".ctx-offload"
     steps = scripted_project(project, turns=turns)
     started = time.perf_counter()
-    with FakeAnthropic(steps, offload_dir=str(offload)) as fake:
+    fake = ScriptedAgent(steps, offload_dir=str(offload))
+    with fake.serve() as server:
         if mode == "direct":
-            done = run_claude(claude, project, home, fake.base_url)
+            done = run_claude(claude, project, home, server.base_url)
         elif mode.startswith("headroom"):
             assert headroom is not None
             port = _free_port()
-            env = client_env(home, fake.base_url)
-            env["ANTHROPIC_TARGET_API_URL"] = fake.base_url
+            env = client_env(home, server.base_url)
+            env["ANTHROPIC_TARGET_API_URL"] = server.base_url
             env["TIKTOKEN_CACHE_DIR"] = str(_tiktoken_cache(work))
             log = (root / "headroom.log").open("w")  # a pipe left unread would block it
-            server = subprocess.Popen(
+            headroom_proc = subprocess.Popen(
                 [headroom, "proxy", "--port", str(port), "--no-rate-limit",
                  "--mode", "token" if mode.endswith("token") else "cache"],
                 env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
             )  # fmt: skip
             try:
-                _wait_port(port, server, root / "headroom.log")
+                _wait_port(port, headroom_proc, root / "headroom.log")
                 done = subprocess.run(
-                    [claude, *claude_args()], cwd=project,
+                    [str(claude), *claude_args()], cwd=project,
                     env={**env, "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{port}"},
                     capture_output=True, text=True, timeout=900, check=False,
                 )  # fmt: skip
             finally:
-                server.terminate()
-                server.wait(30)
+                headroom_proc.terminate()
+                headroom_proc.wait(30)
                 log.close()
         else:
             preset = mode.removeprefix("ctx ")
             wrap = ["--preset", preset, "--offload-dir", str(offload)]
-            done = run_claude(claude, project, home, fake.base_url, wrap=wrap)
+            done = run_claude(claude, project, home, server.base_url, wrap=wrap)
     t = fake.totals
     return {
         "mode": mode,
-        "ok": done.returncode == 0 and not fake.rejected,
+        "ok": done.returncode == 0 and not server.rejected(),
         "why": (done.stderr.strip().splitlines() or [""])[-1][:160] if done.returncode else "",
-        "rejected": len(fake.rejected),
+        "rejected": len(server.rejected()),
         "requests": t.requests,
         "input": t.input_tokens + t.cache_read + t.cache_write,
         "read": t.cache_read,
@@ -152,7 +146,7 @@ def _wait_port(port: int, proc: subprocess.Popen[str], log: Path, timeout: float
 
 def main() -> int:
     turns = int(os.environ.get("BENCH_TURNS", "40"))
-    claude, why = claude_binary()
+    claude, why = install("claude")
     if claude is None:
         print(f"proxy bench: skipped, {why}")
         return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 
 E2E = Path(__file__).resolve().parent.parent / "tests" / "e2e"
 sys.path.insert(0, str(E2E))
+sys.path.insert(0, str(E2E.parent))  # support.fake_api, which the harness uses
 
 from harness import SHARED, client, measure, reduce, resume_claude, resume_codex  # noqa: E402
 

@@ -10,18 +10,6 @@ from typing import Any
 
 import pytest
 
-from anthropic_server import (
-    COUNT_TOKENS,
-    MESSAGES,
-    AnthropicServer,
-    Reply,
-    Request,
-    garbage,
-    message,
-    rate_limited,
-    server_error,
-    timeout,
-)
 from conftest import invoke
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
@@ -36,6 +24,18 @@ from ctxcli.services.classifier import (
 from ctxcli.services.counters import get_counter
 from ctxcli.services.disk_cache import DiskCache
 from ctxcli.services.tokens import CountOptions
+from support.fake_api import (
+    COUNT_TOKENS,
+    MESSAGES,
+    AnthropicServer,
+    Reply,
+    Request,
+    garbage,
+    message,
+    rate_limited,
+    server_error,
+    timeout,
+)
 
 KEY = "test-key"
 

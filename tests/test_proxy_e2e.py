@@ -2,8 +2,8 @@
 
 A 40-step tool-heavy run (Read and Bash on large files that the CLI really executes in a
 temporary project); the fake server rejects what the real API rejects and simulates
-prompt caching on its own. Marked ``e2e`` (``make e2e-proxy``): it installs the pinned CLI
-with npm into ``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}`` the first time.
+prompt caching on its own. Marked ``e2e`` (``make e2e-proxy``): scripts/install_clients.sh
+installs the pinned CLIs into ``${CTX_E2E_CACHE:-~/.cache/ctx-e2e}`` the first time.
 """
 
 from __future__ import annotations
@@ -15,19 +15,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from tests.proxy_support.clients import claude_binary, codex_binary, run_claude, scripted_project
-from tests.proxy_support.fake_anthropic import FakeAnthropic, blocks
-from tests.proxy_support.fake_openai import FakeResponses
+
+from support.clients import install, run_claude
+from support.fake_api import FakeServer, OpenAIAPI, ScriptedAgent, cache_blocks, scripted_project
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    binary, why = claude_binary()
+    binary, why = install("claude")
     if binary is None:
         pytest.skip(f"cannot install Claude Code here: {why}")
-    return binary
+    return str(binary)
 
 
 def _pairs_intact(body: dict) -> bool:
@@ -55,20 +55,21 @@ def test_claude_code_through_ctx_wrap(claude: str, tmp_path: Path) -> None:
     home.mkdir()
     offload = project / ".ctx-offload"
     steps = scripted_project(project, turns=40)
-    with FakeAnthropic(steps, offload_dir=str(offload)) as fake:
+    fake = ScriptedAgent(steps, offload_dir=str(offload))
+    with fake.serve() as server:
         done = run_claude(
-            claude, project, home, fake.base_url,
+            claude, project, home, server.base_url,
             wrap=["--offload-dir", str(offload), "--clear-at-least", "5000"],
         )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(done.stdout)
     assert result["is_error"] is False and result["result"] == "All files read. Done."
     # Every request was accepted, and no request split a tool pair.
-    assert fake.rejected == []
+    assert server.rejected() == []
     assert fake.totals.requests >= 42
-    assert all(_pairs_intact(body) for body in fake.requests)
+    assert all(_pairs_intact(body) for body in fake.bodies)
     # The proxy really reduced: late requests carry cleared results, not the originals.
-    last = json.dumps(fake.requests[-1])
+    last = json.dumps(fake.bodies[-1])
     assert "[ctx cleared: " in last or "ctx: old tool result cleared" in last
     # The agent read an offloaded file back and got the original text.
     assert "path" in fake.readback, fake.readback
@@ -84,11 +85,11 @@ def test_claude_code_through_ctx_wrap(claude: str, tmp_path: Path) -> None:
     # The history sent stays under the eino preset's budget (clear_tool_results max_tokens
     # 30,000), give or take the newest round, which the preset always keeps.
     budget = 30_000 + max(
-        sum(b[1] for b in blocks({"messages": [m]})) for m in fake.requests[-1]["messages"]
+        sum(b[1] for b in cache_blocks({"messages": [m]})) for m in fake.bodies[-1]["messages"]
     )
-    for body in fake.requests:
+    for body in fake.bodies:
         history = sum(
-            b[1] for b in blocks({"system": body.get("system"), "messages": body["messages"]})
+            b[1] for b in cache_blocks({"system": body.get("system"), "messages": body["messages"]})
         )
         assert history <= budget
     # And the run is at least 30% cheaper than the same run without the proxy.
@@ -105,11 +106,12 @@ def test_direct_run_costs_what_the_proxy_predicts(claude: str, tmp_path: Path) -
         home.mkdir()
         steps = scripted_project(project, turns=12)
         offload = project / ".ctx-offload"
-        with FakeAnthropic(steps, offload_dir=str(offload)) as fake:
+        fake = ScriptedAgent(steps, offload_dir=str(offload))
+        with fake.serve() as server:
             wrap = None if mode == "direct" else ["--offload-dir", str(offload)]
-            done = run_claude(claude, project, home, fake.base_url, wrap=wrap)
+            done = run_claude(claude, project, home, server.base_url, wrap=wrap)
         assert done.returncode == 0, done.stderr[-2000:]
-        assert fake.rejected == []
+        assert server.rejected() == []
         runs[mode] = (fake, offload)
     direct, _ = runs["direct"]
     _, offload = runs["wrapped"]
@@ -126,19 +128,19 @@ def test_direct_run_costs_what_the_proxy_predicts(claude: str, tmp_path: Path) -
 
 def test_codex_through_ctx_wrap(tmp_path: Path) -> None:
     """The real Codex CLI: its WebSocket attempt gets 426, it falls back to HTTP through ctx."""
-    binary, why = codex_binary()
+    binary, why = install("codex")
     if binary is None:
         pytest.skip(f"cannot install Codex here: {why}")
     home = tmp_path / "home"
     (home / ".codex").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX"))}
-    with FakeResponses() as fake:
+    with FakeServer(OpenAIAPI("Hello from the fake Responses API")) as fake:
         env.update(
             HOME=str(home),
             CODEX_HOME=str(home / ".codex"),
             OPENAI_API_KEY="sk-test",
-            OPENAI_BASE_URL=fake.base_url,  # ctx wrap makes it the proxy's upstream
-            CTX_CODEX_BIN=binary,
+            OPENAI_BASE_URL=f"{fake.base_url}/v1",  # ctx wrap makes it the proxy's upstream
+            CTX_CODEX_BIN=str(binary),
         )
         argv = [
             sys.executable,
@@ -155,7 +157,9 @@ def test_codex_through_ctx_wrap(tmp_path: Path) -> None:
         )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Hello from the fake Responses API" in done.stdout
-    assert fake.requests and fake.requests[0]["stream"] is True
-    assert fake.upgrades == 0  # the proxy answered the upgrades itself (426)
+    turns = fake.posts("/v1/responses")
+    assert turns and turns[0].body["stream"] is True and all(t.accepted for t in turns)
+    # The proxy answered the WebSocket upgrades itself (426): none reached the API.
+    assert [r for r in fake.requests if r.headers.get("upgrade")] == []
     assert "ctx wrap: 1 model requests" in done.stderr
     assert "openai_responses" in done.stderr

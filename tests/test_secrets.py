@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from anthropic_server import AnthropicServer, Reply, Request
 from ctxcli.cli import app
 from ctxcli.cli.console import redact
+from support.fake_api import AnthropicServer, Reply, Request
 
 SECRET = "sk-ant-api03-TESTSECRET-do-not-leak-0123456789"
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"

@@ -1,7 +1,7 @@
 """summarize: one summary message instead of old history, never splitting a call from its result.
 
 The stage's cut, idempotency and failure handling; the extractive summarizer; the
-Anthropic summarizer through the real SDK against a loopback server (tests/anthropic_server.py).
+Anthropic summarizer through the real SDK against a loopback server (tests/support/fake_api).
 """
 
 from __future__ import annotations
@@ -13,16 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from anthropic_server import (
-    AnthropicServer,
-    Reply,
-    Request,
-    garbage,
-    message,
-    rate_limited,
-    server_error,
-    timeout,
-)
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.hints import is_summary
@@ -35,6 +25,16 @@ from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 from ctxcli.store.disk import DryRunOffload
+from support.fake_api import (
+    AnthropicServer,
+    Reply,
+    Request,
+    garbage,
+    message,
+    rate_limited,
+    server_error,
+    timeout,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures" / "synaptic"
 

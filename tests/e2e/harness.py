@@ -2,7 +2,8 @@
 
 Used by the e2e tests and by ``make bench`` (benchmarks/resume_requests.py). The CLIs
 come from ``scripts/install_clients.sh`` (pinned npm packages in a cache directory);
-:func:`client` says where one is, or why it is missing.
+``support.clients.client`` says where one is, or why it is missing. The fake APIs are
+``support.fake_api``'s.
 
 A resume runs in a fresh HOME laid out the way the client expects:
 ``~/.claude/projects/<slug of the cwd>/<session id>.jsonl`` for Claude Code and
@@ -23,7 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fake_apis import FakeAPI, Recorded
+from support.clients import client, require
+from support.fake_api import FakeServer, MessagesAPI, OpenAIAPI, Request
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = REPO.parent / "shared" / "transcripts"
@@ -31,31 +33,7 @@ PROMPT = "Reply with one word. (ctx-e2e resume probe)"
 MARKER = "ctx-e2e resume probe"
 RUN_TIMEOUT_S = 240
 
-CLIENTS = {
-    "claude": ("claude-code", "claude"),
-    "codex": ("codex", "codex"),
-    "ccusage": ("ccusage", "ccusage"),
-    "ccusage-codex": ("ccusage-codex", "ccusage-codex"),
-}
-
-
-def cache_dir() -> Path:
-    """Where scripts/install_clients.sh puts the clients."""
-    if os.environ.get("CTX_E2E_CACHE"):
-        return Path(os.environ["CTX_E2E_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "ctx-e2e"
-
-
-def client(name: str) -> tuple[Path | None, str]:
-    """(path of the installed CLI, "") or (None, why it is not there)."""
-    folder, binary = CLIENTS[name]
-    path = cache_dir() / folder / "node_modules" / ".bin" / binary
-    if not shutil.which("node"):
-        return None, "node is not installed (run .ci/run or apt-get install nodejs npm)"
-    if not path.exists():
-        return None, f"{name} is not installed in {path.parent} (run scripts/install_clients.sh)"
-    return path, ""
+__all__ = ["client", "require"]
 
 
 def shared(prefix: str) -> list[Path]:
@@ -63,16 +41,6 @@ def shared(prefix: str) -> list[Path]:
     if not SHARED.is_dir():
         return []
     return sorted(p for p in SHARED.glob(f"{prefix}*.jsonl") if p.is_file())
-
-
-def require(name: str) -> Path:
-    """The installed CLI ``name``, or skip the calling test saying why it is missing."""
-    import pytest
-
-    path, why = client(name)
-    if path is None:
-        pytest.skip(why)
-    return path
 
 
 def require_shared() -> None:
@@ -132,13 +100,13 @@ class Resume:
     returncode: int
     stdout: str
     stderr: str
-    requests: list[Recorded]
+    requests: list[Request]
 
-    def turns(self, path: str) -> list[Recorded]:
+    def turns(self, path: str) -> list[Request]:
         """The requests to ``path`` that carry the probe prompt (the resumed turn)."""
         return [r for r in self.requests if r.path == path and MARKER in json.dumps(r.body)]
 
-    def accepted_turn(self, path: str, label: str) -> Recorded:
+    def accepted_turn(self, path: str, label: str) -> Request:
         """The resumed turn, after checking the client exited 0 and the server accepted it."""
         turns = self.turns(path)
         assert self.returncode == 0, f"{label}: the client failed\n{self.describe()}"
@@ -163,7 +131,7 @@ def _base_env(home: Path) -> dict[str, str]:
     }
 
 
-def _run(cmd: list[str], cwd: Path, env: dict[str, str], api: FakeAPI) -> Resume:
+def _run(cmd: list[str], cwd: Path, env: dict[str, str], api: FakeServer) -> Resume:
     proc = subprocess.run(
         cmd,
         cwd=cwd,
@@ -186,7 +154,7 @@ def resume_claude(work: Path, session: Path, sid: str | None = None) -> Resume:
     for d in (home / "tmp", cwd):
         d.mkdir(parents=True, exist_ok=True)
     lay_out_claude(home, cwd, session, sid)
-    with FakeAPI("anthropic") as api:
+    with FakeServer(MessagesAPI()) as api:
         env = {
             **_base_env(home),
             "ANTHROPIC_BASE_URL": api.base_url,
@@ -209,7 +177,7 @@ def resume_codex(work: Path, session: Path) -> Resume:
     for d in (home / "tmp", cwd):
         d.mkdir(parents=True, exist_ok=True)
     lay_out_codex(home, session, sid)
-    with FakeAPI("openai") as api:
+    with FakeServer(OpenAIAPI()) as api:
         env = {
             **_base_env(home),
             "CODEX_HOME": str(home / ".codex"),
@@ -300,7 +268,7 @@ class Size:
     conversation_tokens: int
 
 
-def measure(request: Recorded) -> Size:
+def measure(request: Request) -> Size:
     """Size of a recorded request; tokens counted like ``ctx stats`` (cl100k, visible text)."""
     from ctxcli.services.tokens import load_engine
 

@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 from harness import measure, reduced_copy, require, require_shared, resume_codex, shared
 
+from support.fake_api import is_compaction
+
 pytestmark = pytest.mark.e2e
 
 RESPONSES = "/v1/responses"
@@ -30,8 +32,6 @@ def _needs_client() -> None:
 
 
 def _compactions(run) -> int:
-    from fake_apis import is_compaction
-
     return sum(1 for r in run.requests if r.path.startswith(RESPONSES) and is_compaction(r.body))
 
 

@@ -1,4 +1,4 @@
-"""The fake APIs the e2e tests use reject what the real ones reject (no client needed)."""
+"""The fake APIs the tests use reject what the real ones reject (no client needed)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import urllib.request
 from typing import Any
 
 import pytest
-from fake_apis import FakeAPI
+
+from support.fake_api import FakeServer, MessagesAPI, OpenAIAPI, Reply, compactions
 
 
-def post(api: FakeAPI, path: str, body: Any) -> tuple[int, Any, str]:
+def post(api: FakeServer, path: str, body: Any) -> tuple[int, Any, str]:
     req = urllib.request.Request(
         api.base_url + path,
         data=json.dumps(body).encode(),
@@ -68,12 +69,14 @@ ANTHROPIC_BAD = [
         ),
         "ids must be unique",
     ),
+    (messages(("user", "go"), ("system", [use("t1")])), "can only hold text blocks"),
+    (messages(("developer", "go")), "Input should be 'user', 'assistant' or 'system'"),
 ]
 
 
 @pytest.mark.parametrize(("body", "message"), ANTHROPIC_BAD)
 def test_messages_api_rejects_like_the_real_one(body: dict[str, Any], message: str) -> None:
-    with FakeAPI("anthropic", lifetime_s=30) as api:
+    with FakeServer(MessagesAPI(), lifetime_s=30) as api:
         status, answer, _ = post(api, "/v1/messages", body)
     assert status == 400
     assert answer["type"] == "error" and answer["error"]["type"] == "invalid_request_error"
@@ -82,12 +85,14 @@ def test_messages_api_rejects_like_the_real_one(body: dict[str, Any], message: s
 
 
 def test_messages_api_answers_a_valid_turn_streamed_or_not() -> None:
+    # A system message between turns (Claude Code 2.1 sends one) splits no turn.
     body = messages(
         ("user", "go"),
+        ("system", [{"type": "text", "text": "# Environment"}]),
         ("assistant", [use("t1")]),
         ("user", [result("t1"), {"type": "text", "text": "ok?"}]),
     )
-    with FakeAPI("anthropic", lifetime_s=30) as api:
+    with FakeServer(MessagesAPI(), lifetime_s=30) as api:
         status, answer, _ = post(api, "/v1/messages", body)
         assert status == 200 and answer["content"][0]["type"] == "text"
         assert answer["usage"]["input_tokens"] > 0
@@ -125,7 +130,7 @@ RESPONSES_BAD = [
 def test_responses_api_rejects_like_the_real_one(
     body: dict[str, Any], status: int, message: str
 ) -> None:
-    with FakeAPI("openai", lifetime_s=30) as api:
+    with FakeServer(OpenAIAPI(), lifetime_s=30) as api:
         got, answer, _ = post(api, "/v1/responses", body)
     assert got == status
     assert set(answer["error"]) == {"message", "type", "param", "code"}
@@ -133,7 +138,7 @@ def test_responses_api_rejects_like_the_real_one(
 
 
 def test_responses_api_answers_turns_compactions_and_refuses_websockets() -> None:
-    with FakeAPI("openai", lifetime_s=30) as api:
+    with FakeServer(OpenAIAPI(), lifetime_s=30) as api:
         # A dropped reasoning item is fine: nothing refers to it.
         status, answer, _ = post(api, "/v1/responses", responses(USER, CALL, OUTPUT))
         assert status == 200 and answer["output"][0]["type"] == "message"
@@ -152,14 +157,59 @@ def test_responses_api_answers_turns_compactions_and_refuses_websockets() -> Non
             urllib.request.urlopen(req, timeout=10)
         assert err.value.code == 426
         err.value.close()
-    assert api.compactions() == 1
+    assert compactions(api) == 1
 
 
 def test_a_fake_api_stops_by_itself() -> None:
-    api = FakeAPI("openai", lifetime_s=0.2).start()
+    api = FakeServer(OpenAIAPI(), lifetime_s=0.2)
     url = api.base_url
     import time
 
     time.sleep(0.6)
     with pytest.raises(OSError):
         urllib.request.urlopen(url + "/v1/models", timeout=2)
+
+
+CHAT_CALL = {"id": "c1", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+CHAT_BAD = [
+    (
+        [{"role": "user", "content": "go"}, {"role": "tool", "tool_call_id": "c1", "content": "x"}],
+        "must be a response to a preceeding message with 'tool_calls'",
+    ),
+    (
+        [{"role": "user", "content": "go"}, {"role": "assistant", "tool_calls": [CHAT_CALL]}],
+        "did not have response messages: c1",
+    ),
+    ([], "empty array"),
+]
+
+
+@pytest.mark.parametrize(("history", "message"), CHAT_BAD)
+def test_chat_completions_rejects_like_the_real_one(history: list[Any], message: str) -> None:
+    with FakeServer(OpenAIAPI(), lifetime_s=30) as api:
+        status, answer, _ = post(api, "/v1/chat/completions", {"model": "gpt", "messages": history})
+    assert status == 400 and message in answer["error"]["message"]
+
+
+def test_credentials_are_seen_but_never_stored() -> None:
+    with FakeServer(MessagesAPI(), lifetime_s=30) as api:
+        req = urllib.request.Request(
+            api.base_url + "/v1/models", headers={"Authorization": "Bearer sk-ant-oat01-SECRET"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.status == 200
+    (seen,) = api.requests
+    assert seen.credential and seen.headers["authorization"] == "<redacted>"
+    assert "SECRET" not in repr(api.requests)
+
+
+def test_a_stream_can_be_broken_off_midway() -> None:
+    chunks = [b"event: a\ndata: {}\n\n", b"event: b\ndata: {}\n\n", b"never sent"]
+    with FakeServer(MessagesAPI(), lifetime_s=30) as api:
+        api.push(Reply(headers={"content-type": "text/event-stream"}, chunks=chunks, reset_after=2))
+        got = b""
+        with pytest.raises(OSError):  # the reset reaches the client as an error
+            with urllib.request.urlopen(api.base_url + "/v1/messages", timeout=10) as resp:
+                while block := resp.read1(65536):
+                    got += block
+    assert got == b"".join(chunks[:2])

@@ -22,6 +22,9 @@ def mcp(
 ) -> None:
     """Serve the ctx_retrieve and ctx_stats tools over MCP (stdio).
 
+    ctx_retrieve answers a window of an offloaded file: 2,000 lines by default, at most
+    10,000 and 100,000 characters, saying which offset reads on.
+
     Example:
 
     \b

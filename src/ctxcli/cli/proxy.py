@@ -91,6 +91,14 @@ def proxy(
     openai_upstream: Annotated[
         str, typer.Option("--openai-upstream", help="OpenAI API base URL.")
     ] = "https://api.openai.com",
+    other_paths: Annotated[
+        str | None,
+        typer.Option(
+            "--other-paths",
+            metavar="anthropic|openai",
+            help="The API that other paths than the model endpoints go to (default: none).",
+        ),
+    ] = None,
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     offload_dir: OffloadOpt = None,
@@ -101,12 +109,16 @@ def proxy(
     """Serve the Anthropic and OpenAI APIs locally, reducing each request's history.
 
     Point a client at it; /stats answers what it saved (tokens and cache-priced cost).
+    Requests go by configuration, never by their headers: the model endpoints to their
+    API, paths under /anthropic or /openai to that API, other paths to --other-paths
+    (none by default: answered 404).
 
     Example:
 
     \b
         ctx proxy --port 8787 -v
-        ANTHROPIC_BASE_URL=http://127.0.0.1:8787 claude
+        ANTHROPIC_BASE_URL=http://127.0.0.1:8787/anthropic claude
+        codex -c openai_base_url=http://127.0.0.1:8787/openai/v1
     """
     with _errors():
         mod = load_proxy()
@@ -119,10 +131,22 @@ def proxy(
             input_price,
             upstream=upstream,
             openai_upstream=openai_upstream,
+            other_paths=other_paths,
         )
-        core = mod.ProxyCore(chosen, log=note("ctx proxy") if verbose else None, warn=console.warn)
-        note("ctx proxy")(
-            f"listening on http://{host}:{port} (upstream {upstream}); "
-            f"offloaded text goes to {chosen.offload_dir}"
+        _serve(mod, chosen, host, port, verbose)
+
+
+def _serve(mod: Any, chosen: Any, host: str, port: int, verbose: bool) -> None:
+    """Run the proxy in the foreground; say where it listens and, at the end, what it kept."""
+    say = note("ctx proxy")
+    core = mod.ProxyCore(chosen, log=say if verbose else None, warn=console.warn)
+
+    def listening(url: str) -> None:
+        say(
+            f"listening on {url} (upstream {chosen.upstream}); offloaded text goes to {core.offload_dir}"
         )
-        mod.serve(core, host=host, port=port)
+
+    kept = mod.serve(core, host=host, port=port, on_listening=listening)
+    from ctxcli.proxy.wrap import where_offloaded
+
+    say(where_offloaded(kept))

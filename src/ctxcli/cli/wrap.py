@@ -36,7 +36,10 @@ def wrap(
     """Run Claude Code or Codex through a ctx proxy; print what the run saved.
 
     The proxy listens on a free loopback port only while the client runs; no
-    configuration file is changed. The client's exit code is ctx's.
+    configuration file is changed. The client's exit code is ctx's (128 + N when a
+    signal N killed it). Without --offload-dir the run gets a fresh directory under
+    ctx's cache directory, removed at the end unless a hint cites a file in it (then
+    its path is printed).
 
     Example:
 
@@ -55,8 +58,8 @@ def wrap(
             log=note("ctx wrap") if verbose else None,
             warn=console.warn,
         )
-        from ctxcli.proxy.wrap import summary
+        from ctxcli.proxy.wrap import summary, where_offloaded
 
-        for line in summary(result.stats):
+        for line in [*summary(result.stats), where_offloaded(result.offload_dir)]:
             note("ctx wrap")(line)
-    raise typer.Exit(result.returncode)
+    raise typer.Exit(result.exit_code)

@@ -1,11 +1,15 @@
 """The HTTP side of the proxy: a Starlette app forwarding to the upstream APIs with httpx.
 
-Model requests (``POST /v1/messages``, ``/v1/chat/completions``, ``/v1/responses``) go
-through :class:`ProxyCore`; every other path is forwarded as it is. Answers stream back
-untouched (raw bytes, the upstream's status and headers); on the way the proxy reads the
-``usage`` the upstream reports, from the SSE events or the JSON body. A WebSocket upgrade
-is refused with 426 so that clients that try one first (Codex) fall back to HTTP.
-``GET /stats`` answers the proxy's figures as JSON.
+Each request goes where :mod:`ctxcli.proxy.routes` says (by configuration, never by its
+headers; a path routed nowhere is answered 404). Model requests (``POST /v1/messages``,
+``/v1/chat/completions``, ``/v1/responses``) go through :class:`ProxyCore`; every other
+path is forwarded as it is. Answers stream back untouched (raw bytes, the upstream's
+status and headers); on the way the proxy reads the ``usage`` the upstream reports, from
+the SSE events or the JSON body. An upstream that breaks off mid-answer costs one warning
+line, and the client's connection is broken off after the bytes that came (as it would
+be without the proxy). The proxy's own errors are in the addressed API's error shape. A
+WebSocket upgrade is refused with 426 so that clients that try one first (Codex) fall
+back to HTTP. ``GET /stats`` answers the proxy's figures as JSON.
 """
 
 from __future__ import annotations
@@ -21,18 +25,13 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, WebSocketRoute
+from starlette.types import Send
 from starlette.websockets import WebSocket
 
+from ctxcli.proxy import routes
 from ctxcli.proxy.engine import ProxyCore, RequestRecord
+from ctxcli.proxy.routes import Provider
 from ctxcli.proxy.shapes import Api
-
-MODEL_PATHS: dict[str, Api] = {
-    "/v1/messages": "anthropic",
-    "/v1/chat/completions": "openai_chat",
-    "/chat/completions": "openai_chat",
-    "/v1/responses": "openai_responses",
-    "/responses": "openai_responses",
-}
 
 _HOP_BY_HOP = frozenset(
     {
@@ -50,17 +49,6 @@ _HOP_BY_HOP = frozenset(
     }
 )
 _MAX_CAPTURE = 16 * 1024 * 1024
-
-
-def _upstream_for(core: ProxyCore, path: str, headers: Any) -> str:
-    api = MODEL_PATHS.get(path)
-    if api == "anthropic" or path.startswith("/v1/messages"):
-        return core.settings.upstream
-    if api is not None:
-        return core.settings.openai_upstream
-    if "x-api-key" in headers or "anthropic-version" in headers:
-        return core.settings.upstream
-    return core.settings.openai_upstream
 
 
 def _join(base: str, path: str, query: str) -> str:
@@ -86,13 +74,16 @@ def create_app(core: ProxyCore) -> Starlette:
 
     async def forward(request: Request) -> Response:
         client: httpx.AsyncClient = request.app.state.client
-        path = request.url.path
+        route = routes.route(core.settings, request.url.path)
+        if route is None:
+            base = f"{request.url.scheme}://{request.url.netloc}"
+            message = routes.unrouted_message(request.url.path, base)
+            return error_response(None, 404, "not_found_error", message)
         raw = await request.body()
-        api = MODEL_PATHS.get(path)
         record: RequestRecord | None = None
-        if api is not None and request.method == "POST":
+        if route.api is not None and request.method == "POST":
             # Reducing is CPU work: off the event loop, so other streams keep flowing.
-            prepared = await run_in_threadpool(core.prepare, api, raw)
+            prepared = await run_in_threadpool(core.prepare, route.api, raw)
             raw, record = prepared.body, prepared.record
         headers = [
             (k, v)
@@ -101,30 +92,14 @@ def create_app(core: ProxyCore) -> Starlette:
         ]
         # Identity encoding, so the proxy can read the usage the upstream reports.
         headers.append(("accept-encoding", "identity"))
-        url = _join(_upstream_for(core, path, request.headers), path, request.url.query)
+        url = _join(route.base, route.path, request.url.query)
         upstream_request = client.build_request(request.method, url, headers=headers, content=raw)
         try:
             upstream = await client.send(upstream_request, stream=True)
         except httpx.HTTPError as exc:
             core.warn(f"upstream {url} failed: {type(exc).__name__}: {exc}")
-            body = {"type": "error", "error": {"type": "api_error", "message": f"ctx proxy: {exc}"}}
-            return JSONResponse(body, status_code=502)
-        out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
-        is_sse = "text/event-stream" in upstream.headers.get("content-type", "")
-
-        async def relay() -> AsyncIterator[bytes]:
-            reader = _UsageReader(is_sse) if api is not None else None
-            try:
-                async for chunk in upstream.aiter_raw():
-                    if reader is not None:
-                        reader.feed(chunk)
-                    yield chunk
-            finally:
-                await upstream.aclose()
-                if reader is not None and upstream.status_code < 400:
-                    core.record_usage(record, reader.usage())
-
-        return StreamingResponse(relay(), status_code=upstream.status_code, headers=out_headers)
+            return error_response(route.provider, 502, "api_error", f"ctx proxy: {exc}")
+        return _relay(core, upstream, url, record, route.api)
 
     async def refuse_websocket(websocket: WebSocket) -> None:
         await websocket.send_denial_response(
@@ -132,12 +107,75 @@ def create_app(core: ProxyCore) -> Starlette:
         )
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
-    routes = [
+    table = [
         Route("/stats", stats, methods=["GET"]),
         Route("/{path:path}", forward, methods=methods),
         WebSocketRoute("/{path:path}", refuse_websocket),
     ]
-    return Starlette(routes=routes, lifespan=lifespan)
+    return Starlette(routes=table, lifespan=lifespan)
+
+
+def error_response(provider: Provider | None, status: int, kind: str, message: str) -> Response:
+    """An error of the proxy's own, in the addressed API's shape (both when none is known)."""
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if provider == "anthropic":
+        return JSONResponse({"type": "error", "error": error}, status)
+    error.update(param=None, code=None)  # OpenAI's shape: {"error": {message, type, param, code}}
+    if provider == "openai":
+        return JSONResponse({"error": error}, status)
+    return JSONResponse({"type": "error", "error": error}, status)
+
+
+class _Relay(StreamingResponse):
+    """The upstream's answer, streamed; broken off when the upstream broke it off.
+
+    A clean end would tell the client it has the whole answer. Returning without the
+    last body message makes the server close the connection instead, as the upstream's
+    did (uvicorn's own line about it is filtered out: the proxy already said why).
+    """
+
+    broken = False
+
+    async def stream_response(self, send: Send) -> None:
+        await send(
+            {"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers}
+        )
+        async for chunk in self.body_iterator:
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        if not self.broken:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+def _relay(
+    core: ProxyCore,
+    upstream: httpx.Response,
+    url: str,
+    record: RequestRecord | None,
+    api: Api | None,
+) -> _Relay:
+    """Stream ``upstream`` back, reading its usage on the way (model endpoints only)."""
+    out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in _HOP_BY_HOP}
+    reader = _UsageReader("text/event-stream" in upstream.headers.get("content-type", ""))
+
+    async def chunks() -> AsyncIterator[bytes]:
+        size = 0
+        try:
+            async for chunk in upstream.aiter_raw():
+                if api is not None:
+                    reader.feed(chunk)
+                size += len(chunk)
+                yield chunk
+        except httpx.HTTPError as exc:
+            response.broken = True
+            why = str(exc) or type(exc).__name__
+            core.warn(f"upstream {url} broke off its answer after {size:,} bytes ({why})")
+        finally:
+            await upstream.aclose()
+            if api is not None and upstream.status_code < 400:
+                core.record_usage(record, reader.usage())
+
+    response = _Relay(chunks(), status_code=upstream.status_code, headers=out_headers)
+    return response
 
 
 class _UsageReader:

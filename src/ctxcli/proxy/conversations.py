@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ctxcli.proxy.rules import rejection
 from ctxcli.proxy.shapes import (
     Api,
-    anthropic_problems,
     canonical,
     digest,
+    history_key,
     place_breakpoints,
     strip_cache_control,
 )
@@ -89,12 +90,12 @@ def decide(
     result = conv.reducer.reduce(plain, system=system)
     candidate = strip_cache_control(list(result.messages))
     decision = Decision(messages=[], offloaded=len(result.offloaded))
-    if api == "anthropic":
-        bad = anthropic_problems(candidate)
-        if bad and not anthropic_problems(plain):
-            # Never send what the API would reject: the client's own history goes instead.
-            candidate = plain
-            decision.refused = "; ".join(bad[:3])
+    field_name = history_key(api)
+    bad = rejection(api, {**body, field_name: candidate})
+    if bad is not None and rejection(api, {**body, field_name: plain}) is None:
+        # Never send what the API would reject: the client's own history goes instead.
+        candidate = plain
+        decision.refused = bad.message
     chosen = candidate
     known = len(conv.originals)
     if conv.sent and known <= len(hashes) and hashes[:known] == conv.originals:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from ctxcli.proxy.conversations import (
     MessageReducer,
     decide,
 )
+from ctxcli.proxy.routes import Provider, check_settings
 from ctxcli.proxy.shapes import (
     Api,
     canonical,
@@ -61,9 +63,16 @@ class ProxySettings:
     Attributes:
         upstream: base URL of the Anthropic API.
         openai_upstream: base URL of the OpenAI API (Chat Completions and Responses).
+        single_upstream: serve one API only: every request goes to its upstream, whatever
+            its path (``ctx wrap``, where the proxy serves one client).
+        other_paths: the API that paths other than the model endpoints go to when they
+            carry no ``/anthropic`` or ``/openai`` prefix; None: nowhere (answered 404).
+            See :mod:`ctxcli.proxy.routes`.
         preset: the named chain to run (None: ``config``'s chain, else the default chain).
         config: a ctx.toml.
-        offload_dir: where offloaded text goes; the hints name it, so the agent can read it.
+        offload_dir: where offloaded text goes; the hints name it, so the agent can read it
+            (created 0700 if missing). None: a fresh ``run-*`` directory under ctx's cache
+            directory, removed when the run ends unless a hint cites a file in it.
         clear_at_least: a change to already-sent (cached) messages is taken only when it
             reclaims at least this many tokens.
         max_conversations: conversations remembered at once.
@@ -75,9 +84,11 @@ class ProxySettings:
 
     upstream: str = "https://api.anthropic.com"
     openai_upstream: str = "https://api.openai.com"
+    single_upstream: Provider | None = None
+    other_paths: Provider | None = None
     preset: str | None = "eino"
     config: str | None = None
-    offload_dir: str = field(default_factory=lambda: default_offload_dir())
+    offload_dir: str | None = None
     clear_at_least: int = 5000
     max_conversations: int = 64
     idle_seconds: float = 3600.0
@@ -87,9 +98,14 @@ class ProxySettings:
 
 
 def default_offload_dir() -> str:
-    """A fresh directory for one proxy run, under the ctx cache directory."""
+    """A fresh directory (0700) for one proxy run, under ctx's cache directory."""
     base = private_dir(cache_dir() / "proxy", tighten=True)
     return tempfile.mkdtemp(prefix="run-", dir=base)
+
+
+def holds_offloaded_text(folder: str | os.PathLike[str]) -> bool:
+    """True if ``folder`` holds a file a reducer offloaded (``<area>/<name>``)."""
+    return any(p.is_file() for p in Path(folder).glob("*/*"))
 
 
 @dataclass
@@ -151,6 +167,9 @@ class Prepared:
 class ProxyCore:
     """Reduces requests per conversation and keeps the figures.
 
+    Call :meth:`finish` when the run ends: it removes a run directory the core made
+    and no hint cites.
+
     Args:
         settings: see :class:`ProxySettings`.
         log: receives one line per request (the ``-v`` output).
@@ -167,10 +186,16 @@ class ProxyCore:
         warn: Callable[[str], None] | None = None,
         make_reducer: Callable[[Api], MessageReducer] | None = None,
     ) -> None:
+        check_settings(settings)
         self.settings = settings
         self.log = log
         self.warn = warn or (lambda _msg: None)
-        Path(settings.offload_dir).mkdir(parents=True, exist_ok=True)
+        self._owns_dir = settings.offload_dir is None
+        if settings.offload_dir is None:
+            self.offload_dir = default_offload_dir()
+        else:
+            self.offload_dir = str(private_dir(Path(settings.offload_dir).absolute()))
+        """The directory the hints cite (absolute)."""
         self._config = load_config(settings.config) if settings.config else None
         self._make_reducer = make_reducer or self._default_reducer
         self.store = ConversationStore(
@@ -193,7 +218,7 @@ class ProxyCore:
         return Reducer(
             config=self._config,
             preset=self.settings.preset,
-            offload_dir=self.settings.offload_dir,
+            offload_dir=self.offload_dir,
             api=api,
             read_tool=self.settings.read_tool if api == "anthropic" else None,
         )
@@ -334,7 +359,7 @@ class ProxyCore:
                 "expired_conversations": self.store.expired,
                 "by_api": by_api,
                 "upstream_usage": dict(self.usage),
-                "offload_dir": self.settings.offload_dir,
+                "offload_dir": self.offload_dir,
                 "preset": self.settings.preset,
                 "clear_at_least": self.settings.clear_at_least,
                 "input_price_per_mtok": self.settings.input_price,
@@ -344,11 +369,25 @@ class ProxyCore:
             }
 
     def write_stats(self) -> None:
-        """Write :meth:`stats` to the offload directory (atomically)."""
-        target = Path(self.settings.offload_dir) / STATS_FILE
-        tmp = target.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
+        """Write :meth:`stats` to the offload directory (atomically, readable by its owner only)."""
+        target = Path(self.offload_dir) / STATS_FILE
         try:
-            tmp.write_text(json.dumps(self.stats(), indent=2))
-            tmp.replace(target)
+            fd, tmp = tempfile.mkstemp(prefix=f".{STATS_FILE}.", dir=self.offload_dir)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(json.dumps(self.stats(), indent=2))
+            os.replace(tmp, target)
         except OSError as exc:
             self.warn(f"cannot write {target}: {exc}")
+
+    def finish(self) -> str | None:
+        """End the run: the directory the hints cite, or None when nothing was offloaded.
+
+        A run directory the core made (no ``offload_dir`` in the settings) is removed when
+        it holds no offloaded text; a directory the caller named is never touched.
+        """
+        if not self._owns_dir:
+            return self.offload_dir
+        if holds_offloaded_text(self.offload_dir):
+            return self.offload_dir
+        shutil.rmtree(self.offload_dir, ignore_errors=True)
+        return None

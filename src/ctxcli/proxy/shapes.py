@@ -203,37 +203,3 @@ def _breakpoint_block(messages: list[Any], index: int, j: int) -> dict[str, Any]
             continue
         return part
     return None
-
-
-def anthropic_problems(messages: list[Any]) -> list[str]:
-    """What the Messages API would reject in a reduced history (empty: nothing).
-
-    The proxy checks what it is about to send; a reduction that fails here is not sent.
-    """
-    found: list[str] = []
-    if not messages or not isinstance(messages[0], dict) or messages[0].get("role") != "user":
-        found.append("the first message is not the user's")
-    open_calls: set[str] = set()
-    for i, msg in enumerate(messages):
-        role = msg.get("role") if isinstance(msg, dict) else None
-        if role not in ("user", "assistant", "system"):
-            found.append(f"message {i} has role {role!r}")
-            continue
-        if role == "system":  # Claude Code sends these between turns; they hold no tool blocks
-            continue
-        content = msg.get("content")
-        parts = [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
-        if content in ("", []) and i < len(messages) - 1:
-            found.append(f"message {i} is empty")
-        if any(p.get("type") == "text" and not p.get("text") for p in parts):
-            found.append(f"message {i} has an empty text block")
-        answered = {p.get("tool_use_id") for p in parts if p.get("type") == "tool_result"}
-        if role == "user":
-            if open_calls != answered:
-                found.append(f"message {i} does not answer exactly the tool calls before it")
-            open_calls = set()
-        else:
-            if open_calls:
-                found.append(f"message {i} follows tool calls that have no results")
-            open_calls = {str(p.get("id")) for p in parts if p.get("type") == "tool_use"}
-    return found

@@ -24,11 +24,26 @@ CLIENTS = ("claude", "codex")
 
 @dataclass
 class WrapResult:
-    """How the wrapped client ended and what the proxy did meanwhile."""
+    """How the wrapped client ended and what the proxy did meanwhile.
+
+    Attributes:
+        returncode: the client's, as :mod:`subprocess` reports it (``-N``: killed by
+            signal N).
+        stats: the proxy's figures.
+        url: where the proxy listened.
+        offload_dir: the directory the hints cite, or None when nothing was offloaded
+            (the run directory was then removed).
+    """
 
     returncode: int
     stats: dict[str, Any]
     url: str
+    offload_dir: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        """The client's exit code as a shell reports it: 128 + N for a kill by signal N."""
+        return 128 - self.returncode if self.returncode < 0 else self.returncode
 
 
 def client_command(
@@ -54,12 +69,20 @@ def find_client(client: str) -> str:
 
 
 def upstream_settings(client: str, settings: ProxySettings) -> ProxySettings:
-    """``settings`` with the upstream the user's environment already names, if any."""
-    if client == "claude" and os.environ.get("ANTHROPIC_BASE_URL"):
-        return replace(settings, upstream=os.environ["ANTHROPIC_BASE_URL"])
-    if client == "codex" and os.environ.get("OPENAI_BASE_URL"):
-        return replace(settings, openai_upstream=os.environ["OPENAI_BASE_URL"])
-    return settings
+    """``settings`` for one client: its API the only upstream, the one its environment names.
+
+    The proxy serves this client alone, so every path it requests goes to the client's
+    own API (never a credential to the other one).
+    """
+    if client == "claude":
+        chosen = replace(settings, single_upstream="anthropic")
+        if os.environ.get("ANTHROPIC_BASE_URL"):
+            chosen = replace(chosen, upstream=os.environ["ANTHROPIC_BASE_URL"])
+        return chosen
+    chosen = replace(settings, single_upstream="openai")
+    if os.environ.get("OPENAI_BASE_URL"):
+        chosen = replace(chosen, openai_upstream=os.environ["OPENAI_BASE_URL"])
+    return chosen
 
 
 def run_wrapped(
@@ -79,16 +102,30 @@ def run_wrapped(
         raise CtxError(f"cannot wrap {client!r}: choose one of {', '.join(CLIENTS)}")
     executable = find_client(client)
     core = ProxyCore(upstream_settings(client, settings), log=log, warn=warn)
-    with ProxyServer(core) as server:
-        argv, extra_env = client_command(client, executable, args, server.url, settings.offload_dir)
-        env = {**os.environ, **extra_env}
+    try:
+        with ProxyServer(core) as server:
+            argv, extra_env = client_command(client, executable, args, server.url, core.offload_dir)
+            returncode = _run_client(argv, {**os.environ, **extra_env})
+    finally:
+        kept = core.finish()
+    return WrapResult(returncode, core.stats(), server.url, kept)
+
+
+def _run_client(argv: list[str], env: dict[str, str]) -> int:
+    """Run the client to its end; its return code.
+
+    Raises:
+        CtxError: the client cannot be started.
+    """
+    try:
         proc = subprocess.Popen(argv, env=env)
-        try:
-            returncode = proc.wait()
-        except KeyboardInterrupt:
-            # The client got the same Ctrl-C (same process group): let it finish.
-            returncode = proc.wait()
-    return WrapResult(returncode, core.stats(), server.url)
+    except OSError as exc:
+        raise CtxError(f"cannot run {argv[0]}: {exc.strerror or exc}") from None
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        # The client got the same Ctrl-C (same process group): let it finish.
+        return proc.wait()
 
 
 def summary(stats: dict[str, Any]) -> list[str]:
@@ -104,5 +141,11 @@ def summary(stats: dict[str, Any]) -> list[str]:
             f"({figures['billed_saved_pct']:.1f}% saved; cache read {after['cache_read']:,}, "
             f"written {after['cache_write']:,} tokens)"
         )
-    lines.append(f"offloaded originals: {stats['offload_dir']}")
     return lines
+
+
+def where_offloaded(kept: str | None) -> str:
+    """The line that says where the run's offloaded text is (or that there is none)."""
+    if kept is None:
+        return "nothing was offloaded; the run directory was removed"
+    return f"offloaded originals kept in {kept} (the conversation's hints cite them)"

@@ -2,23 +2,33 @@
 
 The file commands stage everything and rename one directory into place at the end;
 a running agent cannot wait for an end. :class:`LiveOffload` writes each removed text
-at once, atomically, into ``<root>/<area>/<safe id>`` (the Eino layout the stages
-cite), a local directory or any fsspec URL (``s3://bucket/run``, ``memory://x``).
-A file already holding the same text is reused; another conversation's text under
-the same id gets a content-hash suffix instead of being overwritten, so several
-reducers may share one directory.
+at once into ``<root>/<area>/<safe id>`` (the Eino layout the stages cite), a local
+directory or any fsspec URL (``s3://bucket/run``, ``memory://x``).
+
+Several reducers may share one directory (the proxy runs one per conversation, and
+Claude Code's parallel subagents send theirs at once), so a name is *created
+exclusively*, never overwritten: a local file is written in full under a temporary
+name and hard-linked into place (``link`` fails if the name exists), a URL is opened
+in fsspec's exclusive mode (``"xb"``). Whoever finds a name taken reads what it holds:
+the same text is reused (content addressing: a hint citing it reads exactly its
+text), another text sends the writer to ``<safe id>-<sha256[:10]>``, created the same
+way. So two conversations with the same call id and different texts get two files.
+Texts are removed text from private transcripts: directories are created 0700 and
+files 0600.
 """
 
 from __future__ import annotations
 
+import errno
 import os
-import secrets
+import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.protocols import encode_text, safe_name, sha256
+from ctxcli.services.dirs import private_dir
 
 __all__ = ["LiveOffload", "is_url"]
 
@@ -68,20 +78,25 @@ class LiveOffload:
         digest = sha256(data)
         base = safe_name(key)
         for name in (base, f"{base}-{digest[:10]}"):
-            owner = self._known.get((area, name))
-            if owner is None:
-                owner = self._digest_on_disk(area, name)
-            if owner == digest:
-                self._known[(area, name)] = digest
-                return self._cite(area, name)
-            if owner is None:
-                self._write(area, name, data)
-                self._known[(area, name)] = digest
+            if self._holds(area, name, data, digest):
                 return self._cite(area, name)
         raise OffloadError(
             f"{self._cite(area, base)} and its hashed variant hold other texts; "
             "choose another offload directory."
         )
+
+    def _holds(self, area: str, name: str, data: bytes, digest: str) -> bool:
+        """True if ``area/name`` holds ``data``: found there, or created there now."""
+        owner = self._known.get((area, name)) or self._digest_on_disk(area, name)
+        if owner is None:
+            if self._create(area, name, data):
+                owner = digest
+                self.written.append(self._cite(area, name))
+            else:  # another writer created it first: see what it holds
+                owner = self._digest_on_disk(area, name)
+        if owner is not None:
+            self._known[(area, name)] = owner
+        return owner == digest
 
     def path_for(self, area: str, key: str) -> str:
         """The path :meth:`put` would cite for ``key`` (when nothing else holds it)."""
@@ -170,21 +185,55 @@ class LiveOffload:
         except OSError as exc:
             raise OffloadError(f"cannot read {target} ({exc.strerror or exc}).") from None
 
-    def _write(self, area: str, name: str, data: bytes) -> None:
+    def _create(self, area: str, name: str, data: bytes) -> bool:
+        """Create ``area/name`` holding ``data``; False if the name exists already."""
         target = self._cite(area, name)
         try:
             if self._fs is not None:
                 self._fs.makedirs(f"{self.root}/{area}", exist_ok=True)
-                self._fs.pipe_file(target, data)
-            else:
-                folder = Path(self.root, area)
-                folder.mkdir(parents=True, exist_ok=True)
-                tmp = folder / f".{name}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-                with open(tmp, "wb") as fh:
+                with self._fs.open(target, "xb") as fh:
                     fh.write(data)
-                os.replace(tmp, target)
+                return True
+            return _create_local(private_dir(Path(self.root, area)), name, data)
+        except FileExistsError:
+            return False
         except OSError as exc:
             raise OffloadError(
                 f"cannot write {target} ({exc.strerror or exc}); choose another offload directory."
             ) from None
-        self.written.append(target)
+
+
+def _create_local(folder: Path, name: str, data: bytes) -> bool:
+    """Write ``folder/name`` (0600) unless it exists; a reader never sees part of it.
+
+    The text goes to a temporary file first (``mkstemp`` makes it 0600) and is
+    hard-linked to its name, which fails if the name exists. On a file system without
+    hard links the name is created exclusively and written in place (a reader racing
+    the write may then see part of it, and a writer finding part of a text takes the
+    hashed name: still never another conversation's text).
+    """
+    fd, tmp = tempfile.mkstemp(prefix=f".{name[:40]}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        try:
+            os.link(tmp, folder / name)
+        except FileExistsError:
+            return False
+        except OSError as exc:
+            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EXDEV, errno.EMLINK):
+                raise
+            return _create_in_place(folder / name, data)
+        return True
+    finally:
+        os.unlink(tmp)
+
+
+def _create_in_place(target: Path, data: bytes) -> bool:
+    try:
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+    return True
