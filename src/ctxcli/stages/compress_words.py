@@ -23,6 +23,7 @@ from ctxcli.services.classifier import (
     is_protected,
 )
 from ctxcli.services.disk_cache import DiskCache
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
 
@@ -231,7 +232,7 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
             continue
         for bi, block in enumerate(msg.blocks):
             if block.kind is Kind.TOOL_RESULT:
-                key = block.call_id or f"result-{mi}-{bi}"
+                key = result_key((mi, bi), block)
             elif (
                 block.kind is Kind.TEXT and opts.include_assistant_text and msg.role == "assistant"
             ):
