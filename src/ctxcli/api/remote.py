@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import secrets
+import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -195,11 +196,47 @@ class BlobReader:
     """Fetches blobs by their SHA-256 from an offload root (for ``restore_row``)."""
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.fs, self.base = filesystem(root.rstrip("/"), storage_options)
+        self.root = root.rstrip("/")
+        self.fs, self.base = filesystem(self.root, storage_options)
+        self.local = _is_local(self.fs)
 
     def __call__(self, digest: str) -> bytes:
-        data: bytes = self.fs.cat_file(f"{self.base}/{blob_path(digest)}")
+        """The whole blob ``digest``."""
+        return self._cat(digest, {})
+
+    def read(self, digest: str, length: int) -> bytes:
+        """Blob ``digest``, of which no more than ``length`` + 1 bytes are read.
+
+        A blob longer than declared is not the blob (the caller sees the extra byte),
+        and a local name that is no regular file (a FIFO, a device) is not read at all.
+
+        Raises:
+            KeyError: the blob is missing; OSError: a local one is no regular file.
+        """
+        path = f"{self.base}/{blob_path(digest)}"
+        if self.local:
+            return _read_regular(path, length + 1)
+        return self._cat(digest, {"start": 0, "end": length + 1})
+
+    def _cat(self, digest: str, window: dict[str, int]) -> bytes:
+        with store_errors(_cannot_read(self.root)):
+            try:
+                data: bytes = self.fs.cat_file(f"{self.base}/{blob_path(digest)}", **window)
+            except FileNotFoundError:
+                raise KeyError(digest) from None  # a missing blob, not a failing store
         return data
+
+
+def _read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` (opening a FIFO never waits)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
 
 
 def _remote_manifest(fs: Any, path: str, url: str) -> dict[str, Any] | None:
