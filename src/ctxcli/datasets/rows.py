@@ -46,6 +46,7 @@ __all__ = [
     "RowReducer",
     "blob_path",
     "columns_of",
+    "fetch_blob",
     "reduce_row",
     "restore_row",
 ]
@@ -375,16 +376,37 @@ def _replay(data: bytes, info: _Restore, fetch: Callable[[str, int], bytes], nam
         elif op == "s":
             pos += n
         else:
-            try:
-                piece = fetch(digest, n)
-            except (KeyError, OSError):
-                raise RestoreError(
-                    f"{name}: blob {digest[:12]}… is missing from the offload store."
-                ) from None
-            if len(piece) != n or sha256(piece) != digest:
-                raise RestoreError(f"{name}: blob {digest[:12]}… was altered (sha256 mismatch).")
-            out += piece
+            out += _checked(fetch, digest, n, name)
     return bytes(out)
+
+
+def _checked(fetch: Callable[[str, int], bytes], digest: str, length: int, name: str) -> bytes:
+    try:
+        piece = fetch(digest, length)
+    except (KeyError, OSError):
+        raise RestoreError(
+            f"{name}: blob {digest[:12]}… is missing from the offload store."
+        ) from None
+    if len(piece) != length or sha256(piece) != digest:
+        raise RestoreError(f"{name}: blob {digest[:12]}… was altered (sha256 mismatch).")
+    return piece
+
+
+def fetch_blob(
+    blobs: Mapping[str, bytes] | Callable[[str], bytes],
+    digest: str,
+    length: int,
+    *,
+    name: str = "<row>",
+) -> bytes:
+    """The blob ``digest`` of ``length`` bytes, checked as :func:`restore_row` checks its own.
+
+    Raises:
+        RestoreError: the digest is no SHA-256, or the blob is missing or altered.
+    """
+    if not _DIGEST.fullmatch(digest) or length < 0:
+        raise RestoreError(f"{name}: {digest[:70]!r} names no blob ctx wrote.")
+    return _checked(_fetcher(blobs), digest, length, name)
 
 
 def columns_of(
