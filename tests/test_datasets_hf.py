@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,23 @@ def test_missing_column_is_one_line_error(tmp_path: Path) -> None:
     ds = datasets.Dataset.from_list([{"text": "x"}])
     with pytest.raises(CtxError, match="no column 'messages' \\(it has text\\)"):
         reduce_hf(ds, offload_uri=str(tmp_path))
+
+
+def test_a_tampered_restore_column_names_its_row(tmp_path: Path) -> None:
+    # Issue 34 item 11: ['c'] ops, None ops, a script that is a number... raised
+    # IndexError/TypeError out of Dataset.map; each is a RestoreError naming the row.
+    from ctxcli.core.errors import RestoreError
+    from ctxcli.datasets.hf import reduce_hf, restore_hf
+
+    ds = datasets.Dataset.from_list(message_rows(6))
+    off = str(tmp_path / "off")
+    reduced = reduce_hf(ds, CONFIG, offload_uri=off)
+    restores = list(reduced["ctx_restore"])
+    for script in ([["c"]], [None], 5, [["b", 0, 4, "../" * 10 + "dev/zero"]]):
+        info = json.loads(restores[4])
+        info["script"] = script
+        tampered = reduced.remove_columns("ctx_restore").add_column(
+            "ctx_restore", [*restores[:4], json.dumps(info), restores[5]]
+        )
+        with pytest.raises(RestoreError, match="^row 4: the ctx_restore value is not one ctx"):
+            restore_hf(tampered, offload_uri=off)

@@ -57,7 +57,9 @@ def test_touches_no_file_and_reads_no_config() -> None:
     assert not cache.exists(), "reduce_records wrote the token-count cache"
     assert result.offload
     assert all(path.startswith(("trunc/", "clear/")) for path in result.offload)
-    assert "[ctx cleared: blobs/clear/1]" in json.dumps(result.records)
+    # Named by call id; the result truncation shortened cites its full text.
+    assert "[ctx cleared: blobs/clear/call_00]" in json.dumps(result.records)
+    assert "[ctx cleared: blobs/trunc/call_01]" in json.dumps(result.records)
 
 
 def test_input_records_are_not_mutated() -> None:

@@ -267,3 +267,24 @@ def test_terminal_table_snapshot(name: str, update_goldens: bool) -> None:
     if update_goldens:
         snap.write_text(buf.getvalue())
     assert buf.getvalue() == snap.read_text()
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
+
+
+def test_a_lone_surrogate_is_shown_escaped(tmp_path: Path) -> None:
+    # Issue 34 item 9: "\ud800" is valid JSON; validate, stats and reduce took the file
+    # and report exited 123 (the page could not be encoded).
+    lines = SAMPLE.read_text("utf-8").splitlines(keepends=True)
+    call = next(i for i, line in enumerate(lines) if '"tool_calls"' in line)
+    lines[call] = lines[call].replace('"name": "', '"name": "grep\\ud800', 1)
+    lines[call + 1] = lines[call + 1].replace('"content": "', '"content": "odd \\ud800 byte ', 1)
+    src = tmp_path / "surrogate.jsonl"
+    src.write_text("".join(lines), "utf-8")
+    invoke(["validate", str(src)])
+    out = tmp_path / "page.html"
+    invoke(["report", str(src), "-o", str(out)])
+    page = out.read_text("utf-8")
+    assert "grep\\ud800" in page and "odd \\ud800 byte" in page
+    by_tool = json.loads(invoke(["stats", str(src), "--json", "--by-tool"]).stdout)["by_tool"]
+    assert "grep\\ud800grep" in [row["name"] for row in by_tool]

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import SHARED, shared_transcripts
+from ctxcli.api.remote import BlobReader, BlobWriter
 from ctxcli.core.errors import RestoreError, TranscriptError
 from ctxcli.core.protocols import sha256
-from ctxcli.datasets.rows import BlobStore, RowReducer, blob_path, reduce_row, restore_row
+from ctxcli.datasets.rows import (
+    BlobStore,
+    ReducedRow,
+    RowReducer,
+    blob_path,
+    reduce_row,
+    restore_row,
+)
 from ctxcli.pipeline.config import build_config
 
 TIGHT = build_config(
@@ -139,3 +151,127 @@ def test_readme_row_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})
     before, after = (int(x) for x in capsys.readouterr().out.split(" -> "))
     assert after < before / 10
+
+
+# Issue 34 item 11: the restore string comes from the dataset, so it is input like any
+# other. The issue's tries: 8 of 15 raised IndexError/TypeError and failed the whole map.
+def _restore_of(out: ReducedRow) -> dict[str, Any]:
+    info: dict[str, Any] = orjson.loads(out.restore)
+    return info
+
+
+def _with(info: dict[str, Any], **changes: Any) -> str:
+    return orjson.dumps({**info, **changes}).decode()
+
+
+MALFORMED_SCRIPTS: list[Any] = [
+    [["c"]],
+    [None],
+    5,
+    [["c", -1]],
+    [["c", "1"]],
+    [["c", True]],
+    [["x", 1]],
+    [["b", 0, 10]],
+    [["b", 0, 10, 7]],
+    [["b", 0, -1, "0" * 64]],
+    [["b", 0, 10, "../../../../../../../../dev/zero"]],
+    [["b", 0, 10, "ab/../../" + "0" * 55]],
+    [["b", 0, 10, "A" * 64]],
+    [["p", [[0, 1]], 1, "0" * 64]],
+    [[]],
+    "[]",
+    {"c": 1},
+]
+
+
+def _blob_dir(out: ReducedRow, root: Path) -> BlobReader:
+    BlobWriter(str(root)).put_many(out.blobs)
+    return BlobReader(str(root))
+
+
+@pytest.mark.parametrize("script", MALFORMED_SCRIPTS, ids=repr)
+def test_a_malformed_script_is_a_restore_error(script: Any, tmp_path: Path) -> None:
+    out = reduce_row(_chat(2, "u" * 4000), TIGHT)
+    fetch = _blob_dir(out, tmp_path / "blobs")
+    with pytest.raises(RestoreError, match="^<row>: the ctx_restore value is not one ctx wrote"):
+        restore_row(out.value, _with(_restore_of(out), script=script), fetch)
+
+
+def test_a_digest_never_names_a_file_outside_the_blobs(tmp_path: Path) -> None:
+    # "blob altered" (the file exists) against "blob missing" told what exists anywhere.
+    out = reduce_row(_chat(2, "u" * 4000), TIGHT)
+    fetch = _blob_dir(out, tmp_path / "blobs")
+    (tmp_path / "secret").write_bytes(b"x" * 10)
+    info = _restore_of(out)
+    for digest in ("../secret", "../../secret", "../" * 12 + "dev/zero"):
+        script = [["b", 0, 10, digest]]
+        with pytest.raises(RestoreError, match="not one ctx wrote") as err:
+            restore_row(out.value, _with(info, script=script), fetch)
+        assert "altered" not in str(err.value) and "missing" not in str(err.value)
+
+
+def test_a_blob_longer_than_declared_is_not_read_whole(tmp_path: Path) -> None:
+    out = reduce_row(_chat(2, "u" * 4000), TIGHT)
+    fetch = _blob_dir(out, tmp_path / "blobs")
+    info = _restore_of(out)
+    op = next(op for op in info["script"] if op[0] == "b")
+    # A FIFO where the blob should be: reading it would wait forever.
+    path = tmp_path / "blobs" / blob_path(op[3])
+    path.unlink()
+    os.mkfifo(path)
+    with pytest.raises(RestoreError, match="missing"):
+        restore_row(out.value, out.restore, fetch)
+    path.unlink()
+    path.write_bytes(b"z" * (op[2] * 1000))
+    with pytest.raises(RestoreError, match="altered"):
+        restore_row(out.value, out.restore, fetch)
+
+
+FIELDS = ("v", "kind", "units", "script", "input", "output")
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10**12) | st.text(max_size=70),
+    lambda inner: (
+        st.lists(inner, max_size=5) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(
+    field=st.sampled_from(FIELDS),
+    value=JSON,
+    op_at=st.integers(0, 5),
+    op=st.lists(JSON, max_size=5),
+    drop=st.booleans(),
+)
+@settings(max_examples=300, deadline=None)
+def test_every_malformed_entry_is_a_restore_error(
+    field: str, value: Any, op_at: int, op: list[Any], drop: bool
+) -> None:
+    out = _PROPERTY_ROW
+    info = _restore_of(out)
+    if drop:
+        del info[field]
+    elif field == "script" and isinstance(info["script"], list):
+        script = list(info["script"])
+        script.insert(min(op_at, len(script)), op)
+        info["script"] = script
+    else:
+        info[field] = value
+    try:
+        back = restore_row(out.value, orjson.dumps(info).decode(), out.blobs)
+    except RestoreError:
+        return
+    assert back == _PROPERTY_VALUE  # a change that keeps its meaning (an empty copy)
+
+
+_PROPERTY_VALUE = _chat(2, "u" * 4000)
+_PROPERTY_ROW = reduce_row(_PROPERTY_VALUE, TIGHT)
+
+
+def test_a_value_of_the_wrong_kind_is_a_restore_error() -> None:
+    out = reduce_row(_chat(2, "u" * 4000), TIGHT)
+    for value in (42, None, {"no": "messages"}, []):
+        with pytest.raises(RestoreError):
+            restore_row(value, out.restore, out.blobs)

@@ -480,3 +480,18 @@ def test_no_protected_word_is_ever_dropped(
     for word, n in Counter(text.split()).items():
         if is_protected(word):
             assert kept[word] >= n, (word, out)
+
+
+@pytest.mark.parametrize("tokenizer", ["approx", "cl100k"])
+def test_every_text_of_a_tier_is_compressed_whatever_the_counter(tokenizer: str) -> None:
+    # Issue 35: 13 results of 80 words, one per call, ReasonBlocks' tiers. Under approx
+    # the texts 3, 4, 7 and 9 calls old were left whole while 5, 6 and 8 were compressed:
+    # the "would it get shorter" bound summed chars/4 rounded up word by word.
+    words = (Path(__file__).parent.parent / "README.md").read_text("utf-8").split()
+    outputs = [" ".join(words[80 * i : 80 * (i + 1)]) for i in range(13)]
+    conv = _conv(outputs)
+    ctx = StageContext(TokenLedger(get_counter(tokenizer)), DryRunOffload("off"))
+    out = compress_words(conv, CompressWordsOptions(**RB), ctx).conversation
+    ages = model_call_ages(conv)
+    got = {ages[ref[0]]: is_compressed(b.text) for ref, b in out.iter_blocks(Kind.TOOL_RESULT)}
+    assert got == {age: age >= RB["recent_cutoff"] for age in range(13)}

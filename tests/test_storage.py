@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,104 @@ def test_blobs_are_stored_once_by_hash(s3: S3Server, tmp_path: Path) -> None:
         writer.put_many(blobs)
         assert BlobReader(root)(sha256(b"a")) == b"a"
     assert writer.written == 2  # local: the second put_many found them there
+
+
+SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
+
+
+@pytest.mark.parametrize("which", ["input", "output"])
+def test_a_file_url_cannot_overwrite_its_input(which: str, tmp_path: Path) -> None:
+    # Issue 34 item 6: the alias check compared the URL with the path, and lost the input.
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    given = f"file://{src}" if which == "input" else str(src)
+    out = str(src) if which == "input" else f"file://{src}"
+    result = invoke(["reduce", given, "-o", out], code=2)
+    assert result.stderr.startswith(f"ctx: error: {src}: output would overwrite the input")
+    assert src.read_bytes() == SAMPLE.read_bytes()
+    assert not (tmp_path / "in.jsonl.offload").exists()
+
+
+def test_file_urls_are_local_paths(tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    out = tmp_path / "out.jsonl"
+    invoke(["reduce", f"file://{src}", "-o", f"file://{out}", "-q"])
+    assert len(out.read_bytes()) < len(SAMPLE.read_bytes()) / 4
+    assert f"{out}.offload/trunc/" in out.read_text()  # hints cite the local directory
+    back = tmp_path / "back.jsonl"
+    invoke(
+        [
+            "restore",
+            f"file://{out}",
+            "-o",
+            f"file://{back}",
+            "--offload-dir",
+            f"file://{out}.offload",
+        ]
+    )
+    assert back.read_bytes() == SAMPLE.read_bytes()
+    report, _ = reduce_url(f"file://{src}", f"file://{tmp_path}/lib.jsonl", config=TIGHT)
+    assert report.offload_dir == f"{tmp_path}/lib.jsonl.offload"
+    assert restore_url(f"file://{tmp_path}/lib.jsonl", None) == SAMPLE.read_bytes()
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])  # closed again when the block ends
+
+
+@pytest.fixture
+def fresh_s3fs() -> Iterator[None]:
+    """No S3 filesystem cached by an earlier test: this test's environment is read anew."""
+    s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed (pip install -e '.[s3]')")
+    s3fs.S3FileSystem.clear_instance_cache()
+    yield
+    s3fs.S3FileSystem.clear_instance_cache()
+
+
+@pytest.fixture
+def endpoint_down(monkeypatch: pytest.MonkeyPatch, fresh_s3fs: None) -> str:
+    """Credentials, and an endpoint on a loopback port nothing listens on (one attempt)."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    return endpoint
+
+
+def test_no_credentials_is_a_user_error(
+    s3: S3Server, monkeypatch: pytest.MonkeyPatch, fresh_s3fs: None
+) -> None:
+    # Issue 34 item 10: botocore's NoCredentialsError was reported as a bug in ctx (123).
+    bucket = s3.new_bucket()
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/credentials")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent/config")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    result = invoke(["reduce", f"s3://{bucket}/in.jsonl", "-o", "-"], code=2)
+    assert result.stderr == (
+        f"ctx: error: s3://{bucket}/in.jsonl: cannot read (Unable to locate credentials)\n"
+    )
+
+
+def test_endpoint_down_on_write_is_a_user_error(endpoint_down: str, tmp_path: Path) -> None:
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    result = invoke(["reduce", str(src), "-o", "s3://bucket/out.jsonl"], code=2)
+    assert result.stderr.startswith("ctx: error: s3://bucket/out.jsonl.offload: cannot read (")
+    assert "Could not connect to the endpoint URL" in result.stderr
+    assert result.stderr.count("\n") == 1
+
+
+def test_endpoint_down_on_restore_is_a_user_error(endpoint_down: str, tmp_path: Path) -> None:
+    result = invoke(["restore", "s3://bucket/out.jsonl", "-o", str(tmp_path / "back")], code=2)
+    assert result.stderr.startswith("ctx: error: s3://bucket/out.jsonl: cannot read (")
+    assert "Could not connect to the endpoint URL" in result.stderr
+    assert not (tmp_path / "back").exists()

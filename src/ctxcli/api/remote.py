@@ -14,17 +14,21 @@ manifest next, the reduced output last, so an output never exists without what
 
 from __future__ import annotations
 
+import functools
 import os
 import secrets
+import stat
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import orjson
 
 from ctxcli import api
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
+from ctxcli.core.io import is_url, local_path
 from ctxcli.core.protocols import sha256
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.results import Report
@@ -44,9 +48,50 @@ __all__ = [
 ]
 
 
-def is_url(path: str | Path | None) -> bool:
-    """True for ``scheme://...`` (object storage or ``file://``), False for a plain path."""
-    return path is not None and "://" in str(path)
+@overload
+def _local(location: str) -> str: ...
+@overload
+def _local(location: str | None) -> str | None: ...
+def _local(location: str | None) -> str | None:
+    """``location`` with a ``file://`` URL replaced by the path it names.
+
+    Taken before every check and write: ``file:///abs/in.jsonl`` and ``/abs/in.jsonl``
+    are one file, so the check that an output is not its input sees them as one.
+    """
+    if location is None:
+        return None
+    path = local_path(location)
+    return location if path is None else path
+
+
+def _store_failures() -> tuple[type[BaseException], ...]:
+    """What an object store raises when it, not ctx, fails: no credentials, endpoint
+    down, access denied (s3fs turns most answers into OSError, not all of them)."""
+    try:
+        from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
+    except ImportError:
+        return (OSError,)
+    return (OSError, BotoCoreError, ClientError)
+
+
+@contextmanager
+def store_errors(error: Callable[[str], CtxError]) -> Iterator[None]:
+    """Turn a failure of an object store into ``error(reason)``, a one-line user error.
+
+    A caller that gives a missing object a meaning of its own catches that inside.
+    """
+    try:
+        yield
+    except _store_failures() as exc:
+        raise error(str(exc).strip() or type(exc).__name__) from None
+
+
+def _cannot_read(url: str) -> Callable[[str], CtxError]:
+    return lambda why: TranscriptError(url, None, f"cannot read ({why})")
+
+
+def _cannot_write(url: str) -> Callable[[str], CtxError]:
+    return lambda why: OffloadError(f"{url}: cannot write ({why})")
 
 
 def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tuple[Any, str]:
@@ -71,14 +116,13 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
 def read_url(url: str, storage_options: Mapping[str, Any] | None = None) -> bytes:
     """The bytes of the object at ``url``."""
     fs, path = filesystem(url, storage_options)
-    try:
-        data: bytes = fs.cat_file(path)
-    except FileNotFoundError:
-        raise TranscriptError(url, None, "no such object") from None
-    except IsADirectoryError:
-        raise TranscriptError(url, None, "is a directory; pass a transcript") from None
-    except OSError as exc:
-        raise TranscriptError(url, None, f"cannot read ({exc})") from None
+    with store_errors(_cannot_read(url)):
+        try:
+            data: bytes = fs.cat_file(path)
+        except FileNotFoundError:
+            raise TranscriptError(url, None, "no such object") from None
+        except IsADirectoryError:
+            raise TranscriptError(url, None, "is a directory; pass a transcript") from None
     return data
 
 
@@ -93,10 +137,8 @@ def write_url(url: str, data: bytes, storage_options: Mapping[str, Any] | None =
     if _is_local(fs):
         api.write_atomic(Path(path), data)
         return
-    try:
+    with store_errors(_cannot_write(url)):
         fs.pipe_file(path, data)
-    except OSError as exc:
-        raise OffloadError(f"{url}: cannot write ({exc})") from None
 
 
 class BlobWriter:
@@ -121,7 +163,8 @@ class BlobWriter:
                     continue
                 _write_blob(Path(path), data)
             else:
-                self.fs.pipe_file(path, data)
+                with store_errors(_cannot_write(self.root)):
+                    self.fs.pipe_file(path, data)
             self.written += 1
 
 
@@ -153,18 +196,55 @@ class BlobReader:
     """Fetches blobs by their SHA-256 from an offload root (for ``restore_row``)."""
 
     def __init__(self, root: str, storage_options: Mapping[str, Any] | None = None) -> None:
-        self.fs, self.base = filesystem(root.rstrip("/"), storage_options)
+        self.root = root.rstrip("/")
+        self.fs, self.base = filesystem(self.root, storage_options)
+        self.local = _is_local(self.fs)
 
     def __call__(self, digest: str) -> bytes:
-        data: bytes = self.fs.cat_file(f"{self.base}/{blob_path(digest)}")
+        """The whole blob ``digest``."""
+        return self._cat(digest, {})
+
+    def read(self, digest: str, length: int) -> bytes:
+        """Blob ``digest``, of which no more than ``length`` + 1 bytes are read.
+
+        A blob longer than declared is not the blob (the caller sees the extra byte),
+        and a local name that is no regular file (a FIFO, a device) is not read at all.
+
+        Raises:
+            KeyError: the blob is missing; OSError: a local one is no regular file.
+        """
+        path = f"{self.base}/{blob_path(digest)}"
+        if self.local:
+            return _read_regular(path, length + 1)
+        return self._cat(digest, {"start": 0, "end": length + 1})
+
+    def _cat(self, digest: str, window: dict[str, int]) -> bytes:
+        with store_errors(_cannot_read(self.root)):
+            try:
+                data: bytes = self.fs.cat_file(f"{self.base}/{blob_path(digest)}", **window)
+            except FileNotFoundError:
+                raise KeyError(digest) from None  # a missing blob, not a failing store
         return data
 
 
-def _remote_manifest(fs: Any, path: str) -> dict[str, Any] | None:
+def _read_regular(path: str, limit: int) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` (opening a FIFO never waits)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
-        data = orjson.loads(fs.cat_file(f"{path}/{MANIFEST}"))
-    except (FileNotFoundError, orjson.JSONDecodeError):
-        return None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read(limit)
+    finally:
+        os.close(fd)
+
+
+def _remote_manifest(fs: Any, path: str, url: str) -> dict[str, Any] | None:
+    with store_errors(_cannot_read(url)):
+        try:
+            data = orjson.loads(fs.cat_file(f"{path}/{MANIFEST}"))
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return None
     return data if isinstance(data, dict) and data.get("tool") == "ctx" else None
 
 
@@ -182,53 +262,42 @@ def reduce_url(
 ) -> tuple[Report, bytes]:
     """:func:`ctxcli.api.reduce_file` where the input, output or offload is a URL.
 
-    The offload directory is built locally, then uploaded (texts, then the original
-    records, then the manifest), then the output is written.
+    A ``file://`` URL is the local path it names. Otherwise the offload directory is
+    built locally, then uploaded (texts, then the original records, then the
+    manifest), then the output is written.
 
     Raises:
         OffloadError: the offload URL holds another transcript's offload (pass
-            ``force`` to replace it).
+            ``force`` to replace it), the output is the input, or the store failed.
     """
+    input, output, offload_dir = _local(input), _local(output), _local(offload_dir)
     data = read_url(input, storage_options) if is_url(input) else api.read_input(input)
     out_name = None if output in (None, api.STDIO) else output
     root = offload_dir or api.default_offload_dir(out_name, config)
+    run = functools.partial(
+        api.reduce_file,
+        input,
+        config=config,
+        force=force,
+        on_invalid=on_invalid,
+        raw=data,
+        log=log,
+        counting=counting,
+    )
     if not is_url(root) and not (out_name and is_url(out_name)):
-        return api.reduce_file(
-            input,
-            out_name,
-            config=config,
-            offload_dir=root,
-            force=force,
-            on_invalid=on_invalid,
-            raw=data,
-            log=log,
-            counting=counting,
-        )
+        return run(out_name, offload_dir=root)
+    if out_name == input:
+        raise OffloadError(f"{out_name}: output would overwrite the input; choose another output.")
     fs, base = filesystem(root, storage_options) if is_url(root) else (None, root)
     if fs is not None and not force:
-        previous = _remote_manifest(fs, base)
-        if previous is not None and previous.get("input", {}).get("sha256") != sha256(data):
-            raise OffloadError(
-                f"{root} holds the offload of another transcript "
-                f"({previous.get('input', {}).get('name', '?')}); "
-                "choose another offload directory or pass force to replace it."
-            )
+        _refuse_another_transcript(_remote_manifest(fs, base, root), root, data)
     with tempfile.TemporaryDirectory(prefix="ctx-url-") as tmp:
         local = Path(tmp) / "offload"
-        report, out = api.reduce_file(
-            input,
-            None,
-            config=config,
-            offload_dir=local if fs is not None else root,
-            force=force,
-            on_invalid=on_invalid,
-            raw=data,
-            log=log,
-            counting=counting,
-            cite_as=root.rstrip("/"),
+        report, out = run(
+            None, offload_dir=local if fs is not None else root, cite_as=root.rstrip("/")
         )
         if fs is not None:
-            _upload_offload(fs, base, local)
+            _upload_offload(fs, base, local, root)
     report.offload_dir = root.rstrip("/")
     if out_name is not None:
         write_url(out_name, out, storage_options) if is_url(out_name) else api.write_atomic(
@@ -238,15 +307,25 @@ def reduce_url(
     return report, out
 
 
-def _upload_offload(fs: Any, base: str, local: Path) -> None:
+def _refuse_another_transcript(previous: dict[str, Any] | None, root: str, data: bytes) -> None:
+    """Refuse an offload URL that holds the offload of another transcript."""
+    if previous is not None and previous.get("input", {}).get("sha256") != sha256(data):
+        raise OffloadError(
+            f"{root} holds the offload of another transcript "
+            f"({previous.get('input', {}).get('name', '?')}); "
+            "choose another offload directory or pass force to replace it."
+        )
+
+
+def _upload_offload(fs: Any, base: str, local: Path, url: str) -> None:
     """Upload an offload directory; the manifest goes last (it is the commit)."""
     files = sorted(p for p in local.rglob("*") if p.is_file() and p.name != MANIFEST)
-    try:
+    with store_errors(
+        lambda why: OffloadError(f"{url}: cannot upload the offload directory ({why})")
+    ):
         for path in files:
             fs.pipe_file(f"{base}/{path.relative_to(local).as_posix()}", path.read_bytes())
         fs.pipe_file(f"{base}/{MANIFEST}", (local / MANIFEST).read_bytes())
-    except OSError as exc:
-        raise OffloadError(f"{base}: cannot upload the offload directory ({exc})") from None
 
 
 def restore_url(
@@ -256,17 +335,24 @@ def restore_url(
     offload_dir: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> bytes:
-    """:func:`ctxcli.api.restore_file` where the reduced file or its offload is a URL."""
+    """:func:`ctxcli.api.restore_file` where the reduced file or its offload is a URL.
+
+    A ``file://`` URL is the local path it names.
+    """
+    reduced, output, offload_dir = _local(reduced), _local(output), _local(offload_dir)
     data = read_url(reduced, storage_options) if is_url(reduced) else api.read_input(reduced)
     root = offload_dir or f"{reduced}.offload"
     if is_url(root):
         fs, base = filesystem(root, storage_options)
         with tempfile.TemporaryDirectory(prefix="ctx-url-") as tmp:
             local = Path(tmp) / "offload"
-            try:
-                fs.get(f"{base}/", f"{local}/", recursive=True)
-            except FileNotFoundError:
-                raise RestoreError(f"{root} is not a ctx offload directory (no objects).") from None
+            with store_errors(lambda why: RestoreError(f"{root}: cannot read ({why})")):
+                try:
+                    fs.get(f"{base}/", f"{local}/", recursive=True)
+                except FileNotFoundError:
+                    raise RestoreError(
+                        f"{root} is not a ctx offload directory (no objects)."
+                    ) from None
             if read_manifest(local) is None:
                 raise RestoreError(f"{root} is not a ctx offload directory (no valid {MANIFEST}).")
             original = api.restore_file(reduced, None, offload_dir=local, raw=data)

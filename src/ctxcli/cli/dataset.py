@@ -37,13 +37,12 @@ def reduce_ray(
     quiet: bool,
 ) -> None:
     """``ctx reduce --engine ray INPUT -o OUTPUT``."""
-    from ctxcli.datasets.ray import reduce_path
+    from ctxcli.datasets.ray import DatasetOptions, reduce_path
 
     if not inputs or len(inputs) != 1 or output == "-":
         raise CtxError("--engine ray takes one dataset (a file or directory) and -o OUTPUT.")
-    summary = reduce_path(
-        inputs[0], output, cfg, offload_uri=offload_dir, column=column, concurrency=jobs
-    )
+    options = DatasetOptions(offload_uri=offload_dir, column=column, concurrency=jobs)
+    summary = reduce_path(inputs[0], output, cfg, options)
     if json:
         console.write_report(orjson.dumps(summary.to_dict()) + b"\n")
     elif not quiet:
@@ -61,9 +60,10 @@ def restore_ray(
     reduced: str, output: str, *, offload_dir: str | None, column: str, jobs: int | None
 ) -> None:
     """``ctx restore --engine ray REDUCED -o OUTPUT``."""
-    from ctxcli.datasets.ray import restore_path
+    from ctxcli.datasets.ray import DatasetOptions, restore_path
 
     if output == "-":
         raise CtxError("--engine ray writes a dataset; pass -o OUTPUT.")
-    rows = restore_path(reduced, output, offload_uri=offload_dir, column=column, concurrency=jobs)
+    options = DatasetOptions(offload_uri=offload_dir, column=column, concurrency=jobs)
+    rows = restore_path(reduced, output, options)
     sys.stderr.write(f"ctx: {reduced}: {rows:,} rows restored to {output}\n")

@@ -57,6 +57,11 @@ _REMINDER_REMOVED = {
 }
 
 _TRUNC_RE = re.compile(r"\[ctx: (?:output truncated|输出已截断)[^\]\n]*\]")
+# The path a truncation hint cites (paths hold no "]" nor a line break, see _TRUNC_RE).
+_TRUNC_PATH_RE = re.compile(
+    r"\[ctx: (?:output truncated, [^\]\n]* full output saved to (?P<en>[^\]\n]+) "
+    r"\(read it with [^\]\n()]*\)|输出已截断[^\]\n]*完整输出已保存到 (?P<zh>[^\]\n]+)（可用 [^\]\n]* 读取）)\]"
+)
 _CLEAR_RE = re.compile(
     r"^\[ctx(?:: (?:old tool result cleared|旧的工具结果已清除)[^\]\n]*"
     r"| (?:cleared|已清除)(?:: [^\]\n]*)?)\]$"
@@ -110,6 +115,14 @@ def is_summary(text: str) -> bool:
 def is_truncated(text: str) -> bool:
     """True if ``text`` already carries a truncation marker from ctx."""
     return "[ctx: " in text and _TRUNC_RE.search(text) is not None
+
+
+def truncated_path(text: str) -> str | None:
+    """The file a truncation hint in ``text`` cites (the full output), or None."""
+    if "[ctx: " not in text:
+        return None
+    m = _TRUNC_PATH_RE.search(text)
+    return None if m is None else m.group("en") or m.group("zh")
 
 
 def is_cleared(text: str) -> bool:

@@ -1,8 +1,14 @@
-"""A transcript's bytes as ctx reads them: in memory, or a map of the file given back as read."""
+"""Where ctx reads: a transcript's bytes (in memory, or a map given back as read), and locations.
+
+A location is a local path or a URL; :func:`local_path` is the one rule for which URLs
+name local files, for every layer that opens one (the file API, object storage, the
+live offload of the in-process reducer).
+"""
 
 from __future__ import annotations
 
 import mmap
+import os
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -78,3 +84,29 @@ class Pages:
             if self._read >= RELEASE_BYTES:
                 release(self.raw)
                 self._read = 0
+
+
+_LOCAL_SCHEMES = ("file://", "local://")
+
+
+def is_url(location: str | os.PathLike[str] | None) -> bool:
+    """True for ``scheme://...``: object storage, or a local file named as a URL.
+
+    A URL that names a local file (``file://``) has a :func:`local_path`: take it before
+    comparing locations or writing, so that the URL and the path are one file.
+    """
+    return location is not None and "://" in os.fspath(location)
+
+
+def local_path(location: str | os.PathLike[str]) -> str | None:
+    """The local path ``location`` names, or None for object storage (``s3://`` ...).
+
+    A plain path is itself; ``file://`` and fsspec's ``local://`` URLs are their path,
+    read as fsspec reads them (``file:///abs/in.jsonl`` is ``/abs/in.jsonl``, nothing
+    is percent-decoded).
+    """
+    text = os.fspath(location)
+    for scheme in _LOCAL_SCHEMES:
+        if text.startswith(scheme):
+            return text[len(scheme) :]
+    return None if is_url(text) else text

@@ -55,12 +55,13 @@ class _Restore:
         self.column, self.offload_uri = column, offload_uri
         self.storage_options = dict(storage_options or {})
 
-    def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    def __call__(self, batch: dict[str, list[Any]], indices: list[int]) -> dict[str, list[Any]]:
         fetch = BlobReader(self.offload_uri, self.storage_options)
+        rows = zip(batch[self.column], batch["ctx_restore"], indices, strict=True)
         return {
             self.column: [
-                value if script is None else restore_row(value, script, fetch)
-                for value, script in zip(batch[self.column], batch["ctx_restore"], strict=True)
+                value if script is None else restore_row(value, script, fetch, name=f"row {i}")
+                for value, script, i in rows
             ]
         }
 
@@ -115,6 +116,11 @@ def restore_hf(
         raise RestoreError("the dataset has no ctx_restore column; it was not reduced by ctx.")
     fn = _Restore(column, offload_uri, storage_options)
     restored = ds.map(
-        fn, batched=True, batch_size=batch_size, num_proc=num_proc, load_from_cache_file=False
+        fn,
+        batched=True,
+        with_indices=True,
+        batch_size=batch_size,
+        num_proc=num_proc,
+        load_from_cache_file=False,
     )
     return restored.remove_columns([c for c in STAT_COLUMNS if c in restored.column_names])

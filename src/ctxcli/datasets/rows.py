@@ -22,12 +22,14 @@ it is built, so a worker builds one and calls it for every row.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from ctxcli.api.remote import BlobReader
 from ctxcli.core.errors import CtxError, RestoreError, TranscriptError
 from ctxcli.core.protocols import encode_text, sha256, split_units
 from ctxcli.formats.base import dumps_like, loads_record
@@ -44,6 +46,7 @@ __all__ = [
     "RowReducer",
     "blob_path",
     "columns_of",
+    "fetch_blob",
     "reduce_row",
     "restore_row",
 ]
@@ -238,57 +241,172 @@ def reduce_row(
     return RowReducer(config, offload_root)(value, name=name)
 
 
+_DIGEST = re.compile(r"[0-9a-f]{64}")
+_KINDS = ("str", "bytes", "messages", "object")
+_UNITS = ("lines", "document")
+
+
+@dataclass(frozen=True)
+class _Restore:
+    """A validated ``ctx_restore`` value: every op well formed, every digest a SHA-256."""
+
+    kind: str
+    units: str
+    script: list[tuple[str, int, str]]
+    """``("c" | "s", count, "")`` or ``("b", length, digest)``."""
+    input: str
+    output: str
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _op(op: Any) -> tuple[str, int, str]:
+    """One op of a row's script, or ValueError saying what is wrong with it."""
+    if isinstance(op, list) and len(op) == 2 and op[0] in ("c", "s") and _is_count(op[1]):
+        return op[0], op[1], ""
+    if (
+        isinstance(op, list)
+        and len(op) == 4
+        and op[0] == "b"
+        and _is_count(op[1])
+        and _is_count(op[2])
+        and isinstance(op[3], str)
+        and _DIGEST.fullmatch(op[3])
+    ):
+        return "b", op[2], op[3]
+    raise ValueError(f"op {str(op)[:80]} is not ['c'|'s', n] nor ['b', offset, length, sha256]")
+
+
+def _parse_restore(restore: Any) -> _Restore:
+    """The restore value's fields, checked; ValueError names the first bad one."""
+    try:
+        info = orjson.loads(restore)
+    except (orjson.JSONDecodeError, TypeError):
+        raise ValueError("not JSON text") from None
+    if not isinstance(info, dict):
+        raise ValueError("not a JSON object")
+    if info.get("v") != RESTORE_VERSION or type(info.get("v")) is not int:
+        raise ValueError(f"version {str(info.get('v'))[:20]} is not {RESTORE_VERSION}")
+    for key, allowed in (("kind", _KINDS), ("units", _UNITS)):
+        if info.get(key) not in allowed:
+            raise ValueError(f"{key} {str(info.get(key))[:20]} is not one of {', '.join(allowed)}")
+    for key in ("input", "output"):
+        if not (isinstance(info.get(key), str) and _DIGEST.fullmatch(info[key])):
+            raise ValueError(f"{key} is not a SHA-256")
+    if not isinstance(info.get("script"), list):
+        raise ValueError("script is not a list of ops")
+    script = [_op(op) for op in info["script"]]
+    return _Restore(info["kind"], info["units"], script, info["input"], info["output"])
+
+
+def _fetcher(
+    blobs: Mapping[str, bytes] | Callable[[str], bytes] | BlobReader,
+) -> Callable[[str, int], bytes]:
+    """A function that gets a blob of a declared length (a store's read is capped)."""
+    if isinstance(blobs, BlobReader):
+        return blobs.read
+    if callable(blobs):
+        fetch = blobs
+        return lambda digest, _length: fetch(digest)
+    return lambda digest, _length: blobs[digest]
+
+
 def restore_row(
-    value: Any, restore: str, blobs: Mapping[str, bytes] | Callable[[str], bytes]
+    value: Any,
+    restore: str,
+    blobs: Mapping[str, bytes] | Callable[[str], bytes],
+    *,
+    name: str = "<row>",
 ) -> Any:
     """The original cell, from a reduced one, its ``restore`` string and its blobs.
 
     ``blobs`` maps a SHA-256 to bytes, or is a function that fetches one (from an
-    offload directory or a bucket). Every blob and the result are checked against
-    their hashes.
+    offload directory or a bucket; a :class:`~ctxcli.api.remote.BlobReader` reads no
+    more of a blob than its declared length). The restore string is checked first
+    (it comes from the dataset, like the cell): only known ops, counts, and SHA-256
+    digests, so no blob is looked up outside the store. Every blob and the result
+    are checked against their hashes.
 
     Raises:
-        RestoreError: a blob is missing or altered, or ``value`` is not the reduced
-            cell the restore string belongs to.
+        RestoreError: the restore string is malformed, a blob is missing or altered,
+            or ``value`` is not the reduced cell the restore string belongs to.
     """
     try:
-        info = orjson.loads(restore)
-        kind, units, script = info["kind"], info["units"], info["script"]
-    except (orjson.JSONDecodeError, TypeError, KeyError):
+        info = _parse_restore(restore)
+    except ValueError as exc:
         raise RestoreError(
-            "the ctx_restore value is not one ctx wrote; it cannot be used."
+            f"{name}: the ctx_restore value is not one ctx wrote ({exc}); it cannot be used."
         ) from None
-    data = _encode(value, "<row>")[1]
-    if sha256(data) != info["output"]:
+    data = _cell_bytes(value, info.kind, name)
+    if sha256(data) != info.output:
         raise RestoreError(
-            "the reduced row was changed after ctx reduced it (its sha256 does not match); "
-            "restore it from the dataset ctx wrote."
+            f"{name}: the reduced row was changed after ctx reduced it (its sha256 does not "
+            "match); restore it from the dataset ctx wrote."
         )
-    fetch = blobs if callable(blobs) else blobs.__getitem__
-    pieces = split_units(data) if units == "lines" else [data]
+    original = _replay(data, info, _fetcher(blobs), name)
+    if sha256(original) != info.input:
+        raise RestoreError(f"{name}: the rebuilt row does not match the original's sha256.")
+    return _decode(info.kind, original, info.units)
+
+
+def _cell_bytes(value: Any, kind: str, name: str) -> bytes:
+    """The bytes the reduced cell was hashed as; a cell of another kind cannot be it."""
+    expected = {"str": str, "bytes": bytes | bytearray | memoryview, "messages": list | tuple}
+    if not isinstance(value, expected.get(kind, dict)):
+        raise RestoreError(
+            f"{name}: the cell is a {type(value).__name__}, not the {kind} ctx wrote."
+        )
+    try:
+        return _encode(value, name)[1]
+    except CtxError as exc:
+        raise RestoreError(str(exc)) from None
+
+
+def _replay(data: bytes, info: _Restore, fetch: Callable[[str, int], bytes], name: str) -> bytes:
+    """Run the script over the reduced cell's units: the original's bytes."""
+    pieces = split_units(data) if info.units == "lines" else [data]
     out = bytearray()
     pos = 0
-    for op in script:
-        if op[0] == "c":
-            out += b"".join(pieces[pos : pos + op[1]])
-            pos += op[1]
-        elif op[0] == "s":
-            pos += op[1]
+    for op, n, digest in info.script:
+        if op == "c":
+            out += b"".join(pieces[pos : pos + n])
+            pos += n
+        elif op == "s":
+            pos += n
         else:
-            digest = op[3]
-            try:
-                piece = fetch(digest)
-            except (KeyError, FileNotFoundError):
-                raise RestoreError(
-                    f"blob {digest[:12]}… is missing from the offload store."
-                ) from None
-            if sha256(piece) != digest:
-                raise RestoreError(f"blob {digest[:12]}… was altered (sha256 mismatch).")
-            out += piece
-    original = bytes(out)
-    if sha256(original) != info["input"]:
-        raise RestoreError("the rebuilt row does not match the original's sha256.")
-    return _decode(kind, original, units)
+            out += _checked(fetch, digest, n, name)
+    return bytes(out)
+
+
+def _checked(fetch: Callable[[str, int], bytes], digest: str, length: int, name: str) -> bytes:
+    try:
+        piece = fetch(digest, length)
+    except (KeyError, OSError):
+        raise RestoreError(
+            f"{name}: blob {digest[:12]}… is missing from the offload store."
+        ) from None
+    if len(piece) != length or sha256(piece) != digest:
+        raise RestoreError(f"{name}: blob {digest[:12]}… was altered (sha256 mismatch).")
+    return piece
+
+
+def fetch_blob(
+    blobs: Mapping[str, bytes] | Callable[[str], bytes],
+    digest: str,
+    length: int,
+    *,
+    name: str = "<row>",
+) -> bytes:
+    """The blob ``digest`` of ``length`` bytes, checked as :func:`restore_row` checks its own.
+
+    Raises:
+        RestoreError: the digest is no SHA-256, or the blob is missing or altered.
+    """
+    if not _DIGEST.fullmatch(digest) or length < 0:
+        raise RestoreError(f"{name}: {digest[:70]!r} names no blob ctx wrote.")
+    return _checked(_fetcher(blobs), digest, length, name)
 
 
 def columns_of(

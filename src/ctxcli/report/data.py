@@ -19,12 +19,12 @@ from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import monitor_series, steps_of
-from ctxcli.core.protocols import encode_text, sha256
+from ctxcli.core.protocols import sha256
 from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.disk import DryRunOffload, agent_text
 
 __all__ = [
     "Item",
@@ -34,6 +34,7 @@ __all__ = [
     "analyze_bytes",
     "analyze_file",
     "config_dict",
+    "printable",
 ]
 
 TOP_ITEMS = 20
@@ -151,6 +152,19 @@ class ReportData:
     config: dict[str, Any] = field(default_factory=dict)
     input_sha256: str = ""
     version: str = __version__
+
+
+def printable(text: str) -> str:
+    """``text`` as a page and JSON can carry it: a lone surrogate is shown as its escape.
+
+    ``"\\ud800"`` is valid JSON and ctx reduces such a transcript unchanged, but no
+    UTF-8 page can hold the character itself; ``\\ud800`` says what is there.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def config_dict(config: Config) -> dict[str, Any]:
@@ -321,11 +335,11 @@ def _message_rows(trace: Trace, matched: list[list[Message]]) -> list[MessageRow
     return [
         MessageRow(
             index=i,
-            role=msg.role,
-            category=_category(before, i, names),
+            role=printable(msg.role),
+            category=printable(_category(before, i, names)),
             tokens_before=tokens(msg),
             tokens_after=sum(tokens(m) for m in matched[i]),
-            preview=_preview(msg),
+            preview=printable(_preview(msg)),
         )
         for i, msg in enumerate(before.messages)
     ]
@@ -355,7 +369,13 @@ def _by_tool(trace: Trace) -> list[ToolRow]:
                 if column == 0 and block.kind is Kind.TOOL_CALL:
                     row[2] += 1
     rows = [
-        ToolRow(name, calls, b, a, is_tool=not name.startswith("(") or name == "(unnamed tool)")
+        ToolRow(
+            printable(name),
+            calls,
+            b,
+            a,
+            is_tool=not name.startswith("(") or name == "(unnamed tool)",
+        )
         for name, (b, a, calls) in totals.items()
     ]
     rows.sort(key=lambda r: (-r.tokens_before, r.name))
@@ -389,7 +409,7 @@ _PATH_CHARS = r"[\w./@+-]+"
 
 def _offload_path(text: str, after: str, offload: DryRunOffload) -> str | None:
     """The offload file holding ``text``: by its hash, else the path the hint cites."""
-    digest = sha256(encode_text(text))
+    digest = sha256(agent_text(text))  # the bytes the file holds
     for rel, dig in offload.files.items():
         if dig == digest:
             return f"{offload.root}/{rel}"
@@ -421,20 +441,21 @@ def _changed_blocks(
                 stage_names[-1] if stage_names else "",
             )
             after_text = new.text if new is not None else ""
+            tool = (
+                _tool_of(before, (mi, bi), names)
+                if old.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)
+                else None
+            )
             yield Item(
                 message=mi,
-                role=msg.role,
+                role=printable(msg.role),
                 kind=old.kind.value,
-                tool=(
-                    _tool_of(before, (mi, bi), names)
-                    if old.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)
-                    else None
-                ),
+                tool=printable(tool) if tool is not None else None,
                 stage=stage,
                 tokens_before=t_old,
                 tokens_after=t_new,
-                before=old.text,
-                after=after_text,
+                before=printable(old.text),
+                after=printable(after_text),
                 offload_path=_offload_path(old.text, after_text, offload) if old.text else None,
             )
 

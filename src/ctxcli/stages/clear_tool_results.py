@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import AliasChoices, Field
 
-from ctxcli.core.hints import clear_args_hint, clear_hint, is_cleared, is_cleared_args
+from ctxcli.core.hints import (
+    clear_args_hint,
+    clear_hint,
+    is_cleared,
+    is_cleared_args,
+    truncated_path,
+)
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
@@ -57,10 +65,9 @@ class ClearToolResultsOptions(StageOptions):
     )
     hint: Literal["short", "long", "marker"] = Field(
         "short",
-        description="short: '[ctx cleared: <dir>/clear/<n>]' (n counts the tool results of "
-        "the file); long: the sentence naming the call id used before; marker: "
-        "'[ctx cleared]', as short as LangChain's placeholder but naming no file the agent "
-        "could read (ctx restore still rebuilds the original).",
+        description="short: '[ctx cleared: <dir>/clear/<call id>]'; long: a sentence naming "
+        "the same file; marker: '[ctx cleared]', as short as LangChain's placeholder but "
+        "naming no file the agent could read (ctx restore still rebuilds the original).",
     )
 
 
@@ -100,10 +107,11 @@ def clear_tool_results(
     keeps its last results.
 
     Effect: when the model-visible tokens exceed ``max_tokens``, each older result
-    becomes ``[ctx cleared: {offload_dir}/clear/{n}]`` (``n``: the result's number in
-    the file; ``hint = "long"`` writes ``[ctx: old tool result cleared; full content
+    becomes ``[ctx cleared: {offload_dir}/clear/{id}]``, named by its tool call id as
+    in Eino (``hint = "long"`` writes ``[ctx: old tool result cleared; full content
     saved to {offload_dir}/clear/{id}]``, ``hint = "marker"`` just ``[ctx cleared]``)
-    and its text goes to that file. Results
+    and its text goes to that file; a result ``truncate_tool_output`` shortened in
+    this run cites its ``trunc/{id}`` file instead, which holds the full text. Results
     already cleared, results no longer than the hint in tokens and tools in
     ``exclude_tools`` or marked ``skip`` stay. When everything to clear would reclaim
     fewer than ``clear_at_least`` tokens, nothing is cleared. The call and its result
@@ -135,39 +143,49 @@ def clear_tool_results(
         return StageResult(conv, counters, (note,) if plan else ())
     messages = list(conv.messages)
     for item in plan:
-        if item.result:
-            path = ctx.offload.put("clear", item.key, item.block.text)
-            _set(messages, item.ref, item.block.with_text(_hint(ctx, opts, path)))
-            counters["cleared"] += 1
-        if item.call is not None:
-            call_block = conv.block(item.call)
-            apath = ctx.offload.put("clear", f"{item.key}.args", call_block.text)
-            note = json.dumps(
-                {"ctx_cleared": clear_args_hint(ctx.language, path=apath)}, ensure_ascii=False
-            )
-            _set(messages, item.call, call_block.with_text(note))
-            counters["arguments_cleared"] += 1
+        _apply(messages, conv, item, opts, ctx, counters)
     counters["tokens_reclaimed"] = reclaimed
     return StageResult(conv.with_messages(messages), counters)
 
 
+def _apply(
+    messages: list[Message],
+    conv: Conversation,
+    item: _Clear,
+    opts: ClearToolResultsOptions,
+    ctx: StageContext,
+    counters: dict[str, int],
+) -> None:
+    """Clear one planned result (and its call's arguments) in ``messages``."""
+    if item.result:
+        # A result truncated earlier cites the file holding its full text: one read
+        # gets the original back, and the preview is not stored a second time.
+        path = item.cited or ctx.offload.put("clear", item.key, item.block.text)
+        _set(messages, item.ref, item.block.with_text(_hint(ctx, opts, path)))
+        counters["cleared"] += 1
+    if item.call is not None:
+        call_block = conv.block(item.call)
+        apath = ctx.offload.put("clear", f"{item.key}.args", call_block.text)
+        note = json.dumps(
+            {"ctx_cleared": clear_args_hint(ctx.language, path=apath)}, ensure_ascii=False
+        )
+        _set(messages, item.call, call_block.with_text(note))
+        counters["arguments_cleared"] += 1
+
+
+@dataclass(frozen=True, slots=True)
 class _Clear:
-    """One result to clear: where it is, its offload key, whether the result itself
-    goes (a short one stays), its call (if its arguments go) and the tokens saved."""
+    """One result to clear: where it is, its offload key, the file its hint cites when
+    that file exists already (``cited``), whether the result itself goes (a short one
+    stays), its call (if its arguments go) and the tokens saved."""
 
-    __slots__ = ("ref", "block", "key", "result", "call", "saved")
-
-    def __init__(
-        self,
-        ref: BlockRef,
-        block: Block,
-        key: str,
-        result: bool,
-        call: BlockRef | None,
-        saved: int,
-    ) -> None:
-        self.ref, self.block, self.key, self.result = ref, block, key, result
-        self.call, self.saved = call, saved
+    ref: BlockRef
+    block: Block
+    key: str
+    cited: str | None
+    result: bool
+    call: BlockRef | None
+    saved: int
 
 
 def _protected_from(conv: Conversation, opts: ClearToolResultsOptions) -> int:
@@ -197,8 +215,9 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
         text = block.text
         if is_cleared(text):
             continue
-        key = str(number) if opts.hint != "long" else block.call_id or f"result-{ref[0]}-{ref[1]}"
-        hint = _hint(ctx, opts, ctx.offload.path_for("clear", key))
+        key = result_key(ref, block)
+        cited = _full_text_file(ctx, key, text)
+        hint = _hint(ctx, opts, cited or ctx.offload.path_for("clear", key))
         saved = max(0, count(text) - count(hint))
         # A call's input can be long though its result is short (an apply_patch patch).
         call = conv.call_of(ref) if opts.clear_arguments else None
@@ -212,8 +231,18 @@ def _plan(conv: Conversation, opts: ClearToolResultsOptions, ctx: StageContext) 
                 saved += max(0, count(args) - count(note))
         if saved <= 0:
             continue
-        plan.append(_Clear(ref, block, key, count(text) > count(hint), call, saved))
+        plan.append(_Clear(ref, block, key, cited, count(text) > count(hint), call, saved))
     return plan
+
+
+def _full_text_file(ctx: StageContext, key: str, text: str) -> str | None:
+    """The file truncate_tool_output wrote this result's full text to, if it did.
+
+    Only a file of this run's store, named by the same key, is cited: a hint copied
+    from elsewhere (an agent that read a reduced file) is not taken for one.
+    """
+    path = truncated_path(text)
+    return path if path is not None and path == ctx.offload.path_for("trunc", key) else None
 
 
 def _hint(ctx: StageContext, opts: ClearToolResultsOptions, path: str) -> str:

@@ -23,6 +23,7 @@ from ctxcli.services.classifier import (
     is_protected,
 )
 from ctxcli.services.disk_cache import DiskCache
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
 
@@ -231,7 +232,7 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
             continue
         for bi, block in enumerate(msg.blocks):
             if block.kind is Kind.TOOL_RESULT:
-                key = block.call_id or f"result-{mi}-{bi}"
+                key = result_key((mi, bi), block)
             elif (
                 block.kind is Kind.TEXT and opts.include_assistant_text and msg.role == "assistant"
             ):
@@ -341,7 +342,8 @@ def _compressed(
     kept = sum(mask)
     if len(mask) != len(job.words) or kept >= len(job.words):
         return None
-    count = ctx.tokens.counter.count
+    counter = ctx.tokens.counter
+    count = counter.count
     mark = _MARK.get(ctx.language, _MARK["en"])
     pct = round(100 * kept / len(job.words))
     # Price the result with the path it will get before writing anything, so a
@@ -353,7 +355,15 @@ def _compressed(
     old_text = job.block.text
     old_tokens = count(old_text)
     tail = count(f"\n{mark.format(pct=pct, path=planned)}")
-    if _body_bound(job, kept, count, piece_tokens) + tail >= old_tokens:
+    by_length = getattr(counter, "by_length", None)
+    if by_length is not None:
+        # A count of the length alone (approx) is bounded in characters: summing
+        # it word by word would round up once per word, and the tier would then
+        # compress one text and skip its neighbour of the same size.
+        bound = by_length(_body_bound(job, kept, len, {}))
+    else:
+        bound = _body_bound(job, kept, count, piece_tokens)
+    if bound + tail >= old_tokens:
         return None
     body = join_lines(job.lines, mask)
     if count(body) + tail >= old_tokens:  # only if the tokenizer is not subadditive
@@ -363,12 +373,13 @@ def _compressed(
 
 
 def _body_bound(job: _Job, kept: int, count: Callable[[str], int], cache: dict[str, int]) -> int:
-    """Most tokens the compressed body can have when ``kept`` of the job's words stay.
+    """Most ``count`` the compressed body can have when ``kept`` of the job's words stay.
 
     The body joins its lines with newlines; a line is its indentation and its kept
     words with their separators. Counts of tokens add up at most (a concatenation
     never needs more tokens than its parts), so the sum of the line frames and the
     ``kept`` dearest words bounds every choice of words the classifier could make.
+    With ``count = len`` the bound is in characters, and exact for the longest words.
     """
 
     def tokens(piece: str) -> int:

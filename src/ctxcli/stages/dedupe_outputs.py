@@ -10,6 +10,7 @@ from pydantic import Field
 
 from ctxcli.core.hints import is_ctx_marked, same_as_hint, stale_read_hint
 from ctxcli.core.model import BlockRef, Conversation, Kind
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 
@@ -66,7 +67,7 @@ def dedupe_outputs(
         if len(text) < opts.min_chars or is_ctx_marked(text):
             continue
         mi, bi = ref
-        call_id = block.call_id or f"result-{mi}-{bi}"
+        call_id = result_key(ref, block)
         if ref in stale:
             path = ctx.offload.put("dedupe_outputs", call_id, text)
             new_text = stale_read_hint(ctx.language, file=stale[ref], path=path)
@@ -74,7 +75,7 @@ def dedupe_outputs(
         elif text in first:
             earlier = first[text]
             earlier_block = conv.block(earlier)
-            ref_id = earlier_block.call_id or f"result-{earlier[0]}-{earlier[1]}"
+            ref_id = result_key(earlier, earlier_block)
             path = ctx.offload.put("dedupe_outputs", ref_id, text)
             tool = conv.tool_name(earlier) or "tool"
             new_text = same_as_hint(ctx.language, tool=tool, ref=ref_id, path=path)

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from ctxcli.core.hints import is_truncated
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 AREA = "head_tail"
@@ -137,7 +138,7 @@ def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> S
                 continue
             counters["already_truncated"] += 1
         elif opts.offload:
-            path = ctx.offload.put(AREA, block.call_id or f"result-{mi}-{bi}", text)
+            path = ctx.offload.put(AREA, result_key(ref, block), text)
             hint = _SAVED.get(ctx.language, _SAVED["en"]).format(path=path)
             new_text = cut(text, opts.head_chars, opts.tail_chars, hint)
         else:

@@ -124,24 +124,10 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
     if before <= MIN_SAVING_TOKENS:
         # No summary can save enough here: do not even ask for one.
         return StageResult(conv, counters, (f"only {before} tokens to summarize; kept",))
-    try:
-        body = _ask(conv.with_messages(dropped), opts, ctx)
-    except SummarizerError as exc:
-        counters["failures"] = 1
-        reason = f"summary failed, transcript left unchanged: {exc}"
-        ctx.log(f"summarize: {reason}")
-        return StageResult(conv, counters, (reason,))
-    key = range_key(conv, start, cut - 1)
-    # Whether a summary pays is decided without the offload path, so a transcript gets
-    # the same answer whatever directory the run writes to; the margin leaves room
-    # for the path, so the output never grows.
-    after = ctx.tokens.message(_summary(ctx, len(dropped), "", body))
-    if after > before // 2 or before - after < MIN_SAVING_TOKENS:
-        note = (
-            f"the summary ({after} tokens) would not halve what it replaces ({before}); "
-            "transcript left unchanged"
-        )
+    body, note = _paying_summary(conv.with_messages(dropped), before, opts, ctx, counters)
+    if body is None:
         return StageResult(conv, counters, (note,))
+    key = range_key(conv, start, cut - 1)
     path = ctx.offload.put("summarize", key, render_messages(conv, range(start, cut)))
     summary = _summary(ctx, len(dropped), path, body)
     after = ctx.tokens.message(summary)
@@ -152,6 +138,33 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
     )
     messages = (*conv.messages[:start], summary, *conv.messages[cut:])
     return StageResult(conv.with_messages(messages), counters, (note,))
+
+
+def _paying_summary(
+    history: Conversation,
+    before: int,
+    opts: SummarizeOptions,
+    ctx: StageContext,
+    counters: dict[str, int],
+) -> tuple[str | None, str]:
+    """The summary of ``history`` (``before`` tokens), or None and why there is none."""
+    try:
+        body = _ask(history, opts, ctx)
+    except SummarizerError as exc:
+        counters["failures"] = 1
+        reason = f"summary failed, transcript left unchanged: {exc}"
+        ctx.log(f"summarize: {reason}")
+        return None, reason
+    # Whether a summary pays is decided without the offload path, so a transcript gets
+    # the same answer whatever directory the run writes to; the margin leaves room
+    # for the path, so the output never grows.
+    after = ctx.tokens.message(_summary(ctx, len(history.messages), "", body))
+    if after > before // 2 or before - after < MIN_SAVING_TOKENS:
+        return None, (
+            f"the summary ({after} tokens) would not halve what it replaces ({before}); "
+            "transcript left unchanged"
+        )
+    return body, ""
 
 
 def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> str:

@@ -6,6 +6,7 @@ from pydantic import Field
 
 from ctxcli.core.hints import is_ctx_marked, truncation_hint
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import (
     StageContext,
     StageOptions,
@@ -111,7 +112,7 @@ def truncate_tool_output(
             counters["read_loop_skipped"] += 1
             continue
         mi, bi = ref
-        path = ctx.offload.put("trunc", block.call_id or f"result-{mi}-{bi}", text)
+        path = ctx.offload.put("trunc", result_key(ref, block), text)
         new_text = _preview(text, limit, path, opts.read_tool_name, ctx.language)
         msg = messages[mi]
         blocks: list[Block] = list(msg.blocks)
