@@ -234,3 +234,12 @@ def test_eight_conversations_through_one_proxy_cite_their_own_texts(tmp_path: Pa
             bodies = [r.body for r in api.posts("/v1/messages")]
         assert len(bodies) == CONVERSATIONS * TURNS
         assert _check_hints(bodies, outputs, str(root.resolve())) > CONVERSATIONS * 2
+
+
+@pytest.mark.parametrize("scheme", ["file://", "local://"])
+def test_a_local_url_is_the_local_directory(tmp_path: Path, scheme: str) -> None:
+    """The live store reads URLs with the one rule of core.io: a local URL is its path."""
+    store = LiveOffload(f"{scheme}{tmp_path / 'off'}")
+    cited = store.put("clear", "call_1", "removed text")
+    assert store.root == str(tmp_path / "off")
+    assert Path(cited).read_text() == "removed text"

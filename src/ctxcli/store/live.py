@@ -27,15 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import OffloadError
+from ctxcli.core.io import local_path
 from ctxcli.core.protocols import encode_text, safe_name, sha256
 from ctxcli.services.dirs import private_dir
 
-__all__ = ["LiveOffload", "is_url"]
-
-
-def is_url(location: str) -> bool:
-    """True if ``location`` is an fsspec URL (``proto://...``) rather than a local path."""
-    return "://" in location and not location.startswith("file://")
+__all__ = ["LiveOffload"]
 
 
 class LiveOffload:
@@ -49,7 +45,8 @@ class LiveOffload:
     def __init__(self, location: str | os.PathLike[str]) -> None:
         text = os.fspath(location)
         self._fs: Any = None
-        if is_url(text):
+        local = local_path(text)
+        if local is None:
             try:
                 import fsspec
             except ImportError:
@@ -60,8 +57,7 @@ class LiveOffload:
             self._fs, _ = fsspec.core.url_to_fs(text)
             self.root = text.rstrip("/")
         else:
-            text = text.removeprefix("file://")
-            self.root = str(Path(text).expanduser().resolve())
+            self.root = str(Path(local).expanduser().resolve())
         # (area, name) -> digest of what this store holds there, so a repeated put
         # costs a dict lookup, not a read of the file.
         self._known: dict[tuple[str, str], str] = {}
