@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats.anthropic import Anthropic
-from ctxcli.formats.base import Format
+from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config, default_config

@@ -15,7 +15,7 @@ from typing import Any
 from ctxcli.api import Report, reduce_bytes
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.protocols import encode_text, split_units
-from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.pipeline.config import Config, build_config, default_config
 from ctxcli.services.tokens import CountOptions
 from ctxcli.store.disk import DryRunOffload

@@ -30,7 +30,7 @@ import orjson
 
 from ctxcli.core.errors import CtxError, RestoreError, TranscriptError
 from ctxcli.core.protocols import encode_text, sha256, split_units
-from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
 from ctxcli.services.tokens import CountOptions, load_engine

@@ -14,19 +14,9 @@ from typing import Any
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import (
-    BUILTIN_MODULES,
-    FORMAT_REGISTRY,
-    PLUGIN_GROUP,
-    Document,
-    Format,
-    OutRecord,
-    Record,
-    State,
-    iter_records,
-    raise_first_invalid,
-    register_format,
-)
+from ctxcli.formats.format import Document, Format, OutRecord, State
+from ctxcli.formats.lines import Record, iter_records, raise_first_invalid
+from ctxcli.formats.registry import BUILTIN_MODULES, FORMAT_REGISTRY, PLUGIN_GROUP, register_format
 
 __all__ = [
     "BUILTIN_MODULES",

@@ -39,23 +39,15 @@ from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
     call_input,
-    changed_result_ids,
     content_from_blocks,
-    drop_emptied,
-    require_recognised,
     text_path,
     write_content,
 )
-from ctxcli.formats.base import (
-    Document,
-    Format,
-    OutRecord,
-    Path_,
-    Problem,
-    Record,
-    State,
-    register_format,
-)
+from ctxcli.formats.fixups import changed_result_ids, drop_emptied, require_recognised
+from ctxcli.formats.format import Document, Format, OutRecord, Problem, State
+from ctxcli.formats.lines import Record
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import Path_
 
 KNOWN_TYPES = {
     "user",

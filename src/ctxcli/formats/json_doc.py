@@ -40,27 +40,17 @@ from ctxcli.core.errors import PrefixChanged, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
-from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
-from ctxcli.formats.base import (
-    BOM,
-    Document,
-    Format,
-    OutRecord,
-    Record,
-    State,
-    Writable,
-    dumps_like,
-    loads_record,
-    register_format,
-    style_of,
-)
 from ctxcli.formats.collection import first_value
-from ctxcli.formats.jsontext import Style, dumps_keeping
+from ctxcli.formats.fixups import changed_result_ids, drop_emptied
+from ctxcli.formats.format import Document, Format, OutRecord, State
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_like, loads_record, style_of
 from ctxcli.formats.jsontext import item_spans as _item_spans
 from ctxcli.formats.jsontext import member_span as _member_span
 from ctxcli.formats.jsontext import skip_value as _skip_value
 from ctxcli.formats.jsontext import skip_ws as _skip_ws
+from ctxcli.formats.lines import BOM, Record, Writable
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.formats.registry import register_format
 
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}

@@ -12,7 +12,9 @@ from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, delete_many, register_format, set_in, text_block
+from ctxcli.formats.format import Format
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import delete_many, set_in, text_block
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 

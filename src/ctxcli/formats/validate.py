@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from ctxcli.core.model import Kind
 from ctxcli.formats import Document, load, split_collection
-from ctxcli.formats.base import Problem
+from ctxcli.formats.format import Problem
 
 __all__ = ["Problem", "check_document", "validate_bytes"]
 

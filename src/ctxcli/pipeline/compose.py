@@ -20,8 +20,9 @@ from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats import Split, get_format, load, split_collection
-from ctxcli.formats.base import Document, Format, Writable
 from ctxcli.formats.collection import Part
+from ctxcli.formats.format import Document, Format
+from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.rerun import (
     Resume,

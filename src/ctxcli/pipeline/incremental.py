@@ -42,7 +42,8 @@ import orjson
 from ctxcli.core.errors import PrefixChanged, TranscriptError
 from ctxcli.core.model import Conversation, Message
 from ctxcli.core.protocols import Offload
-from ctxcli.formats.base import Format, Record, State
+from ctxcli.formats.format import Format, State
+from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.run import StageReport, run_pipeline, settled_prefix
 from ctxcli.stages import StageContext, TokenLedger

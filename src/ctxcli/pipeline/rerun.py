@@ -14,7 +14,7 @@ moved back so that no tool call is kept without its results and no record that l
 its line end is kept (an append would extend it). The manifest records it
 (:func:`kept_record`): where it ends in the input, the roles, tool ids and names of its
 messages (no texts), their tokens at every stage and what the format needs of its
-records (:meth:`~ctxcli.formats.base.Format.skeleton`); where it ends in the output is
+records (:meth:`~ctxcli.formats.format.Resumable.skeleton`); where it ends in the output is
 read off the restore script (:func:`script_cut`).
 
 The next run (:func:`resume_from`) checks that the input starts with the recorded
@@ -42,7 +42,7 @@ from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
-from ctxcli.formats.base import Record, parse_lines
+from ctxcli.formats.lines import Record, parse_lines
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.run import settled_prefix
 from ctxcli.pipeline.stats_cache import code_fingerprint
@@ -84,7 +84,7 @@ class Kept:
     per_message: list[list[int]]
     """``[input, output]`` tokens of each kept message (a resume's share of them)."""
     skeletons: list[Any] | None = None
-    """The format's :meth:`~ctxcli.formats.base.Format.skeleton` of each kept record."""
+    """The format's :meth:`~ctxcli.formats.format.Resumable.skeleton` of each kept record."""
 
 
 @dataclass(frozen=True)

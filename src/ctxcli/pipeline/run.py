@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.model import Conversation, Kind, RecordEdits
-from ctxcli.formats.base import Record
+from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
 from ctxcli.store.disk import DryRunOffload

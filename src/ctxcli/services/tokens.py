@@ -51,7 +51,7 @@ PARALLEL_MIN_BYTES = 4 * 1024 * 1024
 DIGEST_MIN_CHARS = 1024
 """A span of a text this long is memoised by the text's digest (:func:`text_key`):
 16 bytes held instead of a text that a lazy block reads from the input only when asked
-(``formats.base.LAZY_MIN_CHARS`` is no shorter)."""
+(``formats.lazy.LAZY_MIN_CHARS`` is no shorter)."""
 
 _CHUNK_BYTES = 512 * 1024
 """Work unit handed to a counting process (small enough to balance, big enough to batch)."""
