@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ctxcli.core.errors import PrefixChanged, TranscriptError
+from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
 from ctxcli.core.model import Conversation, Message, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
@@ -194,8 +194,15 @@ class Format(LazyTexts, Resumable):
             data = set_in(data, path, encode_slot(codec, get_in(data, path), block.text))
         return data
 
-    def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
-        """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`)."""
+    def load(
+        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+    ) -> Document:
+        """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`).
+
+        Raises:
+            ConfigError: ``on_invalid`` is none of :class:`~ctxcli.core.errors.OnInvalid`.
+        """
+        on_invalid = OnInvalid.of(on_invalid)
         if self.lazy_texts:
             return self.build_as_parsed(raw, path, [], iter_records(raw, path), on_invalid)
         records = parse_lines(raw, path, on_invalid=self.on_invalid(on_invalid))
@@ -207,7 +214,7 @@ class Format(LazyTexts, Resumable):
         path: str,
         parsed: list[Record],
         rest: Iterator[Record],
-        on_invalid: str = "auto",
+        on_invalid: OnInvalid = OnInvalid.AUTO,
     ) -> Document:
         """:meth:`build` over records still being parsed (``parsed``, then ``rest``).
 
@@ -217,7 +224,7 @@ class Format(LazyTexts, Resumable):
         :func:`parse_lines` then :meth:`build`: a line that is not JSON (unless kept)
         is named before a record that is not of the format, wherever they are.
         """
-        keep = self.on_invalid(on_invalid) == "keep"
+        keep = self.on_invalid(on_invalid) is OnInvalid.KEEP
         records: list[Record] = []
         warnings: list[str] = []
         pages = Pages(raw)
@@ -245,10 +252,10 @@ class Format(LazyTexts, Resumable):
             rec.message = message
         return self.assemble(raw, path, records, warnings)
 
-    def on_invalid(self, on_invalid: str) -> str:
-        """``"keep"`` or ``"error"``: what ``on_invalid`` (maybe ``"auto"``) means here."""
-        if on_invalid == "auto":
-            return "keep" if self.skips_invalid_lines else "error"
+    def on_invalid(self, on_invalid: OnInvalid) -> OnInvalid:
+        """``KEEP`` or ``ERROR``: what ``on_invalid`` (maybe ``AUTO``) means here."""
+        if on_invalid is OnInvalid.AUTO:
+            return OnInvalid.KEEP if self.skips_invalid_lines else OnInvalid.ERROR
         return on_invalid
 
     def build(self, raw: Input, path: str, records: list[Record]) -> Document:

@@ -36,7 +36,7 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import PrefixChanged, Remedy, TranscriptError
+from ctxcli.core.errors import OnInvalid, PrefixChanged, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
@@ -275,7 +275,9 @@ class JsonDocument(Format):
             doc.extra["copies"] = (copies, (start, end), value[COPIES_KEY])
         return doc
 
-    def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
+    def load(
+        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+    ) -> Document:
         doc = self.try_load_document(raw[:], path, allow_empty=True)
         if doc is None:
             raise TranscriptError(

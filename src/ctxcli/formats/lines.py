@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages, release
 from ctxcli.core.model import Message
 from ctxcli.formats.jsontext import loads_record
@@ -138,14 +138,17 @@ def join_parts(parts: list[bytes | memoryview], into: Writable | None = None) ->
     return b"" if into is not None else buffer.getvalue()
 
 
-def parse_lines(raw: Input, path: str, *, on_invalid: str = "error") -> list[Record]:
+def parse_lines(
+    raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.ERROR
+) -> list[Record]:
     """Split JSONL bytes into records, parsing each line.
 
     Blank lines are kept as records without data. A line that is not JSON is an
     error naming the line, or (``on_invalid="keep"``) a record passed through as is.
     """
+    keep = OnInvalid.of(on_invalid) is OnInvalid.KEEP
     records = list(iter_records(raw, path))
-    if on_invalid != "keep":
+    if not keep:
         raise_first_invalid(records, path)
     return records
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import OnInvalid, TranscriptError
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
@@ -49,7 +49,7 @@ def reduce_bytes(
     config: Config | None = None,
     offload: DryRunOffload | None = None,
     path: str = "<stdin>",
-    on_invalid: str = "auto",
+    on_invalid: OnInvalid | str = OnInvalid.AUTO,
     log: Callable[[str], None] | None = None,
     counting: CountOptions | None = None,
     monitors: bool = True,
@@ -94,7 +94,7 @@ def reduce_bytes(
             config=config,
             offload=offload,
             path=path,
-            on_invalid=on_invalid,
+            on_invalid=OnInvalid.of(on_invalid),
             log=log,
             counting=counting,
             monitors=monitors,
@@ -129,7 +129,7 @@ def _reduce(
     config: Config | None,
     offload: DryRunOffload | None,
     path: str,
-    on_invalid: str,
+    on_invalid: OnInvalid,
     log: Callable[[str], None] | None,
     counting: CountOptions | None,
     monitors: bool,
@@ -323,7 +323,7 @@ def _reduce_collection(
     split: Split,
     config: Config,
     offload: DryRunOffload,
-    on_invalid: str,
+    on_invalid: OnInvalid,
     log: Callable[[str], None] | None,
     counting: CountOptions,
     *,

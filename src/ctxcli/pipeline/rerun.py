@@ -38,7 +38,7 @@ from typing import Any
 import orjson
 
 from ctxcli._version import __version__
-from ctxcli.core.errors import PrefixChanged
+from ctxcli.core.errors import OnInvalid, PrefixChanged
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
@@ -109,7 +109,7 @@ def chain_supports(config: Config, fmt: Format) -> bool:
     )
 
 
-def config_digest(config: Config, fmt: Format, root: str, on_invalid: str) -> str:
+def config_digest(config: Config, fmt: Format, root: str, on_invalid: OnInvalid | str) -> str:
     """What must be the same for a run to keep another's decisions."""
     described = orjson.dumps(
         {
@@ -128,7 +128,7 @@ def config_digest(config: Config, fmt: Format, root: str, on_invalid: str) -> st
             ],
             # Hints cite the offload directory by this name.
             "root": root,
-            "on_invalid": on_invalid,
+            "on_invalid": OnInvalid.of(on_invalid).value,
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -379,7 +379,7 @@ def resume_from(
     return Resume(kept, manifest["format"], output[: _unit_end(output, units)], script)
 
 
-def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
+def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: OnInvalid) -> Document:
     """The document of ``raw`` with the kept records unparsed and their messages stand-ins."""
     stand_ins = [_stand_in(item) for item in kept.structure]
     skeletons = kept.skeletons or [None] * kept.records
