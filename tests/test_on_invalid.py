@@ -12,6 +12,7 @@ from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
 from ctxcli.formats import load
 from ctxcli.formats.lines import parse_lines
 from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 
 BROKEN_CC = SHARED / "cc_mclaude_c76e5be5.jsonl"  # line 859 is not JSON (redaction)
 
@@ -84,6 +85,7 @@ def test_an_unknown_on_invalid_is_refused_by_the_library() -> None:
         lambda: load(raw, str(BROKEN_CC), format="claude_code", on_invalid="skip"),
         lambda: parse_lines(raw, str(BROKEN_CC), on_invalid="skip"),
         lambda: validate_bytes(raw, str(BROKEN_CC), on_invalid="skip"),
+        lambda: reduce_bytes(raw, options=ReduceOptions(on_invalid="skip")),  # type: ignore[arg-type]
     ):
         with pytest.raises(ConfigError) as info:
             call()
