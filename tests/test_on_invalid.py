@@ -8,11 +8,13 @@ import pytest
 
 from conftest import SHARED, invoke
 from ctxcli.api import reduce_file
+from ctxcli.api.batch import BatchOptions, stats_many
 from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
 from ctxcli.formats import load
 from ctxcli.formats.lines import parse_lines
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.config import load_config
 
 BROKEN_CC = SHARED / "cc_mclaude_c76e5be5.jsonl"  # line 859 is not JSON (redaction)
 
@@ -86,6 +88,7 @@ def test_an_unknown_on_invalid_is_refused_by_the_library() -> None:
         lambda: parse_lines(raw, str(BROKEN_CC), on_invalid="skip"),
         lambda: validate_bytes(raw, str(BROKEN_CC), on_invalid="skip"),
         lambda: reduce_bytes(raw, options=ReduceOptions(on_invalid="skip")),  # type: ignore[arg-type]
+        lambda: stats_many([BROKEN_CC], load_config(), options=BatchOptions(on_invalid="skip")),  # type: ignore[arg-type]
     ):
         with pytest.raises(ConfigError) as info:
             call()
