@@ -32,7 +32,8 @@ from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.slots import get_in
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.tokens import CachedCounter, conversation_sources, conversation_texts
+from ctxcli.services.counting import CachedCounter
+from ctxcli.services.tokens import conversation_sources, conversation_texts
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

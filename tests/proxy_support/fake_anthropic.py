@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ctxcli.services.tokens import load_engine
+from ctxcli.services.engines import load_engine
 
 _, _COUNT = load_engine("cl100k")
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from ctxcli import api
 from ctxcli.core.errors import CtxError, ExitCode, OnInvalid, Remedy, TranscriptError
 from ctxcli.pipeline.config import Config
-from ctxcli.services.tokens import CountOptions, ignore_sigint
+from ctxcli.services.counting import ignore_sigint
+from ctxcli.services.tokens import CountOptions
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""

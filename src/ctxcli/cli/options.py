@@ -12,7 +12,7 @@ import typer.core
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.formats import FORMATS
 from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.tokens import TOKENIZERS
+from ctxcli.services.engines import TOKENIZERS
 
 
 def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
