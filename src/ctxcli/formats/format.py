@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
-from ctxcli.core.model import Conversation, Message, SourceRecord, hydrate
+from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats.jsontext import dumps_like
 from ctxcli.formats.lazy import LAZY_MIN_CHARS, LazyTexts, leave_in_input, same_text, share_strings
@@ -315,23 +315,10 @@ class Format(LazyTexts, Resumable):
         the ones before are the previous run's, and the stages left their messages
         alone); a message a stage created among them is an error.
         """
-        kept: dict[int, Message] = {}
-        inserts: dict[int | None, list[Message]] = {}
-        prev: int | None = None
-        frozen = conv.frozen if start else 0
-        seen_message = frozen > 0
-        for msg in conv.messages[frozen:]:
-            if msg.key is None:
-                if start and prev is None:
-                    raise PrefixChanged("a stage created a message in the kept prefix")
-                inserts.setdefault(prev, []).append(msg)
-            elif msg.key < start:
-                raise PrefixChanged("a message of the kept prefix moved")
-            else:
-                kept[msg.key] = msg
-                prev = msg.key
+        kept, inserts = _placed(conv, start)
         plan: list[OutRecord] = []
         anchor_kept = True
+        seen_message = bool(start) and conv.frozen > 0
         edits = conv.record_edits
 
         def emit_new(after: int | None, neighbour: Any) -> None:
@@ -342,33 +329,20 @@ class Format(LazyTexts, Resumable):
         for key in range(start, len(records)):
             rec = records[key]
             if rec.message is None:
-                if key in edits.drop or key in edits.keep:
-                    keep = key not in edits.drop
-                else:
-                    keep = rec.data is None or self.keep_passthrough(rec, anchor_kept)
+                keep = _passes(self, rec, key, edits, anchor_kept)
                 plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
-                _strip_fields(plan[-1], edits.strip.get(key))
-                _set_values(plan[-1], edits.set_values.get(key))
+                _edit(plan[-1], edits, key)
                 continue
             if not seen_message:
                 seen_message = True
                 emit_new(None, rec.data)
             new = kept.get(key)
+            anchor_kept = new is not None
             if new is None:
-                anchor_kept = False
                 plan.append(OutRecord(State.DROPPED, rec, rec.data, rec.message))
                 continue
-            anchor_kept = True
-            if new is rec.message or new == rec.message:
-                plan.append(OutRecord(State.COPY, rec, rec.data, new))
-            else:
-                data = self.apply(rec.data, rec.message, new)
-                # A format may decline a change (signed thinking is never rewritten):
-                # the record is then copied byte-for-byte, not re-serialised.
-                state = State.COPY if data is rec.data else State.CHANGED
-                plan.append(OutRecord(state, rec, data, new))
-            _strip_fields(plan[-1], edits.strip.get(key))
-            _set_values(plan[-1], edits.set_values.get(key))
+            plan.append(_kept(self, rec, new))
+            _edit(plan[-1], edits, key)
             emit_new(key, rec.data)
         for after in list(inserts):
             emit_new(after, None)
@@ -407,34 +381,17 @@ class Format(LazyTexts, Resumable):
         plan.reverse()
         for i in range(len(plan)):
             rec = plan.pop()
-            if rec.state is State.DROPPED:
-                assert rec.orig is not None
-                script.original(blobs.add_original(rec.orig.raw, _texts_of(rec.orig)))
-                continue
             orig = rec.orig
-            if rec.state is State.COPY and orig is not None:
-                if orig.terminator or i == last_live:
-                    parts.append(orig.raw)
-                    script.copy()
-                    continue
-                # An unterminated last line that is no longer last needs a newline.
-                parts.append(bytes(orig.raw) + b"\n")
-                script.original(blobs.add_original(orig.raw))
-                script.skip()
+            if rec.state is State.DROPPED:
+                assert orig is not None
+                script.original(blobs.add_original(orig.raw, _texts_of(orig)))
                 continue
-            try:
-                if orig is not None:
-                    lead = BOM if orig.has_bom else b""
-                    body = dumps_like(hydrate(rec.data), orig.body, orig.data)
-                    end = orig.terminator or (b"\n" if i != last_live else b"")
-                else:
-                    lead, body = b"", dumps_like(hydrate(rec.data), _style_sample(doc))
-                    end = b"\n" if (i != last_live or _ends_with_newline(doc)) else b""
-            except (ValueError, RecursionError) as exc:
-                raise _unwritable(doc, rec, exc) from None
+            if rec.state is State.COPY and orig is not None:
+                _copy(orig, i == last_live, parts, script, blobs)
+                continue
+            parts.append(_serialised(doc, rec, i == last_live))
             if orig is not None:
                 script.original(blobs.add_original(orig.raw, _texts_of(orig)))
-            parts.append(lead + body + end)
             script.skip()
             fresh += len(parts[-1])
             if into is not None and fresh >= RELEASE_BYTES:
@@ -442,6 +399,90 @@ class Format(LazyTexts, Resumable):
                 parts.clear()
                 fresh = 0
         return join_parts(parts, into), script
+
+
+def _placed(
+    conv: Conversation, start: int
+) -> tuple[dict[int, Message], dict[int | None, list[Message]]]:
+    """The messages that stand for a record, by its key, and those a stage created, by
+    the key of the record they follow (None: before the first message).
+
+    Raises:
+        PrefixChanged: ``start`` > 0 and a stage moved or created a message among the
+            first ``start`` records.
+    """
+    kept: dict[int, Message] = {}
+    inserts: dict[int | None, list[Message]] = {}
+    prev: int | None = None
+    for msg in conv.messages[conv.frozen if start else 0 :]:
+        if msg.key is None:
+            if start and prev is None:
+                raise PrefixChanged("a stage created a message in the kept prefix")
+            inserts.setdefault(prev, []).append(msg)
+        elif msg.key < start:
+            raise PrefixChanged("a message of the kept prefix moved")
+        else:
+            kept[msg.key] = msg
+            prev = msg.key
+    return kept, inserts
+
+
+def _passes(fmt: Format, rec: Record, key: int, edits: RecordEdits, anchor_kept: bool) -> bool:
+    """Whether a record the model never sees stays: as a stage said, else as the format says."""
+    if key in edits.drop or key in edits.keep:
+        return key not in edits.drop
+    return rec.data is None or fmt.keep_passthrough(rec, anchor_kept)
+
+
+def _kept(fmt: Format, rec: Record, new: Message) -> OutRecord:
+    """The planned record of a message the stages kept, as they left it."""
+    if new is rec.message or new == rec.message:
+        return OutRecord(State.COPY, rec, rec.data, new)
+    assert rec.message is not None
+    data = fmt.apply(rec.data, rec.message, new)
+    # A format may decline a change (signed thinking is never rewritten): the record
+    # is then copied byte-for-byte, not re-serialised.
+    return OutRecord(State.COPY if data is rec.data else State.CHANGED, rec, data, new)
+
+
+def _edit(out: OutRecord, edits: RecordEdits, key: int) -> None:
+    """The record edits stages asked for on record ``key``: fields stripped, values set."""
+    _strip_fields(out, edits.strip.get(key))
+    _set_values(out, edits.set_values.get(key))
+
+
+def _copy(
+    orig: Record,
+    last: bool,
+    parts: list[bytes | memoryview],
+    script: RestoreScript,
+    blobs: OriginalsSink,
+) -> None:
+    """Copy an unchanged record's bytes to the output."""
+    if orig.terminator or last:
+        parts.append(orig.raw)
+        script.copy()
+        return
+    # An unterminated last line that is no longer last needs a newline.
+    parts.append(bytes(orig.raw) + b"\n")
+    script.original(blobs.add_original(orig.raw))
+    script.skip()
+
+
+def _serialised(doc: Document, rec: OutRecord, last: bool) -> bytes:
+    """A changed or created record's line, written in its file's style."""
+    orig = rec.orig
+    try:
+        if orig is not None:
+            lead = BOM if orig.has_bom else b""
+            body = dumps_like(hydrate(rec.data), orig.body, orig.data)
+            end = orig.terminator or (b"\n" if not last else b"")
+        else:
+            lead, body = b"", dumps_like(hydrate(rec.data), _style_sample(doc))
+            end = b"\n" if (not last or _ends_with_newline(doc)) else b""
+    except (ValueError, RecursionError) as exc:
+        raise _unwritable(doc, rec, exc) from None
+    return lead + body + end
 
 
 def _unwritable(doc: Document, rec: OutRecord, exc: Exception) -> TranscriptError:

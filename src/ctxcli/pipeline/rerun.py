@@ -174,25 +174,12 @@ def kept_record(
     """
     if not frontiers:
         return None
-    # The kept calls have their results among the kept messages (load_tail checks
-    # that no new result answers one): the walk starts after them.
-    done_messages = previous.messages if previous is not None else 0
-    frontier = settled_prefix(conv_in, frontiers, doc.records, start=done_messages)
-    if previous is not None:
-        # What was kept stays kept: its decisions are final.
-        frontier = max(frontier, previous.messages)
+    frontier, records = _kept_extent(doc, conv_in, frontiers, previous)
     if frontier <= 0:
         return None
-    messages = conv_in.messages
-    if frontier < len(messages):
-        first = messages[frontier].key
-        assert first is not None  # stages that declare a frontier create no messages
-        records = first
-    else:
-        records = len(doc.records) if doc.records[-1].terminator else len(doc.records) - 1
     start = previous.messages if previous is not None else 0
     structure = list(previous.structure) if previous is not None else []
-    structure.extend(_structure(m) for m in messages[start:frontier])
+    structure.extend(_structure(m) for m in conv_in.messages[start:frontier])
     tokens = [sum(per[start:frontier]) for per in counts]
     per_message = list(previous.per_message) if previous is not None else []
     per_message.extend(
@@ -215,14 +202,40 @@ def kept_record(
         "tokens": tokens,
         "per_message": per_message,
     }
+    packed = pack_skeletons(_skeletons(doc, done, records, previous))
+    if any(row is not None for row in packed["rows"]):
+        entry["skeletons"] = packed
+    return entry
+
+
+def _kept_extent(
+    doc: Document, conv_in: Conversation, frontiers: Sequence[int], previous: Kept | None
+) -> tuple[int, int]:
+    """How many leading messages a later run may keep, and how many records hold them."""
+    # The kept calls have their results among the kept messages (load_tail checks
+    # that no new result answers one): the walk starts after them.
+    done_messages = previous.messages if previous is not None else 0
+    frontier = settled_prefix(conv_in, frontiers, doc.records, start=done_messages)
+    if previous is not None:
+        # What was kept stays kept: its decisions are final.
+        frontier = max(frontier, previous.messages)
+    messages = conv_in.messages
+    if frontier <= 0:
+        return frontier, 0
+    if frontier < len(messages):
+        first = messages[frontier].key
+        assert first is not None  # stages that declare a frontier create no messages
+        return frontier, first
+    return frontier, len(doc.records) if doc.records[-1].terminator else len(doc.records) - 1
+
+
+def _skeletons(doc: Document, done: int, records: int, previous: Kept | None) -> Iterable[Any]:
+    """The format's skeleton of every kept record: the previous run's, then this run's."""
     fmt = doc.format
     skeletons: Iterable[Any] = (fmt.skeleton(r.data) for r in doc.records[done:records])
     if previous is not None:
         skeletons = chain(previous.skeletons or [None] * previous.records, skeletons)
-    packed = pack_skeletons(skeletons)
-    if any(row is not None for row in packed["rows"]):
-        entry["skeletons"] = packed
-    return entry
+    return skeletons
 
 
 def pack_skeletons(skeletons: Iterable[Any]) -> dict[str, list[Any]]:
