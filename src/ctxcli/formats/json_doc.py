@@ -483,6 +483,27 @@ def _rewrite_copies(
     left out); an observation when it equals a tool output that changed.
     """
     (start, end), (list_start, list_end), steps = copies
+    changed, outputs = _changes(plan)
+    new_steps, touched = [], False
+    for step in steps:
+        new_step = _rewritten_step(step, changed, outputs) if isinstance(step, dict) else step
+        touched = touched or new_step is not step
+        new_steps.append(new_step)
+    if not touched:
+        return text
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = re.match(r"[ \t]*", text[line_start:start])
+    dumped = layout.dump_value(new_steps, indent.group() if indent else "")
+    # The history was rewritten in ``text``; find the copies' span again from its edges.
+    if end <= list_start:
+        return text[:start] + dumped + text[end:]
+    shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
+    return text[: start + shift] + dumped + text[end + shift :]
+
+
+def _changes(plan: list[OutRecord]) -> tuple[dict[bytes, Any], dict[str, str]]:
+    """The history messages that changed (their new value, None if dropped), by their
+    canonical form; and the tool outputs that changed, old text to new."""
     changed: dict[bytes, Any] = {}
     outputs: dict[str, str] = {}
     for rec in plan:
@@ -499,37 +520,29 @@ def _rewrite_copies(
             footer = old.rfind(SWE_FOOTER)
             if footer > 0:
                 outputs.setdefault(old[:footer], new)
-    new_steps, touched = [], False
-    for step in steps:
-        if not isinstance(step, dict):
-            new_steps.append(step)
-            continue
-        new_step = step
-        msgs = step.get("messages")
-        if isinstance(msgs, list) and msgs:
-            kept, hit = [], False
-            for m in msgs:
-                c = _canonical(m) if isinstance(m, dict) else b""
-                if c in changed:
-                    hit = True
-                    if changed[c] is not None:
-                        kept.append(changed[c])
-                else:
-                    kept.append(m)
-            if hit:
-                new_step = {**new_step, "messages": kept}
-        obs = step.get("observation")
-        if isinstance(obs, str) and obs in outputs:
-            new_step = {**new_step, "observation": outputs[obs]}
-        touched = touched or new_step is not step
-        new_steps.append(new_step)
-    if not touched:
-        return text
-    line_start = text.rfind("\n", 0, start) + 1
-    indent = re.match(r"[ \t]*", text[line_start:start])
-    dumped = layout.dump_value(new_steps, indent.group() if indent else "")
-    # The history was rewritten in ``text``; find the copies' span again from its edges.
-    if end <= list_start:
-        return text[:start] + dumped + text[end:]
-    shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
-    return text[: start + shift] + dumped + text[end + shift :]
+    return changed, outputs
+
+
+def _rewritten_step(
+    step: dict[str, Any], changed: dict[bytes, Any], outputs: dict[str, str]
+) -> dict[str, Any]:
+    """``step`` with its message copies and observation as the history now has them
+    (the very object when nothing in it changed)."""
+    new_step = step
+    msgs = step.get("messages")
+    if isinstance(msgs, list) and msgs:
+        kept, hit = [], False
+        for m in msgs:
+            c = _canonical(m) if isinstance(m, dict) else b""
+            if c in changed:
+                hit = True
+                if changed[c] is not None:
+                    kept.append(changed[c])
+            else:
+                kept.append(m)
+        if hit:
+            new_step = {**new_step, "messages": kept}
+    obs = step.get("observation")
+    if isinstance(obs, str) and obs in outputs:
+        new_step = {**new_step, "observation": outputs[obs]}
+    return new_step
