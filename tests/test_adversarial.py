@@ -207,7 +207,7 @@ def test_a_changed_value_beyond_double_range_is_refused_not_written_as_infinity(
     tmp_path: Path,
 ) -> None:
     # The stage rewrites the arguments object: a number in it cannot be kept as text.
-    from ctxcli.formats.base import dumps_like
+    from ctxcli.formats.jsontext import dumps_like
 
     with pytest.raises(ValueError, match="JSON"):
         dumps_like({"a": float("inf"), "s": "\ud800"}, b"{}")

@@ -13,6 +13,7 @@ import pytest
 from conftest import invoke
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
+from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.anthropic_client import AnthropicAccess, ReplyError
 from ctxcli.services.classifier import (
@@ -300,9 +301,9 @@ def test_no_cache_makes_the_rerun_ask_again(
     stage = {"use": "compress_words", "classifier": "anthropic", "base_url": server.base_url}
     config = build_config({"stages": [stage]}, "test")
     off = CountOptions(cache=False)
-    first = reduce_bytes(_transcript(), config=config, counting=off)
+    first = reduce_bytes(_transcript(), config=config, options=ReduceOptions(counting=off))
     calls = first.report.stages[0].counters["classifier_calls"]
-    second = reduce_bytes(_transcript(), config=config, counting=off)
+    second = reduce_bytes(_transcript(), config=config, options=ReduceOptions(counting=off))
     assert second.report.stages[0].counters["cache_hits"] == 0
     assert server.count(MESSAGES) == 2 * calls
     assert not (tmp_path / "answers" / DiskCache.FILE).exists()
@@ -382,7 +383,8 @@ def test_long_texts_left_in_the_input_are_counted_once_by_the_endpoint(
     config = build_config({"tokenizer": "anthropic", "stages": []}, "test")
     with AnthropicServer() as srv:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        report = reduce_bytes(raw, config=config, counting=CountOptions(cache=False)).report
+        options = ReduceOptions(counting=CountOptions(cache=False))
+        report = reduce_bytes(raw, config=config, options=options).report
         # "go", "sh", "{}", three outputs, and the one-message overhead.
         assert srv.count(COUNT_TOKENS) == 7
     words = 1 + 3 * 2 + sum(len(line["content"].split()) for line in lines[2::2])

@@ -11,9 +11,12 @@ from conftest import REPO, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
-from ctxcli.services import tokens
+from ctxcli.pipeline.compose import ReduceOptions
+from ctxcli.services import counting, tokens
 from ctxcli.services.counters import get_counter
-from ctxcli.services.tokens import CountOptions, count_texts, load_engine
+from ctxcli.services.counting import count_texts
+from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens import CountOptions
 from ctxcli.stages import StageContext, TokenLedger
 
 EDGE_TEXTS = [
@@ -136,10 +139,10 @@ def test_reduce_with_worker_processes_equals_single_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     raw = _big_transcript()
-    one = reduce_bytes(raw, counting=CountOptions(cache=False, workers=1))
+    one = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=1)))
     # Force the pool even for this small input.
-    monkeypatch.setattr(tokens, "PARALLEL_MIN_BYTES", 0)
-    two = reduce_bytes(raw, counting=CountOptions(cache=False, workers=2))
+    monkeypatch.setattr(counting, "PARALLEL_MIN_BYTES", 0)
+    two = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=2)))
     assert two.output == one.output
     assert two.report.to_dict() == one.report.to_dict()
 
@@ -167,7 +170,7 @@ def test_clear_tool_results_counts_the_transcript_once() -> None:
 
     doc = load(_big_transcript(200))
     calls: list[str] = []
-    counter = tokens.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
+    counter = counting.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
     ctx = StageContext(TokenLedger(counter), DryRunOffload("ctx-offload"))
     result = get_stage("clear_tool_results").fn(
         doc.conversation, ClearToolResultsOptions(max_tokens=1000), ctx
@@ -186,7 +189,7 @@ def test_approx_needs_no_engine() -> None:
 
 def test_a_custom_count_function_also_runs_on_workers() -> None:
     texts = [f"word {i} " * (i % 50 + 1) for i in range(400)]
-    custom = tokens.CachedCounter("custom", lambda t: len(t.split()), workers=2)
+    custom = counting.CachedCounter("custom", lambda t: len(t.split()), workers=2)
     custom.parallel_min_bytes = 0
     custom.count_many(texts)
     assert [custom.count(t) for t in texts] == [len(t.split()) for t in texts]
@@ -239,7 +242,7 @@ class _Span:
 def test_a_counted_span_is_not_read_again() -> None:
     texts = [f"{i} " + "word " * 400 for i in range(30)]
     spans = [_Span(t) for t in texts] + [_Span(texts[0])]  # one text twice
-    counter = tokens.CachedCounter("words", lambda t: len(t.split()))
+    counter = counting.CachedCounter("words", lambda t: len(t.split()))
     counter.count_many(spans)
     read = [s.reads for s in spans]
     assert read == [2] * 30 + [1]  # for its digest, then to be counted (once per text)

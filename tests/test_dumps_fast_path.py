@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ctxcli.formats.base import dumps_like, style_of
-from ctxcli.formats.jsontext import dumps_keeping
+from ctxcli.formats.jsontext import dumps_keeping, dumps_like, style_of
 
 _leaves = (
     st.none()

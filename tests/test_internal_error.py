@@ -33,7 +33,7 @@ def boom_config() -> Iterator[None]:
     assert "boom_for_test" in registry()
     Path("ctx.toml").write_text('[[stages]]\nuse = "boom_for_test"\n')
     yield
-    stages.STAGE_REGISTRY._items.pop("boom_for_test", None)
+    stages.STAGE_REGISTRY.reset()
 
 
 def test_internal_error_is_one_line_and_123(boom_config: None) -> None:

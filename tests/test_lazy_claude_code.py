@@ -24,9 +24,10 @@ from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
-from ctxcli.formats.anthropic import CallInput, json_text
-from ctxcli.formats.base import LAZY_MIN_CHARS, SHARED_MAX_CHARS, Span, share_strings
+from ctxcli.formats.anthropic import CallInput
 from ctxcli.formats.claude_code import ClaudeCode
+from ctxcli.formats.lazy import LAZY_MIN_CHARS, SHARED_MAX_CHARS, Span, share_strings
+from ctxcli.formats.slots import json_text
 from ctxcli.pipeline.config import build_config
 
 SESSIONS = [

@@ -27,11 +27,13 @@ from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, LazyBlock
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
-from ctxcli.formats.base import LAZY_MIN_CHARS, Span, get_in
+from ctxcli.formats.lazy import LAZY_MIN_CHARS, Span
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.formats.slots import get_in
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.tokens import CachedCounter, conversation_sources, conversation_texts
+from ctxcli.services.counting import CachedCounter
+from ctxcli.services.tokens import conversation_sources, conversation_texts
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

@@ -14,6 +14,7 @@ import shutil
 import sys
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -192,14 +193,15 @@ def test_real_transcripts_are_the_same_mapped(
 
 def _while_reducing(monkeypatch: pytest.MonkeyPatch, change: object) -> None:
     """Run ``change()`` after the stages, before the output is written."""
-    run = reducer.reduce_bytes
+    for name in ("reduce_bytes", "rerun_bytes"):
+        run = getattr(reducer, name)
 
-    def reduce_then_change(*args: object, **kw: object) -> object:
-        result = run(*args, **kw)  # type: ignore[arg-type]
-        change()  # type: ignore[operator]
-        return result
+        def reduce_then_change(*args: object, run: Any = run, **kw: object) -> object:
+            result = run(*args, **kw)
+            change()  # type: ignore[operator]
+            return result
 
-    monkeypatch.setattr(api, "reduce_bytes", reduce_then_change)
+        monkeypatch.setattr(api, name, reduce_then_change)
 
 
 def test_a_file_rewritten_during_the_run_is_refused(

@@ -22,7 +22,7 @@ from conftest import FIXTURES
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import sha256
-from ctxcli.formats.base import dumps_like
+from ctxcli.formats.jsontext import dumps_like
 from ctxcli.pipeline.config import build_config
 from ctxcli.store.disk import (
     ASCII,

@@ -8,8 +8,13 @@ import pytest
 
 from conftest import SHARED, invoke
 from ctxcli.api import reduce_file
-from ctxcli.core.errors import TranscriptError
+from ctxcli.api.batch import BatchOptions, stats_many
+from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
 from ctxcli.formats import load
+from ctxcli.formats.lines import parse_lines
+from ctxcli.formats.validate import validate_bytes
+from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.config import load_config
 
 BROKEN_CC = SHARED / "cc_mclaude_c76e5be5.jsonl"  # line 859 is not JSON (redaction)
 
@@ -69,3 +74,33 @@ def test_a_file_of_nothing_but_bad_lines_names_the_first(tmp_path: Path) -> None
         load(path.read_bytes(), str(path))
     assert info.value.line == 1
     assert "not valid JSON" in str(info.value)
+
+
+def test_an_unknown_on_invalid_is_refused_by_the_library() -> None:
+    # Before, only the CLI checked: a library caller's "skip" silently meant "error".
+    if not BROKEN_CC.is_file():
+        pytest.skip(f"{BROKEN_CC.name} is not present")
+    raw = BROKEN_CC.read_bytes()
+    message = "on_invalid 'skip' is invalid: use 'auto', 'error' or 'keep'."
+    for call in (
+        lambda: load(raw, str(BROKEN_CC), on_invalid="skip"),
+        lambda: load(raw, str(BROKEN_CC), format="claude_code", on_invalid="skip"),
+        lambda: parse_lines(raw, str(BROKEN_CC), on_invalid="skip"),
+        lambda: validate_bytes(raw, str(BROKEN_CC), on_invalid="skip"),
+        lambda: reduce_bytes(raw, options=ReduceOptions(on_invalid="skip")),  # type: ignore[arg-type]
+        lambda: stats_many([BROKEN_CC], load_config(), options=BatchOptions(on_invalid="skip")),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(ConfigError) as info:
+            call()
+        assert str(info.value) == message
+
+
+def test_on_invalid_takes_the_enum_or_its_value() -> None:
+    if not BROKEN_CC.is_file():
+        pytest.skip(f"{BROKEN_CC.name} is not present")
+    raw = BROKEN_CC.read_bytes()
+    by_value = load(raw, str(BROKEN_CC), on_invalid="keep")
+    by_enum = load(raw, str(BROKEN_CC), on_invalid=OnInvalid.KEEP)
+    assert by_enum.warnings == by_value.warnings != []
+    with pytest.raises(TranscriptError):
+        load(raw, str(BROKEN_CC), on_invalid=OnInvalid.ERROR)

@@ -247,10 +247,9 @@ def test_format_plugins_are_tried_after_every_builtin(format_plugin_site: Path) 
 @pytest.fixture
 def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
     """A registry holding only the built-ins, plugins enabled, and a site dir on sys.path."""
-    for registry in (stages_pkg.STAGE_REGISTRY, formats_pkg.FORMAT_REGISTRY):
-        monkeypatch.setattr(registry, "_items", dict(registry.items()))
-        monkeypatch.setattr(registry, "_packages", dict(registry._packages))
-        monkeypatch.setattr(registry, "_plugins_loaded", False)
+    registries = (stages_pkg.STAGE_REGISTRY, formats_pkg.FORMAT_REGISTRY)
+    for registry in registries:
+        registry.reset()
     monkeypatch.delenv("CTX_NO_PLUGINS")
     site = tmp_path / "site"
     site.mkdir()
@@ -260,6 +259,8 @@ def fresh_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[
     for name in set(sys.modules) - before:
         if name.startswith("fakeplug"):
             del sys.modules[name]
+    for registry in registries:
+        registry.reset()
 
 
 def _fake_dist(
@@ -440,3 +441,24 @@ def test_plugin_example_works_from_the_plugin_facing_module(fresh_registry: Path
     assert stages_pkg.registry()["redact_emails"].package == module.replace("_", "-")
     plugin = sys.modules[module]
     assert plugin.Conversation is stages_pkg.Conversation and plugin.Kind is stages_pkg.Kind
+
+
+def test_reset_keeps_only_the_builtins_and_loads_plugins_again(fresh_registry: Path) -> None:
+    registry = stages_pkg.STAGE_REGISTRY
+    builtins = list(registry.items())
+    loaded = registry.loaded
+    source = STAGE_SRC.format(name="plugged_in", options="Opts")
+    _fake_dist(fresh_registry, "fakeplug-reset", "fakeplug_reset", source)
+    # A script's own stage: a module imported by hand, not named by an entry point.
+    (fresh_registry / "fakeplug_script.py").write_text(source.replace("plugged_in", "by_script"))
+    registry.reset()  # the entry point written above loads on the next call
+    import fakeplug_script  # noqa: F401
+
+    names = list(registry.items())
+    assert names[: len(builtins)] == builtins
+    assert set(names[len(builtins) :]) == {"plugged_in", "by_script"}
+    registry.reset()
+    assert list(registry.loaded) == builtins and registry.loaded is loaded
+    del sys.modules["fakeplug_reset"]  # imported afresh, the plugin registers again
+    assert registry.items()["plugged_in"].package == "fakeplug-reset"
+    assert "by_script" not in registry.items()

@@ -17,6 +17,7 @@ from conftest import shared_transcripts
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document
+from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
 
 SIZES = (1, 2, 5, 20)
@@ -56,6 +57,8 @@ def test_real_transcript(path: Path, stage: str, tmp_path: Path) -> None:
         assert restore_file("out", offload_dir=off, raw=out) == raw, where
         new = _problems(_load(out, "out")) - before
         assert new == Counter(), f"{where}: new problems {sorted(new)}"
-        again = reduce_bytes(out, config=config, path="out", on_invalid="keep")
+        again = reduce_bytes(
+            out, config=config, path="out", options=ReduceOptions(on_invalid="keep")
+        )
         assert again.output == out, f"{where}: a rerun changed the output"
         assert report.tokens_after <= report.tokens_before, where

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -293,12 +294,17 @@ class _Sneaky(StageOptions):
     """Options of a stage that breaks its frontier promise."""
 
 
-def test_a_stage_that_touches_the_kept_prefix_makes_a_full_run(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(STAGE_REGISTRY, "_items", dict(STAGE_REGISTRY.items()))
-    monkeypatch.setattr(STAGE_REGISTRY, "_packages", dict(STAGE_REGISTRY._packages))
+@pytest.fixture
+def own_stages() -> Iterator[None]:
+    """The stage registry as the built-ins make it, before and after the test."""
+    STAGE_REGISTRY.reset()
+    yield
+    STAGE_REGISTRY.reset()
 
+
+def test_a_stage_that_touches_the_kept_prefix_makes_a_full_run(
+    tmp_path: Path, own_stages: None
+) -> None:
     @register("sneaky_upper", options=_Sneaky, frontier=everything_final)
     def sneaky_upper(conv: Conversation, opts: _Sneaky, ctx: Any) -> StageResult:
         # Rewrites the first message every time: a promise broken.

@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -124,11 +125,16 @@ class _ProbeOptions(StageOptions):
     depth_lines: int = Field(3, ge=1, description="How deep to probe.")
 
 
-def test_plugin_stages_join_the_printed_schema(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def own_stages() -> Iterator[None]:
+    """The stage registry as the built-ins make it, before and after the test."""
+    stages_pkg.STAGE_REGISTRY.reset()
+    yield
+    stages_pkg.STAGE_REGISTRY.reset()
+
+
+def test_plugin_stages_join_the_printed_schema(own_stages: None) -> None:
     """`ctx config schema` describes installed plugins; the shipped file does not."""
-    registry = stages_pkg.STAGE_REGISTRY
-    monkeypatch.setattr(registry, "_items", dict(registry.items()))
-    monkeypatch.setattr(registry, "_packages", dict(registry._packages))
 
     @register("probe_schema", options=_ProbeOptions)
     def probe_schema(conv: Any, opts: _ProbeOptions, ctx: Any) -> StageResult:

@@ -19,10 +19,11 @@ from typing import Any
 
 import pytest
 
+import ctxcli.formats.format as format_module
+import ctxcli.formats.lines as lines_module
 from conftest import REPO, SHARED
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.formats import base
-from ctxcli.formats.base import Format
+from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
@@ -131,7 +132,8 @@ def test_changed_records_go_out_as_they_are_made(monkeypatch: pytest.MonkeyPatch
     # Most of the output is changed records, whose new bytes must not wait for the end
     # of the dump (a relinked Claude Code session's were 100 MB of a 1 GB run's peak).
     # They go out every RELEASE_BYTES: 64 KB here, so a small input shows it.
-    monkeypatch.setattr(base, "RELEASE_BYTES", 64 * 1024)
+    monkeypatch.setattr(format_module, "RELEASE_BYTES", 64 * 1024)
+    monkeypatch.setattr(lines_module, "RELEASE_BYTES", 64 * 1024)
     raw = generate(8 * 1024 * 1024, seed=11)
     config = build_config(
         {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 2000}]},

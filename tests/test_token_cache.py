@@ -14,10 +14,11 @@ from conftest import invoke
 from ctxcli.api import stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
-from ctxcli.services import counters, tokens
+from ctxcli.services import counters, engines
+from ctxcli.services.counting import CACHE_MIN_CHARS
 from ctxcli.services.dirs import cache_dir
 from ctxcli.services.token_cache import DB_NAME, TokenCache
-from ctxcli.services.tokens import CACHE_MIN_CHARS, CountOptions
+from ctxcli.services.tokens import CountOptions
 
 
 def _session(n: int, start: int = 0) -> bytes:
@@ -32,7 +33,7 @@ def _session(n: int, start: int = 0) -> bytes:
 def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Texts the tokenizer really counts (long ones only: short ones skip the cache)."""
     seen: list[str] = []
-    real = tokens.load_engine("cl100k")[1]
+    real = engines.load_engine("cl100k")[1]
 
     def fake(name: str, engine: str | None = None) -> tuple[str, Callable[[str], int]]:
         def fn(text: str) -> int:
@@ -156,7 +157,7 @@ def test_a_damaged_cache_file_is_skipped_with_a_warning(tmp_path: Path, counted:
 def every_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every text the tokenizer counts, short ones included."""
     seen: list[str] = []
-    real = tokens.load_engine("cl100k")[1]
+    real = engines.load_engine("cl100k")[1]
 
     def fake(name: str, engine: str | None = None) -> tuple[str, Callable[[str], int]]:
         return "test", lambda text: seen.append(text) or real(text)

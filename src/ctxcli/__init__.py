@@ -21,6 +21,7 @@ _LAZY = {
     "Reducer": "agent.reducer",
     "ReducerResult": "agent.reducer",
     "reduce_bytes": "pipeline.compose",
+    "ReduceOptions": "pipeline.compose",
     "reduce_file": "api",
     "restore_file": "api",
     "stats_file": "api",
@@ -33,15 +34,16 @@ _LAZY = {
     "load_config": "pipeline.config",
     "CtxError": "core.errors",
     "ExitCode": "core.errors",
+    "OnInvalid": "core.errors",
 }
 
 if TYPE_CHECKING:
     from ctxcli.agent.reducer import Reducer, ReducerResult
     from ctxcli.api import reduce_file, restore_file, stats_file
-    from ctxcli.core.errors import CtxError, ExitCode
+    from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
     from ctxcli.datasets.records import ReducedRecords, reduce_records
     from ctxcli.datasets.rows import RowReducer, reduce_row, restore_row
-    from ctxcli.pipeline.compose import reduce_bytes
+    from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
     from ctxcli.pipeline.config import Config, load_config
     from ctxcli.pipeline.results import Report
 
@@ -61,6 +63,8 @@ __all__ = [
     "Config",
     "CtxError",
     "ExitCode",
+    "OnInvalid",
+    "ReduceOptions",
     "ReducedRecords",
     "Reducer",
     "ReducerResult",

@@ -29,14 +29,19 @@ from typing import Any, Literal
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats.anthropic import Anthropic
-from ctxcli.formats.base import Format
+from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config, default_config
-from ctxcli.pipeline.incremental import PrefixState, first_difference, run_increment
+from ctxcli.pipeline.incremental import (
+    IncrementOptions,
+    PrefixState,
+    first_difference,
+    run_increment,
+)
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.counters import get_counter
-from ctxcli.stages import TokenLedger
+from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.live import LiveOffload
 
 __all__ = ["Reducer", "ReducerResult"]
@@ -169,18 +174,19 @@ class Reducer:
         if system is not None:
             records.insert(0, {"role": "system", "content": system})
             offset = 1
+        ctx = StageContext(
+            self._ledger, self.offload, self.config.settings.language, self.notes.append
+        )
+        options = IncrementOptions(
+            index_offset=offset, keep_originals=self._keep_originals, exact=self._exact
+        )
         outcome, state = run_increment(
             self._state,
             records,
             fmt=self._format,
             stages=self.config.stages,
-            ledger=self._ledger,
-            offload=self.offload,
-            language=self.config.settings.language,
-            log=self.notes.append,
-            keep_originals=self._keep_originals,
-            index_offset=offset,
-            exact=self._exact,
+            ctx=ctx,
+            options=options,
         )
         entries = state.entries
         if offset:

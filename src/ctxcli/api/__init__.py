@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from ctxcli._version import __version__
-from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
+from ctxcli.core.errors import CtxError, OffloadError, OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import get_format
-from ctxcli.pipeline.compose import reduce_bytes
+from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes, rerun_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
 from ctxcli.pipeline.results import Reduced, Report
@@ -126,7 +126,7 @@ def open_input(path: str) -> tuple[Input, os.stat_result | None]:
     """The bytes of ``path``, and the file's status when they are a map of it.
 
     A regular file of :data:`MAP_MIN_BYTES` or more is mapped read-only instead of read:
-    its pages are given back once parsed (:func:`~ctxcli.formats.base.release`), so a
+    its pages are given back once parsed (:func:`~ctxcli.core.io.release`), so a
     run does not hold the input and its parsed records at once. Check the returned
     status with :func:`changed_since` after using the result: a map shows what is in
     the file now, not a snapshot. (A file truncated under the map kills the process
@@ -291,8 +291,7 @@ def reduce_file(
                 config=config,
                 offload=DryRunOffload(root),
                 path=input_name,
-                on_invalid=on_invalid,
-                log=log,
+                options=ReduceOptions(on_invalid=OnInvalid.of(on_invalid), log=log),
             )
             if rerun.output == data:
                 rerun.report.output = input_name
@@ -413,18 +412,25 @@ def _reduce_and_commit(
             if staged is not None:  # a run in full after a re-run gave up starts anew
                 staged[1].seek(0)
                 staged[1].truncate()
-            return reduce_bytes(
-                data,
-                config=config,
-                offload=store,
-                path=input_name,
-                on_invalid=on_invalid,
+            options = ReduceOptions(
+                on_invalid=OnInvalid.of(on_invalid),
                 log=log,
-                counting=counting,
+                counting=counting or CountOptions(),
                 monitors=False,
-                keep=incremental and out_path is not None and not in_place,
-                resume=kept,
-                into=staged[1] if staged is not None else None,
+            )
+            into = staged[1] if staged is not None else None
+            if incremental and out_path is not None and not in_place:
+                return rerun_bytes(
+                    data,
+                    kept,
+                    config=config,
+                    offload=store,
+                    path=input_name,
+                    into=into,
+                    options=options,
+                )
+            return reduce_bytes(
+                data, config=config, offload=store, path=input_name, into=into, options=options
             )
 
         reduced = None
@@ -614,8 +620,9 @@ def stats_file(
             config=config,
             offload=DryRunOffload(root),
             path=str(input),
-            on_invalid=on_invalid,
-            counting=counting,
+            options=ReduceOptions(
+                on_invalid=OnInvalid.of(on_invalid), counting=counting or CountOptions()
+            ),
         )
         if changed_since(str(input), st):
             # The map showed the file while it changed: count a snapshot of it instead.

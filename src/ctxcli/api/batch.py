@@ -16,15 +16,41 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ctxcli import api
-from ctxcli.core.errors import CtxError, ExitCode, Remedy, TranscriptError
+from ctxcli.core.errors import CtxError, ExitCode, OnInvalid, Remedy, TranscriptError
 from ctxcli.pipeline.config import Config
-from ctxcli.services.tokens import CountOptions, ignore_sigint
+from ctxcli.services.counting import ignore_sigint
+from ctxcli.services.tokens import CountOptions
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""
 
 FileProgress = Callable[["FileResult", int, int], None]
 """Called after each file with its result, files done, and files in all."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class BatchOptions:
+    """How a batch runs; each file is handled as a single-file run would handle it.
+
+    Attributes:
+        jobs: files handled at once, each on a process of its own when more than one.
+        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
+        force: replace an offload directory that is in the way (reduce only).
+        cache: use the on-disk token-count cache.
+        allow_empty: a directory that holds no transcript file is not an error.
+        progress: called after each file.
+    """
+
+    jobs: int = 1
+    on_invalid: OnInvalid = OnInvalid.AUTO
+    force: bool = False
+    cache: bool = True
+    allow_empty: bool = False
+    progress: FileProgress | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        # A caller without type checking may hand in the value, or a wrong one.
+        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
 
 
 @dataclass
@@ -194,28 +220,36 @@ def _input_at(target: str, inputs: dict[str, str], ids: dict[tuple[int, int], st
     return ids.get((st.st_dev, st.st_ino))
 
 
-def _run_one(
-    job: _Job, mode: str, config: Config, force: bool, on_invalid: str, counting: CountOptions
-) -> FileResult:
+@dataclass(frozen=True)
+class _Run:
+    """What every file of a batch is run with (sent to the worker processes)."""
+
+    mode: str
+    config: Config
+    force: bool
+    on_invalid: OnInvalid
+    counting: CountOptions
+
+
+def _run_one(job: _Job, run: _Run) -> FileResult:
     """Process one file; every error becomes a result, never an exception."""
-    result = _try_one(job, mode, config, force, on_invalid, counting)
+    result = _try_one(job, run)
     result.name = job.name
     return result
 
 
-def _try_one(
-    job: _Job, mode: str, config: Config, force: bool, on_invalid: str, counting: CountOptions
-) -> FileResult:
+def _try_one(job: _Job, run: _Run) -> FileResult:
     if job.error is not None:
         return FileResult(job.input, error=job.error, exit_code=int(ExitCode.USAGE_ERROR))
+    config, on_invalid, counting = run.config, run.on_invalid, run.counting
     try:
-        if mode == "reduce":
+        if run.mode == "reduce":
             report, _ = api.reduce_file(
                 job.input,
                 job.output,
                 config=config,
                 offload_dir=job.offload_dir,
-                force=force,
+                force=run.force,
                 on_invalid=on_invalid,
                 counting=counting,
                 return_output=False,
@@ -244,15 +278,7 @@ def _try_one(
 
 
 def _run_all(
-    jobs: list[_Job],
-    mode: str,
-    config: Config,
-    *,
-    workers: int,
-    force: bool,
-    on_invalid: str,
-    cache: bool,
-    progress: FileProgress | None,
+    jobs: list[_Job], mode: str, config: Config, options: BatchOptions
 ) -> list[FileResult]:
     results: list[FileResult | None] = [None] * len(jobs)
     done = 0
@@ -261,45 +287,52 @@ def _run_all(
         nonlocal done
         results[i] = result
         done += 1
-        if progress is not None:
-            progress(result, done, len(jobs))
+        if options.progress is not None:
+            options.progress(result, done, len(jobs))
 
-    if workers <= 1 or len(jobs) <= 1:
+    force, on_invalid = options.force, options.on_invalid
+    if options.jobs <= 1 or len(jobs) <= 1:
         # One file at a time; a large one may still count on every core.
-        counting = CountOptions(cache=cache)
+        run = _Run(mode, config, force, on_invalid, CountOptions(cache=options.cache))
         for i, job in enumerate(jobs):
-            finish(i, _run_one(job, mode, config, force, on_invalid, counting))
+            finish(i, _run_one(job, run))
     else:
         # Files are the unit of work: each worker counts on its own core only.
-        counting = CountOptions(cache=cache, workers=1)
-        # Largest first, so one big file does not start last and finish alone.
-        order = sorted(range(len(jobs)), key=lambda i: -jobs[i].bytes)
-        pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=ignore_sigint)
-        try:
-            futures: dict[Future[FileResult], int] = {
-                pool.submit(_run_one, jobs[i], mode, config, force, on_invalid, counting): i
-                for i in order
-            }
-            for fut in as_completed(futures):
-                i = futures[fut]
-                try:
-                    result = fut.result()
-                except Exception as exc:  # the worker process died (killed, out of memory)
-                    result = FileResult(
-                        jobs[i].input,
-                        error=f"{jobs[i].input}: worker failed: {type(exc).__name__}: {exc}",
-                        exit_code=int(ExitCode.INTERNAL_ERROR),
-                        name=jobs[i].name,
-                    )
-                finish(i, result)
-        except BaseException:
-            # Ctrl-C (the workers ignore it) or an error here: stop now rather than
-            # finish every queued file. A killed worker leaves only a staging
-            # directory, which the next run removes.
-            _terminate(pool)
-            raise
-        pool.shutdown()
+        run = _Run(mode, config, force, on_invalid, CountOptions(cache=options.cache, workers=1))
+        _run_pool(jobs, run, options.jobs, finish)
     return [r for r in results if r is not None]
+
+
+def _run_pool(
+    jobs: list[_Job], run: _Run, workers: int, finish: Callable[[int, FileResult], None]
+) -> None:
+    """Run the files on ``workers`` processes, largest first; ``finish`` takes each result."""
+    # Largest first, so one big file does not start last and finish alone.
+    order = sorted(range(len(jobs)), key=lambda i: -jobs[i].bytes)
+    pool = ProcessPoolExecutor(max_workers=min(workers, len(jobs)), initializer=ignore_sigint)
+    try:
+        futures: dict[Future[FileResult], int] = {
+            pool.submit(_run_one, jobs[i], run): i for i in order
+        }
+        for fut in as_completed(futures):
+            i = futures[fut]
+            try:
+                result = fut.result()
+            except Exception as exc:  # the worker process died (killed, out of memory)
+                result = FileResult(
+                    jobs[i].input,
+                    error=f"{jobs[i].input}: worker failed: {type(exc).__name__}: {exc}",
+                    exit_code=int(ExitCode.INTERNAL_ERROR),
+                    name=jobs[i].name,
+                )
+            finish(i, result)
+    except BaseException:
+        # Ctrl-C (the workers ignore it) or an error here: stop now rather than
+        # finish every queued file. A killed worker leaves only a staging
+        # directory, which the next run removes.
+        _terminate(pool)
+        raise
+    pool.shutdown()
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:
@@ -314,15 +347,10 @@ def reduce_many(
     out_dir: str | Path,
     config: Config,
     *,
-    jobs: int = 1,
     offload_dir: str | Path | None = None,
-    force: bool = False,
-    on_invalid: str = "auto",
-    cache: bool = True,
-    progress: FileProgress | None = None,
-    allow_empty: bool = False,
+    options: BatchOptions | None = None,
 ) -> list[FileResult]:
-    """Reduce every transcript in ``paths`` into ``out_dir``, ``jobs`` files at a time.
+    """Reduce every transcript in ``paths`` into ``out_dir``, ``options.jobs`` files at a time.
 
     Each input goes to ``out_dir/<name>`` (a directory's files keep their relative
     paths) with its offload directory beside it, ``<output>.offload``; with
@@ -335,47 +363,24 @@ def reduce_many(
     Raises:
         TranscriptError: a path does not exist (nothing is processed then).
     """
-    inputs = expand_inputs(paths, allow_empty=allow_empty)
+    options = options or BatchOptions()
+    inputs = expand_inputs(paths, allow_empty=options.allow_empty)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
         raise CtxError(f"{out} is a file", remedy=Remedy.OUTPUT_DIRECTORY)
     root = offload_dir if offload_dir is not None else config.settings.offload_dir
     plan = _plan(inputs, out, None if root is None else str(root))
     _refuse_overlaps(plan)
-    return _run_all(
-        plan,
-        "reduce",
-        config,
-        workers=jobs,
-        force=force,
-        on_invalid=on_invalid,
-        cache=cache,
-        progress=progress,
-    )
+    return _run_all(plan, "reduce", config, options)
 
 
 def stats_many(
-    paths: Iterable[str | Path],
-    config: Config,
-    *,
-    jobs: int = 1,
-    on_invalid: str = "auto",
-    cache: bool = True,
-    progress: FileProgress | None = None,
-    allow_empty: bool = False,
+    paths: Iterable[str | Path], config: Config, *, options: BatchOptions | None = None
 ) -> list[FileResult]:
-    """Preview the reduction of every transcript in ``paths``, ``jobs`` files at a time."""
-    plan = _plan(expand_inputs(paths, allow_empty=allow_empty), None, None)
-    return _run_all(
-        plan,
-        "stats",
-        config,
-        workers=jobs,
-        force=False,
-        on_invalid=on_invalid,
-        cache=cache,
-        progress=progress,
-    )
+    """Preview the reduction of every transcript in ``paths``, ``options.jobs`` files at a time."""
+    options = options or BatchOptions()
+    plan = _plan(expand_inputs(paths, allow_empty=options.allow_empty), None, None)
+    return _run_all(plan, "stats", config, options)
 
 
 def exit_code(results: Sequence[FileResult]) -> int:

@@ -16,7 +16,7 @@ import orjson
 from ctxcli import api
 from ctxcli.api import batch
 from ctxcli.cli import console
-from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
 from ctxcli.pipeline.config import Config
 
 
@@ -84,17 +84,16 @@ def reduce_batch(
     if output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory; stdout holds only one file.")
     with console.progress("files", enabled=not (quiet or json)) as bar:
-        results = batch.reduce_many(
-            inputs,
-            output,
-            config,
+        options = batch.BatchOptions(
             jobs=jobs,
-            offload_dir=offload_dir,
+            on_invalid=OnInvalid.of(on_invalid),
             force=force,
-            on_invalid=on_invalid,
             cache=cache,
-            progress=lambda _r, done, total: bar(done, total),
             allow_empty=allow_empty,
+            progress=lambda _r, done, total: bar(done, total),
+        )
+        results = batch.reduce_many(
+            inputs, output, config, offload_dir=offload_dir, options=options
         )
     failed = 0
     for r in results:
@@ -130,15 +129,14 @@ def stats_batch(
     """Preview every input: one table row per file; return the exit code."""
     _check_inputs(inputs)
     with console.progress("files", enabled=not json) as bar:
-        results = batch.stats_many(
-            inputs,
-            config,
+        options = batch.BatchOptions(
             jobs=jobs,
-            on_invalid=on_invalid,
+            on_invalid=OnInvalid.of(on_invalid),
             cache=cache,
-            progress=lambda _r, done, total: bar(done, total),
             allow_empty=allow_empty,
+            progress=lambda _r, done, total: bar(done, total),
         )
+        results = batch.stats_many(inputs, config, options=options)
     for r in results:
         if r.report is None:
             console.error(r.error or f"{r.input}: failed")

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 import typer
 import typer.core
 
-from ctxcli.core.errors import CtxError
+from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.formats import FORMATS
 from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.tokens import TOKENIZERS
+from ctxcli.services.engines import TOKENIZERS
 
 
 def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
@@ -108,5 +108,6 @@ NoCacheOpt = Annotated[
 
 
 def check_on_invalid(value: str) -> None:
-    if value not in ("auto", "error", "keep"):
+    """The library's check (:meth:`OnInvalid.of`), worded with the flag."""
+    if value not in {member.value for member in OnInvalid}:
         raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")

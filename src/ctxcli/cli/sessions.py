@@ -231,23 +231,20 @@ def sessions(
         ctx sessions --project . --since 3d
         ctx sessions --sort size --json
     """
-    from ctxcli.sessions import list_sessions, load_prices, parse_since
+    from ctxcli.sessions import SessionQuery, list_sessions, load_prices, parse_since
 
     with _errors():
         table = load_prices(prices)
+        query = SessionQuery(
+            agent=agent,
+            project=project,
+            since=parse_since(since) if since else None,
+            archived=archived,
+            exact=exact,
+            sort=sort,
+        )
         with console.progress("reading sessions", enabled=not json) as bar:
-            rows = list_sessions(
-                agent=agent,
-                project=project,
-                since=parse_since(since) if since else None,
-                archived=archived,
-                exact=exact,
-                sort=sort,
-                prices=table,
-                cache=not no_cache,
-                jobs=jobs,
-                progress=bar,
-            )
+            rows = list_sessions(query, prices=table, cache=not no_cache, jobs=jobs, progress=bar)
         if json:
             payload = {"sessions": [r.to_dict() for r in rows], "count": len(rows)}
             console.write_stdout(orjson.dumps(payload) + b"\n")

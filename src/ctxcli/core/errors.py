@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum, IntEnum
+from enum import Enum, IntEnum, StrEnum
 
 
 class ExitCode(IntEnum):
@@ -51,6 +51,34 @@ class CtxError(Exception):
 
 class ConfigError(CtxError):
     """The configuration file or a command-line override is invalid."""
+
+
+class OnInvalid(StrEnum):
+    """What a line that is not JSON does.
+
+    ``ERROR`` stops with an error naming the line; ``KEEP`` passes the line through
+    unchanged with a warning naming file:line; ``AUTO`` keeps it for the formats whose
+    own client reads past such a line (Claude Code, Codex) and stops for the others.
+    """
+
+    AUTO = "auto"
+    ERROR = "error"
+    KEEP = "keep"
+
+    @classmethod
+    def of(cls, value: OnInvalid | str) -> OnInvalid:
+        """``value`` as a member: what a public function does once with its argument.
+
+        Raises:
+            ConfigError: ``value`` names none of the members.
+        """
+        try:
+            return cls(value)
+        except ValueError:
+            *rest, last = [repr(m.value) for m in cls]
+            raise ConfigError(
+                f"on_invalid {value!r} is invalid: use {', '.join(rest)} or {last}."
+            ) from None
 
 
 class TranscriptError(CtxError):

@@ -93,7 +93,7 @@ class Block:
 
 
 class TextSpan(Protocol):
-    """Where a text sits in a loaded file, to read it again (``formats.base.Span``)."""
+    """Where a text sits in a loaded file, to read it again (``formats.lazy.Span``)."""
 
     chars: int
     """The text's length in characters."""
@@ -106,7 +106,7 @@ class TextSpan(Protocol):
 class LazyText:
     """A long text a format left in the input, in its place in a record's parsed data.
 
-    Formats with ``lazy_texts`` put one (``formats.base.Span``) where a long string
+    Formats with ``lazy_texts`` put one (``formats.lazy.Span``) where a long string
     was, so a large transcript's texts are not all held as Python strings. A reader
     of a record's data who needs such a text calls :func:`read_text` (one value) or
     :func:`hydrate` (a whole value, before serialising or comparing it).

@@ -101,6 +101,23 @@ class Registry(Generic[T]):
         """The package that registered ``name``."""
         return self._packages.get(name, BUILTIN)
 
+    def reset(self) -> None:
+        """Back to the built-ins alone: what plugins and scripts registered is forgotten,
+        and the entry points load again on the next :meth:`items` call.
+
+        For tests (a test that registers a stage of its own resets before and after it)
+        and for a program that changes ``CTX_NO_PLUGINS`` while it runs. The dict
+        :attr:`loaded` returns is emptied in place, so whoever holds it sees the reset.
+        A plugin module stays imported, and importing it again registers nothing: take
+        it out of ``sys.modules`` for its entry point to load it afresh.
+        """
+        self.load_builtins()
+        for name in [n for n in self._items if self.package(n) != BUILTIN]:
+            del self._items[name]
+            del self._packages[name]
+        self._pending.clear()
+        self._plugins_loaded = False
+
     def load_builtins(self) -> None:
         """Import ctx's own modules of this kind (once); each registers its items."""
         if self._builtins_loaded:

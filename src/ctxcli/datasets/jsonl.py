@@ -30,8 +30,8 @@ import orjson
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.core.protocols import encode_text, sha256, split_units
 from ctxcli.datasets.rows import STAT_COLUMNS, ReducedRow, RowReducer, fetch_blob, restore_row
-from ctxcli.formats.base import BOM, loads_record
-from ctxcli.formats.jsontext import member_span
+from ctxcli.formats.jsontext import loads_record, member_span
+from ctxcli.formats.lines import BOM
 
 __all__ = ["FileTotals", "ReducedFile", "reduce_jsonl", "restore_jsonl"]
 

@@ -15,7 +15,8 @@ from typing import Any
 from ctxcli.api import Report, reduce_bytes
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.protocols import encode_text, split_units
-from ctxcli.formats.base import dumps_like, loads_record
+from ctxcli.formats.jsontext import dumps_like, loads_record
+from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, build_config, default_config
 from ctxcli.services.tokens import CountOptions
 from ctxcli.store.disk import DryRunOffload
@@ -113,7 +114,8 @@ def reduce_records(
     # No disk cache of token counts and no process pool: a map function runs inside a
     # job that owns the workers and the disks.
     counting = CountOptions(cache=False, workers=1)
-    reduced = reduce_bytes(raw, config=config, offload=offload, path=name, counting=counting)
+    options = ReduceOptions(counting=counting)
+    reduced = reduce_bytes(raw, config=config, offload=offload, path=name, options=options)
     if reduced.units == "lines":
         out = [loads_record(unit) for unit in split_units(reduced.output)]
     else:

@@ -30,12 +30,13 @@ from typing import Any
 import orjson
 
 from ctxcli.api.remote import BlobReader
-from ctxcli.core.errors import CtxError, RestoreError, TranscriptError
+from ctxcli.core.errors import CtxError, OnInvalid, RestoreError, TranscriptError
 from ctxcli.core.protocols import encode_text, sha256, split_units
-from ctxcli.formats.base import dumps_like, loads_record
-from ctxcli.pipeline.compose import reduce_bytes
+from ctxcli.formats.jsontext import dumps_like, loads_record
+from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
-from ctxcli.services.tokens import CountOptions, load_engine
+from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens import CountOptions
 from ctxcli.store.memory import BlobStore, blob_path
 
 __all__ = [
@@ -173,9 +174,11 @@ class RowReducer:
             config=self.config,
             offload=store,
             path=name,
-            on_invalid=self.on_invalid,
-            counting=CountOptions(cache=False, workers=1),
-            monitors=False,
+            options=ReduceOptions(
+                on_invalid=OnInvalid.of(self.on_invalid),
+                counting=CountOptions(cache=False, workers=1),
+                monitors=False,
+            ),
         )
         report = reduced.report
         out_value = value if reduced.output == raw else _decode(kind, reduced.output, reduced.units)

@@ -11,22 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import (
-    BUILTIN_MODULES,
-    FORMAT_REGISTRY,
-    PLUGIN_GROUP,
-    Document,
-    Format,
-    OutRecord,
-    Record,
-    State,
-    iter_records,
-    raise_first_invalid,
-    register_format,
-)
+from ctxcli.formats.format import Document, Format, OutRecord, State
+from ctxcli.formats.lines import Record, iter_records, raise_first_invalid
+from ctxcli.formats.registry import BUILTIN_MODULES, FORMAT_REGISTRY, PLUGIN_GROUP, register_format
 
 __all__ = [
     "BUILTIN_MODULES",
@@ -141,7 +131,11 @@ def detect_format(records: list[Any], path: str) -> Format:
 
 
 def load(
-    raw: Input, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "auto"
+    raw: Input,
+    path: str = "<stdin>",
+    *,
+    format: str = "auto",
+    on_invalid: OnInvalid | str = OnInvalid.AUTO,
 ) -> Document:
     """Parse a transcript of any supported format.
 
@@ -152,7 +146,9 @@ def load(
 
     Raises:
         TranscriptError: the bytes are empty, not JSON, or not of the format.
+        ConfigError: ``on_invalid`` is none of :class:`~ctxcli.core.errors.OnInvalid`.
     """
+    on_invalid = OnInvalid.of(on_invalid)
     if format != "auto":
         fmt = get_format(format)
         # A whole document is parsed whole: a map of it saves nothing (``raw[:]`` of
@@ -171,7 +167,7 @@ def load(
     sample: list[Any] = []
     for rec in rest:
         head.append(rec)
-        if rec.invalid is not None and on_invalid == "error":
+        if rec.invalid is not None and on_invalid is OnInvalid.ERROR:
             raise_first_invalid([rec], path)
         if rec.data is not None:
             sample.append(rec.data)
@@ -185,6 +181,6 @@ def load(
     if fmt.lazy_texts:
         return fmt.build_as_parsed(raw, path, head, rest, on_invalid)
     records = head + list(rest)
-    if fmt.on_invalid(on_invalid) != "keep":
+    if fmt.on_invalid(on_invalid) is not OnInvalid.KEEP:
         raise_first_invalid(records, path)
     return fmt.build(raw, path, records)

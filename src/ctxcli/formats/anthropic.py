@@ -20,25 +20,15 @@ same block schema in ``message.content``.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
-from ctxcli.core.errors import Remedy, TranscriptError
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, LazyText, Message
-from ctxcli.formats.base import (
-    Format,
-    OutRecord,
-    Path_,
-    Record,
-    State,
-    encode_slot,
-    get_in,
-    register_format,
-    set_in,
-)
+from ctxcli.formats.fixups import drop_emptied
+from ctxcli.formats.format import Format, OutRecord
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import Path_, encode_slot, get_in, json_text, set_in
 
 ROLES = {"user", "assistant"}
 
@@ -61,14 +51,6 @@ TEXT = "text"
 TOOL_USE = "tool_use"
 TOOL_RESULT = "tool_result"
 KEEP = "keep"  # never written (thinking, images, unknown blocks)
-
-
-def json_text(value: Any) -> str:
-    """``value`` as compact JSON text (what a TOOL_CALL block shows)."""
-    try:
-        return orjson.dumps(value).decode("utf-8")
-    except TypeError:  # lone surrogates or integers past 64 bits
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def result_text(content: Any) -> str:
@@ -266,55 +248,6 @@ def write_content(data: Any, prefix: Path_, old: Message, new: Message) -> Any:
     if new_content == content and type(new_content) is type(content):
         return data
     return set_in(data, prefix, new_content)
-
-
-def changed_result_ids(old: Message, new: Message) -> set[str]:
-    """Call ids of the tool results whose text a stage changed or removed."""
-    kept = {b.slot: b for b in new.blocks if b.slot is not None}
-    ids: set[str] = set()
-    for block in old.blocks:
-        if block.kind is not Kind.TOOL_RESULT or block.call_id is None:
-            continue
-        after = kept.get(block.slot)
-        if after is None or after.text != block.text:
-            ids.add(block.call_id)
-    return ids
-
-
-def drop_emptied(plan: list[OutRecord]) -> None:
-    """Drop records whose every block a stage removed: an empty turn cannot stay.
-
-    Shared by the formats whose records hold one item each (a call, an output) or
-    whose APIs reject empty content.
-    """
-    for rec in plan:
-        if (
-            rec.state is not State.DROPPED
-            and rec.message is not None
-            and not rec.message.blocks
-            and rec.orig is not None
-            and rec.orig.message is not None
-            and rec.orig.message.blocks
-        ):
-            rec.state = State.DROPPED
-
-
-def require_recognised(
-    records: Sequence[Record], path: str, recognised: Callable[[Any], bool], what: str
-) -> None:
-    """Refuse a file in which no record is of the format (a wrong ``--format``).
-
-    Formats that pass unknown records through would otherwise "reduce" any JSONL
-    file to itself and report nothing to do.
-    """
-    parsed = [r for r in records if r.data is not None]
-    if parsed and not any(recognised(r.data) for r in parsed):
-        raise TranscriptError(
-            path,
-            parsed[0].line,
-            f"no record is {what}",
-            remedy=Remedy.CHECK_FORMAT,
-        )
 
 
 def has_anthropic_blocks(content: Any) -> bool:

@@ -39,23 +39,15 @@ from ctxcli.core.usage import response_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
     call_input,
-    changed_result_ids,
     content_from_blocks,
-    drop_emptied,
-    require_recognised,
     text_path,
     write_content,
 )
-from ctxcli.formats.base import (
-    Document,
-    Format,
-    OutRecord,
-    Path_,
-    Problem,
-    Record,
-    State,
-    register_format,
-)
+from ctxcli.formats.fixups import changed_result_ids, drop_emptied, require_recognised
+from ctxcli.formats.format import Document, Format, OutRecord, Problem, State
+from ctxcli.formats.lines import Record
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import Path_
 
 KNOWN_TYPES = {
     "user",
@@ -230,31 +222,9 @@ class ClaudeCode(Format):
     @staticmethod
     def _relink(plan: list[OutRecord]) -> None:
         """Keep the uuid tree valid after drops and inserts."""
-        dropped: dict[str, Any] = {}
-        taken: set[str] = set()
-        for rec in plan:
-            data = rec.data
-            if rec.message is None and rec.orig is not None and rec.orig.message is not None:
-                data = rec.orig.data  # a usage stub: its record left the tree
-                if rec.state is not State.DROPPED and isinstance(data, dict):
-                    dropped[str(data.get("uuid"))] = data.get("parentUuid")
-                    continue
-            if not isinstance(data, dict) or not isinstance(data.get("uuid"), str):
-                continue
-            if rec.state is State.DROPPED:
-                dropped[data["uuid"]] = data.get("parentUuid")
-            elif rec.state is not State.NEW:
-                taken.add(data["uuid"])
+        dropped, taken = _left_and_kept(plan)
         if not dropped and not any(r.state is State.NEW for r in plan):
             return
-
-        def resolve(uuid: Any) -> Any:
-            seen: set[str] = set()
-            while isinstance(uuid, str) and uuid in dropped and uuid not in seen:
-                seen.add(uuid)
-                uuid = dropped[uuid]
-            return uuid
-
         # A record inserted after P takes P's place as the parent of P's later
         # children, so it lies on the chain Claude Code walks when it resumes. An
         # insert at the very start becomes the root of the first root only (later
@@ -266,26 +236,13 @@ class ClaudeCode(Format):
             if rec.state is State.DROPPED or not isinstance(data, dict):
                 continue
             if rec.state is State.NEW:
-                uuid = base = str(data.get("uuid"))
-                n = 1
-                while uuid in taken:
-                    uuid = derived_uuid(base, str(n))
-                    n += 1
+                uuid = _free_uuid(str(data.get("uuid")), taken)
                 taken.add(uuid)
                 _edit(rec, parentUuid=last_uuid, uuid=uuid)
                 redirect[last_uuid] = uuid
                 last_uuid = uuid
                 continue
-            updates: dict[str, Any] = {}
-            for field in LINKS:
-                if field not in data:
-                    continue
-                value = data[field]
-                target = resolve(value)
-                if field == "parentUuid":
-                    target = _follow(redirect, target)
-                if target != value:
-                    updates[field] = target
+            updates = _relinked(data, dropped, redirect)
             if updates:
                 _edit(rec, **updates)
             if isinstance(rec.data.get("uuid"), str):
@@ -479,6 +436,61 @@ def is_compact_boundary(data: Any) -> bool:
         and data.get("type") == "system"
         and data.get("subtype") == "compact_boundary"
     )
+
+
+def _left_and_kept(plan: list[OutRecord]) -> tuple[dict[str, Any], set[str]]:
+    """The uuids that leave the tree, each with its parent; and those that stay."""
+    dropped: dict[str, Any] = {}
+    taken: set[str] = set()
+    for rec in plan:
+        data = rec.data
+        if rec.message is None and rec.orig is not None and rec.orig.message is not None:
+            data = rec.orig.data  # a usage stub: its record left the tree
+            if rec.state is not State.DROPPED and isinstance(data, dict):
+                dropped[str(data.get("uuid"))] = data.get("parentUuid")
+                continue
+        if not isinstance(data, dict) or not isinstance(data.get("uuid"), str):
+            continue
+        if rec.state is State.DROPPED:
+            dropped[data["uuid"]] = data.get("parentUuid")
+        elif rec.state is not State.NEW:
+            taken.add(data["uuid"])
+    return dropped, taken
+
+
+def _free_uuid(base: str, taken: set[str]) -> str:
+    """``base``, or the first uuid derived from it that no record has."""
+    uuid, n = base, 1
+    while uuid in taken:
+        uuid = derived_uuid(base, str(n))
+        n += 1
+    return uuid
+
+
+def _relinked(
+    data: dict[str, Any], dropped: dict[str, Any], redirect: dict[Any, str]
+) -> dict[str, Any]:
+    """The link fields of a kept record that must point elsewhere now, and where."""
+    updates: dict[str, Any] = {}
+    for field in LINKS:
+        if field not in data:
+            continue
+        value = data[field]
+        target = _past_dropped(dropped, value)
+        if field == "parentUuid":
+            target = _follow(redirect, target)
+        if target != value:
+            updates[field] = target
+    return updates
+
+
+def _past_dropped(dropped: dict[str, Any], uuid: Any) -> Any:
+    """The nearest ancestor of ``uuid`` that stays (``uuid`` itself if it does)."""
+    seen: set[str] = set()
+    while isinstance(uuid, str) and uuid in dropped and uuid not in seen:
+        seen.add(uuid)
+        uuid = dropped[uuid]
+    return uuid
 
 
 def _follow(redirect: dict[Any, str], parent: Any) -> Any:

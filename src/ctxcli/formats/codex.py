@@ -35,21 +35,12 @@ from typing import Any
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.anthropic import drop_emptied, json_text, require_recognised
-from ctxcli.formats.base import (
-    Document,
-    Format,
-    OutRecord,
-    Path_,
-    Record,
-    delete_many,
-    dumps_like,
-    encode_slot,
-    get_in,
-    loads_record,
-    register_format,
-    set_in,
-)
+from ctxcli.formats.fixups import drop_emptied, require_recognised
+from ctxcli.formats.format import Document, Format, OutRecord
+from ctxcli.formats.jsontext import dumps_like, loads_record
+from ctxcli.formats.lines import Record
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import Path_, delete_many, encode_slot, get_in, json_text, set_in
 
 ENVELOPE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 ITEM_TYPES = {

@@ -19,15 +19,8 @@ from typing import Any, ClassVar
 from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.io import Input, Pages
 from ctxcli.core.protocols import split_units
-from ctxcli.formats.base import (
-    BOM,
-    Record,
-    dumps_like,
-    iter_records,
-    join_parts,
-    loads_record,
-    raise_first_invalid,
-)
+from ctxcli.formats.jsontext import dumps_like, loads_record
+from ctxcli.formats.lines import BOM, Record, iter_records, join_parts, raise_first_invalid
 
 __all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
 

@@ -36,31 +36,21 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import PrefixChanged, Remedy, TranscriptError
+from ctxcli.core.errors import OnInvalid, PrefixChanged, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
-from ctxcli.formats.anthropic import changed_result_ids, drop_emptied
-from ctxcli.formats.base import (
-    BOM,
-    Document,
-    Format,
-    OutRecord,
-    Record,
-    State,
-    Writable,
-    dumps_like,
-    loads_record,
-    register_format,
-    style_of,
-)
 from ctxcli.formats.collection import first_value
-from ctxcli.formats.jsontext import Style, dumps_keeping
+from ctxcli.formats.fixups import changed_result_ids, drop_emptied
+from ctxcli.formats.format import Document, Format, OutRecord, State
+from ctxcli.formats.jsontext import Style, dumps_keeping, dumps_like, loads_record, style_of
 from ctxcli.formats.jsontext import item_spans as _item_spans
 from ctxcli.formats.jsontext import member_span as _member_span
 from ctxcli.formats.jsontext import skip_value as _skip_value
 from ctxcli.formats.jsontext import skip_ws as _skip_ws
+from ctxcli.formats.lines import BOM, Record, Writable
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.formats.registry import register_format
 
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
@@ -285,7 +275,9 @@ class JsonDocument(Format):
             doc.extra["copies"] = (copies, (start, end), value[COPIES_KEY])
         return doc
 
-    def load(self, raw: Input, path: str, *, on_invalid: str = "auto") -> Document:
+    def load(
+        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+    ) -> Document:
         doc = self.try_load_document(raw[:], path, allow_empty=True)
         if doc is None:
             raise TranscriptError(
@@ -491,6 +483,27 @@ def _rewrite_copies(
     left out); an observation when it equals a tool output that changed.
     """
     (start, end), (list_start, list_end), steps = copies
+    changed, outputs = _changes(plan)
+    new_steps, touched = [], False
+    for step in steps:
+        new_step = _rewritten_step(step, changed, outputs) if isinstance(step, dict) else step
+        touched = touched or new_step is not step
+        new_steps.append(new_step)
+    if not touched:
+        return text
+    line_start = text.rfind("\n", 0, start) + 1
+    indent = re.match(r"[ \t]*", text[line_start:start])
+    dumped = layout.dump_value(new_steps, indent.group() if indent else "")
+    # The history was rewritten in ``text``; find the copies' span again from its edges.
+    if end <= list_start:
+        return text[:start] + dumped + text[end:]
+    shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
+    return text[: start + shift] + dumped + text[end + shift :]
+
+
+def _changes(plan: list[OutRecord]) -> tuple[dict[bytes, Any], dict[str, str]]:
+    """The history messages that changed (their new value, None if dropped), by their
+    canonical form; and the tool outputs that changed, old text to new."""
     changed: dict[bytes, Any] = {}
     outputs: dict[str, str] = {}
     for rec in plan:
@@ -507,37 +520,29 @@ def _rewrite_copies(
             footer = old.rfind(SWE_FOOTER)
             if footer > 0:
                 outputs.setdefault(old[:footer], new)
-    new_steps, touched = [], False
-    for step in steps:
-        if not isinstance(step, dict):
-            new_steps.append(step)
-            continue
-        new_step = step
-        msgs = step.get("messages")
-        if isinstance(msgs, list) and msgs:
-            kept, hit = [], False
-            for m in msgs:
-                c = _canonical(m) if isinstance(m, dict) else b""
-                if c in changed:
-                    hit = True
-                    if changed[c] is not None:
-                        kept.append(changed[c])
-                else:
-                    kept.append(m)
-            if hit:
-                new_step = {**new_step, "messages": kept}
-        obs = step.get("observation")
-        if isinstance(obs, str) and obs in outputs:
-            new_step = {**new_step, "observation": outputs[obs]}
-        touched = touched or new_step is not step
-        new_steps.append(new_step)
-    if not touched:
-        return text
-    line_start = text.rfind("\n", 0, start) + 1
-    indent = re.match(r"[ \t]*", text[line_start:start])
-    dumped = layout.dump_value(new_steps, indent.group() if indent else "")
-    # The history was rewritten in ``text``; find the copies' span again from its edges.
-    if end <= list_start:
-        return text[:start] + dumped + text[end:]
-    shift = len(text) - (len(layout.head) + len(layout.tail)) - (list_end - list_start)
-    return text[: start + shift] + dumped + text[end + shift :]
+    return changed, outputs
+
+
+def _rewritten_step(
+    step: dict[str, Any], changed: dict[bytes, Any], outputs: dict[str, str]
+) -> dict[str, Any]:
+    """``step`` with its message copies and observation as the history now has them
+    (the very object when nothing in it changed)."""
+    new_step = step
+    msgs = step.get("messages")
+    if isinstance(msgs, list) and msgs:
+        kept, hit = [], False
+        for m in msgs:
+            c = _canonical(m) if isinstance(m, dict) else b""
+            if c in changed:
+                hit = True
+                if changed[c] is not None:
+                    kept.append(changed[c])
+            else:
+                kept.append(m)
+        if hit:
+            new_step = {**new_step, "messages": kept}
+    obs = step.get("observation")
+    if isinstance(obs, str) and obs in outputs:
+        new_step = {**new_step, "observation": outputs[obs]}
+    return new_step

@@ -7,6 +7,10 @@ or as the non-JSON ``Infinity``). :func:`dumps_keeping` serialises the new value
 copies the original text of every value that is still the same, so untouched fields
 keep their exact bytes. The scanner only has to find where values start and end in
 text that is already known to be valid JSON.
+
+A changed record is written in its neighbours' style (:func:`style_of`,
+:func:`dumps_like`), and a record is parsed by orjson with the stdlib for what orjson
+refuses (:func:`loads_record`).
 """
 
 from __future__ import annotations
@@ -22,17 +26,22 @@ from typing import Any
 
 import orjson
 
+from ctxcli.core.model import hydrate
+
 __all__ = [
     "Style",
     "array_items",
     "dumps_keeping",
+    "dumps_like",
     "dumps_plain",
     "item_spans",
+    "loads_record",
     "numbers_may_change",
     "member_span",
     "member_spans",
     "skip_value",
     "skip_ws",
+    "style_of",
 ]
 
 _WS = re.compile(r"[ \t\n\r]*")
@@ -396,3 +405,71 @@ def _same(new: Any, old: Any) -> bool:
         # -0.0 == 0.0, but it is written "-0.0": a changed sign is a change.
         return new == old and math.copysign(1.0, new) == math.copysign(1.0, old)
     return bool(new == old)
+
+
+_SPACED = re.compile(rb'^\s*[\[{]\s*"(?:[^"\\]|\\.)*"\s*:\s')
+
+
+_ABSENT: Any = object()
+
+
+def style_of(raw: bytes) -> Style:
+    """The JSON style of ``raw``: compact or ``", "``/``": "``, ASCII-escaped or UTF-8."""
+    spaced = _SPACED.match(raw) is not None
+    ascii_only = raw.isascii() and b"\\u" in raw
+    return Style(", " if spaced else ",", ": " if spaced else ":", ascii_only)
+
+
+def dumps_like(data: Any, raw: bytes, original: Any = _ABSENT) -> bytes:
+    """Serialise ``data`` in the style of ``raw``: compact or ``", "``/``": "``, ASCII or UTF-8.
+
+    Changed records then look like their neighbours (tau-bench lines are written by
+    Python's json with spaces; Claude Code's are compact). With ``original`` (what
+    ``raw`` parses to), every value the change left alone keeps its exact text from
+    ``raw`` (:func:`~ctxcli.formats.jsontext.dumps_keeping`): a number is never
+    rewritten by a parse and a re-serialisation.
+
+    Raises:
+        ValueError: a changed value holds a number JSON cannot carry (never written
+            as the non-JSON ``Infinity``).
+    """
+    style = style_of(raw)
+    # Asked in this order, most records (no float, no -0) never serialise ``original``:
+    # orjson caches the UTF-8 of every non-ASCII str it writes inside the str, and the
+    # input's texts live until the end of the run (9 MB of a 100 MB input's peak).
+    if original is not _ABSENT and numbers_may_change(original, raw):
+        original = hydrate(original)  # no Span is a number: read back only when needed
+    else:
+        original = _ABSENT
+    if original is not _ABSENT and not (
+        style.comma == "," and not style.ascii and _orjson_wrote(original, raw)
+    ):
+        # ``raw`` is not orjson's text of ``original`` (when it is, orjson's output is
+        # the concatenation of its parts' outputs: every value the change left alone
+        # already has orjson's text, and serialising ``data`` whole gives what splicing
+        # would; the splice was a third of a large reduce's dump).
+        text = raw.decode("utf-8", "surrogatepass")
+        return dumps_keeping(data, original, text, style).encode("utf-8", "surrogatepass")
+    return dumps_plain(data, style).encode("utf-8", "surrogatepass")
+
+
+def _orjson_wrote(original: Any, raw: bytes) -> bool:
+    """True if ``raw`` is byte for byte what ``orjson.dumps(original)`` writes."""
+    try:
+        return orjson.dumps(original) == raw
+    except TypeError:  # integers past 64 bits, lone surrogates: not orjson's text
+        return False
+
+
+def loads_record(body: bytes | memoryview) -> Any:
+    """Parse one JSON record; orjson first, the stdlib for what orjson refuses."""
+    try:
+        return orjson.loads(body)
+    except orjson.JSONDecodeError:
+        # orjson rejects integers past 64 bits and lone surrogate escapes, which are
+        # valid JSON; the stdlib parses both (and raises ValueError on real garbage).
+        # NaN/Infinity are not JSON at all and stay errors.
+        def _no_constants(name: str) -> Any:
+            raise ValueError(f"{name} is not valid JSON")
+
+        return json.loads(bytes(body).decode("utf-8"), parse_constant=_no_constants)

@@ -12,7 +12,9 @@ from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, delete_many, register_format, set_in, text_block
+from ctxcli.formats.format import Format
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import delete_many, set_in, text_block
 
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
@@ -41,59 +43,12 @@ class OpenAIChat(Format):
         role = data["role"]
         if role == "developer":
             role = "system"
-        blocks: list[Block] = []
-        content = data.get("content")
         if role == "tool":
-            call_id = data.get("tool_call_id")
-            name = data.get("name") if isinstance(data.get("name"), str) else None
-            if isinstance(content, list):
-                # A list of parts is one result; writing it back makes it a string.
-                text = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
-                blocks.append(
-                    Block(Kind.TOOL_RESULT, text, str(call_id), name, slot=(("content",), "parts"))
-                )
-            else:
-                blocks.append(
-                    text_block(
-                        Kind.TOOL_RESULT,
-                        content,
-                        ("content",),
-                        call_id=None if call_id is None else str(call_id),
-                        name=name,
-                    )
-                )
-            return Message("tool", tuple(blocks), key)
-        if isinstance(content, str):
-            blocks.append(text_block(Kind.TEXT, content, ("content",)))
-        elif isinstance(content, list):
-            for i, part in enumerate(content):
-                ptype = part.get("type") if isinstance(part, dict) else None
-                if ptype in ("text", "input_text", "output_text") and isinstance(
-                    part.get("text"), str
-                ):
-                    blocks.append(text_block(Kind.TEXT, part["text"], ("content", i, "text")))
-                elif ptype in ("image_url", "input_image", "image"):
-                    blocks.append(Block(Kind.IMAGE, slot=(("content", i), "keep")))
-                else:
-                    blocks.append(Block(Kind.OTHER, slot=(("content", i), "keep")))
+            return Message("tool", (_result_block(data),), key)
+        blocks = _content_blocks(data.get("content"))
         calls = data.get("tool_calls")
         if isinstance(calls, list):
-            for i, call in enumerate(calls):
-                if not isinstance(call, dict):
-                    continue
-                fn: dict[str, Any] = (
-                    call["function"] if isinstance(call.get("function"), dict) else {}
-                )
-                args = fn.get("arguments")
-                blocks.append(
-                    Block(
-                        Kind.TOOL_CALL,
-                        args if isinstance(args, str) else "",
-                        None if call.get("id") is None else str(call.get("id")),
-                        fn.get("name") if isinstance(fn.get("name"), str) else None,
-                        slot=(("tool_calls", i, "function", "arguments"), "str"),
-                    )
-                )
+            blocks += _call_blocks(calls)
         return Message(role, tuple(blocks), key)
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
@@ -130,3 +85,58 @@ class OpenAIChat(Format):
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
         return {"role": message.role, "content": message.text}
+
+
+def _result_block(data: dict[str, Any]) -> Block:
+    """The one block of a ``tool`` message: its result."""
+    content = data.get("content")
+    call_id = data.get("tool_call_id")
+    name = data.get("name") if isinstance(data.get("name"), str) else None
+    if isinstance(content, list):
+        # A list of parts is one result; writing it back makes it a string.
+        text = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+        return Block(Kind.TOOL_RESULT, text, str(call_id), name, slot=(("content",), "parts"))
+    return text_block(
+        Kind.TOOL_RESULT,
+        content,
+        ("content",),
+        call_id=None if call_id is None else str(call_id),
+        name=name,
+    )
+
+
+def _content_blocks(content: Any) -> list[Block]:
+    """The blocks of a ``content`` string or list of parts."""
+    if isinstance(content, str):
+        return [text_block(Kind.TEXT, content, ("content",))]
+    blocks: list[Block] = []
+    if isinstance(content, list):
+        for i, part in enumerate(content):
+            ptype = part.get("type") if isinstance(part, dict) else None
+            if ptype in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+                blocks.append(text_block(Kind.TEXT, part["text"], ("content", i, "text")))
+            elif ptype in ("image_url", "input_image", "image"):
+                blocks.append(Block(Kind.IMAGE, slot=(("content", i), "keep")))
+            else:
+                blocks.append(Block(Kind.OTHER, slot=(("content", i), "keep")))
+    return blocks
+
+
+def _call_blocks(calls: list[Any]) -> list[Block]:
+    """A block per ``tool_calls`` entry: its arguments, as the string they are."""
+    blocks: list[Block] = []
+    for i, call in enumerate(calls):
+        if not isinstance(call, dict):
+            continue
+        fn: dict[str, Any] = call["function"] if isinstance(call.get("function"), dict) else {}
+        args = fn.get("arguments")
+        blocks.append(
+            Block(
+                Kind.TOOL_CALL,
+                args if isinstance(args, str) else "",
+                None if call.get("id") is None else str(call.get("id")),
+                fn.get("name") if isinstance(fn.get("name"), str) else None,
+                slot=(("tool_calls", i, "function", "arguments"), "str"),
+            )
+        )
+    return blocks

@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import Any
 
 from ctxcli.core.io import Input
-from ctxcli.formats.base import Document, Record
 from ctxcli.formats.codex import Codex
+from ctxcli.formats.format import Document
+from ctxcli.formats.lines import Record
 
 __all__ = ["OpenAIResponses"]
 

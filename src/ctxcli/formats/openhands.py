@@ -27,8 +27,10 @@ from typing import Any
 import orjson
 
 from ctxcli.core.model import Block, Kind, Message
-from ctxcli.formats.base import Format, register_format, text_block
 from ctxcli.formats.collection import JsonlRows
+from ctxcli.formats.format import Format
+from ctxcli.formats.registry import register_format
+from ctxcli.formats.slots import text_block
 
 
 def _is_event(item: Any) -> bool:

@@ -14,7 +14,6 @@ from typing import Any
 
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.protocols import encode_text
-from ctxcli.formats.base import BOM, join_parts, loads_record
 from ctxcli.formats.collection import (
     Collection,
     Part,
@@ -24,7 +23,8 @@ from ctxcli.formats.collection import (
     part_bytes,
 )
 from ctxcli.formats.json_doc import layout_from
-from ctxcli.formats.jsontext import array_items
+from ctxcli.formats.jsontext import array_items, loads_record
+from ctxcli.formats.lines import BOM, join_parts
 
 TRAJ = "traj"
 _NON_SPACE = re.compile(rb"\S")

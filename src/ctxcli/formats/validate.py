@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ctxcli.core.errors import OnInvalid
 from ctxcli.core.model import Kind
 from ctxcli.formats import Document, load, split_collection
-from ctxcli.formats.base import Problem
+from ctxcli.formats.format import Problem
 
 __all__ = ["Problem", "check_document", "validate_bytes"]
 
@@ -50,7 +51,11 @@ def check_document(doc: Document) -> list[Problem]:
 
 
 def validate_bytes(
-    raw: bytes, path: str = "<stdin>", *, format: str = "auto", on_invalid: str = "error"
+    raw: bytes,
+    path: str = "<stdin>",
+    *,
+    format: str = "auto",
+    on_invalid: OnInvalid | str = OnInvalid.ERROR,
 ) -> list[Problem]:
     """Load a transcript and return its pairing problems.
 
@@ -59,6 +64,7 @@ def validate_bytes(
     (tau-bench runs, OpenHands output, dataset rows) each is checked on its own; a
     problem names its trajectory and message.
     """
+    on_invalid = OnInvalid.of(on_invalid)
     split = split_collection(raw, path, format=format)
     if split is None:
         return check_document(load(raw, path, format=format, on_invalid=on_invalid))

@@ -3,6 +3,8 @@
 ``reduce_bytes`` parses a transcript with its format, opens the token counter, builds the
 stage context (counter, offload store, services) and runs the chain; the format then writes
 the reduced transcript back. Everything above (files, batches, rows) calls this.
+``rerun_bytes`` is the same run for a transcript that grows: it records the prefix a later
+run may keep (:mod:`ctxcli.pipeline.rerun`), and keeps the one an earlier run recorded.
 """
 
 from __future__ import annotations
@@ -12,18 +14,21 @@ import hashlib
 import inspect
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
-from ctxcli.core.errors import TranscriptError
+from ctxcli.core.errors import OnInvalid, TranscriptError
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats import Split, get_format, load, split_collection
-from ctxcli.formats.base import Document, Format, Writable
 from ctxcli.formats.collection import Part
+from ctxcli.formats.format import Document, Format
+from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.rerun import (
+    Kept,
     Resume,
     chain_supports,
     config_digest,
@@ -39,7 +44,35 @@ from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.disk import DryRunOffload
 
-__all__ = ["reduce_bytes"]
+__all__ = ["ReduceOptions", "reduce_bytes", "rerun_bytes"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReduceOptions:
+    """How :func:`reduce_bytes` runs (what it runs is the :class:`Config`).
+
+    Attributes:
+        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
+        counting: whether to use the count cache and how many processes may count
+            (default: the cache and every core, for large inputs).
+        log: receives the stages' notes meant for the user (a classifier falling
+            back); default: the report's warnings.
+        monitors: compute the six stuck-agent scores for the report (``ctx stats``
+            shows them; ``ctx reduce`` skips them: on large logs they are a quarter
+            of a run).
+        trace: keep the conversation after every stage and the tokens of every block
+            in ``Reduced.trace`` (``ctx report``).
+    """
+
+    on_invalid: OnInvalid = OnInvalid.AUTO
+    counting: CountOptions = CountOptions()
+    log: Callable[[str], None] | None = field(default=None, compare=False)
+    monitors: bool = True
+    trace: bool = False
+
+    def __post_init__(self) -> None:
+        # A caller without type checking may hand in the value, or a wrong one.
+        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
 
 
 def reduce_bytes(
@@ -48,37 +81,19 @@ def reduce_bytes(
     config: Config | None = None,
     offload: DryRunOffload | None = None,
     path: str = "<stdin>",
-    on_invalid: str = "auto",
-    log: Callable[[str], None] | None = None,
-    counting: CountOptions | None = None,
-    monitors: bool = True,
-    trace: bool = False,
-    keep: bool = False,
-    resume: Resume | None = None,
     into: Writable | None = None,
+    options: ReduceOptions | None = None,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
     ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
     given back as they are parsed, packed and copied. With the default ``offload``
-    (a dry run) nothing is written: this is what
-    ``ctx stats`` runs. Pass an :class:`~ctxcli.store.disk.OffloadStore` to keep the
-    removed texts. ``counting`` says whether to use the count cache and how many
-    processes may count (default: the cache and every core, for large inputs).
-    ``monitors`` computes the six stuck-agent scores for the report (``ctx stats``
-    shows them; ``ctx reduce`` skips them: on large logs they are a quarter of a run).
-    ``trace`` keeps the conversation after every stage and the tokens of every block
-    in ``Reduced.trace`` (``ctx report``). ``keep`` fills ``Reduced.rerun``: the prefix
-    a run over a longer version of this transcript may keep. ``resume`` is such a
-    prefix (:func:`ctxcli.pipeline.rerun.resume_from`): only the rest is parsed, counted
-    and reduced, and the output and script start with the previous run's. ``into`` (a
+    (a dry run) nothing is written: this is what ``ctx stats`` runs. Pass an
+    :class:`~ctxcli.store.disk.OffloadStore` to keep the removed texts. ``into`` (a
     file open for writing) gets the output as it is made, so the output and the
     parsed input are never held at once: ``Reduced.output`` is then empty and
-    ``Reduced.written`` has its size and hash.
-
-    Raises:
-        PrefixChanged: with ``resume``, a stage or the format touched the kept prefix;
-            run again without it.
+    ``Reduced.written`` has its size and hash. ``options`` says how to run
+    (:class:`ReduceOptions`).
 
     Example::
 
@@ -87,21 +102,36 @@ def reduce_bytes(
         >>> reduce_bytes(line).output == line
         True
     """
+    job = _Job.of(raw, config, offload, path, into, options)
     with paused_collector():
-        return _reduce(
-            raw,
-            config=config,
-            offload=offload,
-            path=path,
-            on_invalid=on_invalid,
-            log=log,
-            counting=counting,
-            monitors=monitors,
-            trace=trace,
-            keep=keep,
-            resume=resume,
-            into=into,
-        )
+        return _reduce(job, None, keep=False)
+
+
+def rerun_bytes(
+    raw: Input,
+    resume: Resume | None,
+    *,
+    config: Config | None = None,
+    offload: DryRunOffload | None = None,
+    path: str = "<stdin>",
+    into: Writable | None = None,
+    options: ReduceOptions | None = None,
+) -> Reduced:
+    """:func:`reduce_bytes` for a transcript that grows: a later run may build on this one.
+
+    ``Reduced.rerun`` is filled (when the chain allows it): the prefix a run over a
+    longer version of this transcript may keep. ``resume`` is such a prefix, kept by
+    an earlier run (:func:`ctxcli.pipeline.rerun.resume_from`): only the rest is
+    parsed, counted and reduced, and the output and script start with the previous
+    run's.
+
+    Raises:
+        PrefixChanged: with ``resume``, a stage or the format touched the kept prefix;
+            run again with ``resume=None``.
+    """
+    job = _Job.of(raw, config, offload, path, into, options)
+    with paused_collector():
+        return _reduce(job, resume, keep=True)
 
 
 @contextmanager
@@ -122,106 +152,163 @@ def paused_collector() -> Iterator[None]:
             gc.enable()
 
 
-def _reduce(
-    raw: Input,
-    *,
-    config: Config | None,
-    offload: DryRunOffload | None,
-    path: str,
-    on_invalid: str,
-    log: Callable[[str], None] | None,
-    counting: CountOptions | None,
-    monitors: bool,
-    trace: bool,
-    keep: bool,
-    resume: Resume | None,
-    into: Writable | None,
-) -> Reduced:
-    config = config or load_config()
-    offload = offload if offload is not None else DryRunOffload("ctx-offload")
-    fmt = config.settings.format
-    counting = counting or CountOptions()
-    split = None if resume is not None else split_collection(raw, path, format=fmt)
-    if split is not None:
-        if trace and len(split.parts) > 1:
-            raise TranscriptError(
-                path,
-                None,
-                f"holds {len(split.parts)} trajectories ({split.format}); a report follows "
-                "one transcript: report one of them",
-            )
-        reduced = _reduce_collection(
-            raw, path, split, config, offload, on_invalid, log, counting, trace=trace
+@dataclass(frozen=True)
+class _Job:
+    """One call of :func:`reduce_bytes` or :func:`rerun_bytes`, its defaults filled in."""
+
+    raw: Input
+    path: str
+    config: Config
+    offload: DryRunOffload
+    into: Writable | None
+    options: ReduceOptions
+
+    @classmethod
+    def of(
+        cls,
+        raw: Input,
+        config: Config | None,
+        offload: DryRunOffload | None,
+        path: str,
+        into: Writable | None,
+        options: ReduceOptions | None,
+    ) -> _Job:
+        return cls(
+            raw,
+            path,
+            config or load_config(),
+            offload if offload is not None else DryRunOffload("ctx-offload"),
+            into,
+            options or ReduceOptions(),
         )
-        if into is not None:  # a collection is one restore unit: its output is joined
-            out = _Tee(into)
-            out.write(reduced.output)
-            reduced.output, reduced.written = b"", out.written()
-        return reduced
-    prefix = resume.kept if resume is not None else None
+
+
+def _reduce(job: _Job, resume: Resume | None, *, keep: bool) -> Reduced:
+    """Load ``job``'s transcript (or, with ``resume``, what follows the kept prefix) and
+    reduce it; ``keep`` fills ``Reduced.rerun``."""
+    raw, path, on_invalid = job.raw, job.path, job.options.on_invalid
     if resume is not None:
-        docs = [load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)]
-    else:
-        docs = [load(raw, path, format=fmt, on_invalid=on_invalid)]
-    cache_notes: list[str] = []
-    counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
-    keeping = keep and chain_supports(config, docs[0].format)
+        doc = load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)
+        return _reduce_document(job, doc, resume, keep=keep)
+    split = split_collection(raw, path, format=job.config.settings.format)
+    if split is not None:
+        return _reduce_split(job, split)
+    doc = load(raw, path, format=job.config.settings.format, on_invalid=on_invalid)
+    return _reduce_document(job, doc, None, keep=keep)
+
+
+def _reduce_document(job: _Job, doc: Document, resume: Resume | None, *, keep: bool) -> Reduced:
+    """Count, run the chain over and write one loaded transcript."""
+    prefix = resume.kept if resume is not None else None
+    config, counting = job.config, job.options.counting
+    notes: list[str] = []
+    counter = open_counter(config.settings.tokenizer, counting, notes.append)
+    keeping = keep and chain_supports(config, doc.format)
     frontiers: list[int] | None = [] if keeping else None
     counts: list[list[int]] | None = [] if keeping else None
     try:
         ledger = TokenLedger(counter)
         if prefix is not None:
             # The kept prefix is counted already: its tokens come from the manifest.
-            ledger.seed(docs[0].conversation.messages[: prefix.messages])
+            ledger.seed(doc.conversation.messages[: prefix.messages])
         # Count every text up front, in bulk: the stats need them all, and in bulk
         # they come from the disk cache or from every core.
-        for doc in docs:
-            ledger.prime(doc.conversation, counting.progress)
-        ctx = _stage_context(ledger, offload, config, log or cache_notes.append, counting)
-        steps: list[tuple[str, Conversation]] | None = (
-            [("input", docs[0].conversation)] if trace else None
+        ledger.prime(doc.conversation, counting.progress)
+        ctx = _stage_context(job, ledger, notes)
+        steps = [("input", doc.conversation)] if job.options.trace else None
+        conv, reports = run_pipeline(
+            doc.conversation, config.stages, ctx, trace=steps, frontiers=frontiers, counts=counts
         )
-        runs = [
-            run_pipeline(
-                doc.conversation,
-                config.stages,
-                ctx,
-                trace=steps,
-                frontiers=frontiers,
-                counts=counts,
-            )
-            for doc in docs
-        ]
         counter.finish()
-        kept = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
+        trace = Trace(steps, _block_tokens(counter, steps)) if steps is not None else None
     finally:
         counter.close()
-    tokens_before = sum(ledger.total(d.conversation) for d in docs)
-    tokens_after = sum(ledger.total(conv) for conv, _ in runs)
-    if prefix is not None:  # the kept stand-ins count 0: their tokens are the manifest's
-        tokens_before += prefix.tokens[0]
-        tokens_after += prefix.tokens[-1]
-    resumed: tuple[int, int] | None = None
-    if docs[0].conversation.resume_start is not None:
-        kept_in: dict[int, int] = {}
-        kept_out: dict[int, int] = {}
-        if prefix is not None:
-            for msg, (n_in, n_out) in zip(
-                docs[0].conversation.messages, prefix.per_message, strict=False
-            ):
-                kept_in[id(msg)], kept_out[id(msg)] = n_in, n_out
-        resumed = (
-            _resume_tokens(ledger, docs[0].conversation, kept_in),
-            _resume_tokens(ledger, runs[0][0], kept_out),
-        )
+    tokens = _count(ledger, doc, conv, prefix)
     # Every count is taken: the ledger's and the counter's hold on the stages'
     # intermediate texts (the previews a later stage replaced) goes before the dump.
     ledger.retain(())
     counter.trim(0)
+    output, ops, written = _write(job, doc, conv, resume)
     rerun = None
-    doc, (conv, reports) = docs[0], runs[0]
-    sink = _Releasing(offload, raw)
-    tee = _Tee(into) if into is not None else None
+    if frontiers is not None and counts is not None:
+        digest = config_digest(config, doc.format, job.offload.root, job.options.on_invalid)
+        rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
+    size = written.size if written is not None else len(output)
+    report = _report(job, doc, reports, notes, tokens, size, prefix)
+    return Reduced(output, report, ops, doc.format.units, trace, rerun, written)
+
+
+@dataclass(frozen=True)
+class _Tokens:
+    """A run's token totals, a re-run's kept prefix included."""
+
+    before: int
+    after: int
+    resumed: tuple[int, int] | None
+    """What a resume of the session sends again, before and after (None: not resumed)."""
+
+
+def _count(ledger: TokenLedger, doc: Document, conv: Conversation, prefix: Kept | None) -> _Tokens:
+    """The totals of ``doc``'s conversation and of the chain's output ``conv``; the kept
+    stand-ins of a re-run count 0, their tokens are the manifest's."""
+    before, after = ledger.total(doc.conversation), ledger.total(conv)
+    if prefix is not None:
+        before += prefix.tokens[0]
+        after += prefix.tokens[-1]
+    if doc.conversation.resume_start is None:
+        return _Tokens(before, after, None)
+    kept_in: dict[int, int] = {}
+    kept_out: dict[int, int] = {}
+    if prefix is not None:
+        for msg, (n_in, n_out) in zip(doc.conversation.messages, prefix.per_message, strict=False):
+            kept_in[id(msg)], kept_out[id(msg)] = n_in, n_out
+    resumed = (
+        _resume_tokens(ledger, doc.conversation, kept_in),
+        _resume_tokens(ledger, conv, kept_out),
+    )
+    return _Tokens(before, after, resumed)
+
+
+def _report(
+    job: _Job,
+    doc: Document,
+    stages: list[StageReport],
+    notes: list[str],
+    tokens: _Tokens,
+    bytes_after: int,
+    prefix: Kept | None,
+) -> Report:
+    """The report of a run over ``doc``; a re-run's stages count its kept prefix too."""
+    report = Report(
+        input=job.path,
+        format=doc.format.name,
+        tokenizer=job.config.settings.tokenizer,
+        messages=len(doc.conversation),
+        tokens_before=tokens.before,
+        tokens_after=tokens.after,
+        bytes_before=len(job.raw),
+        bytes_after=bytes_after,
+        stages=stages,
+        offload_dir=job.offload.root,
+        warnings=doc.warnings + notes,
+        monitors=conversation_monitors(doc.conversation) if job.options.monitors else {},
+    )
+    if tokens.resumed is not None:
+        report.resume_tokens_before, report.resume_tokens_after = tokens.resumed
+    if prefix is not None:
+        for i, stage in enumerate(report.stages):
+            stage.tokens_before += prefix.tokens[i]
+            stage.tokens_after += prefix.tokens[i + 1]
+        report.kept_lines = prefix.records
+    return report
+
+
+def _write(
+    job: _Job, doc: Document, conv: Conversation, resume: Resume | None
+) -> tuple[bytes, list[Any], Written | None]:
+    """The output (empty when it went to ``job.into``), the restore ops, what was written."""
+    sink = _Releasing(job.offload, job.raw)
+    tee = _Tee(job.into) if job.into is not None else None
     if resume is None:
         output, script = _dump(doc, conv, sink, 0, tee)
         ops = script.ops
@@ -231,33 +318,8 @@ def _reduce(
         tail, script = _dump(doc, conv, sink, resume.kept.records, tee)
         output = resume.output + tail if tee is None else b""
         ops = merge_ops(resume.script, script.ops)
-    release(raw)  # the copied records were read by the join
-    written = tee.written() if tee is not None else None
-    if frontiers is not None and counts is not None:
-        digest = config_digest(config, doc.format, offload.root, on_invalid)
-        rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
-    report = Report(
-        input=path,
-        format=doc.format.name,
-        tokenizer=config.settings.tokenizer,
-        messages=sum(len(d.conversation) for d in docs),
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
-        bytes_before=len(raw),
-        bytes_after=written.size if written is not None else len(output),
-        stages=reports,
-        offload_dir=offload.root,
-        warnings=[w for d in docs for w in d.warnings] + cache_notes,
-        monitors=conversation_monitors(docs[0].conversation) if monitors else {},
-    )
-    if resumed is not None:
-        report.resume_tokens_before, report.resume_tokens_after = resumed
-    if prefix is not None:
-        for i, stage in enumerate(report.stages):
-            stage.tokens_before += prefix.tokens[i]
-            stage.tokens_after += prefix.tokens[i + 1]
-        report.kept_lines = prefix.records
-    return Reduced(output, report, ops, doc.format.units, kept, rerun, written)
+    release(job.raw)  # the copied records were read by the join
+    return output, ops, tee.written() if tee is not None else None
 
 
 class _Tee:
@@ -293,21 +355,15 @@ def _dumps_into(cls: type[Format]) -> bool:
     return "into" in inspect.signature(cls.dump).parameters
 
 
-def _stage_context(
-    ledger: TokenLedger,
-    offload: DryRunOffload,
-    config: Config,
-    log: Callable[[str], None],
-    counting: CountOptions,
-) -> StageContext:
+def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
     """What the stages get; their notes meant for the user (a classifier falling back)
-    go to ``log`` (the run's warnings unless the caller takes them)."""
+    go to the caller's ``log``, else to ``notes`` (the run's warnings)."""
     return StageContext(
         ledger,
-        offload,
-        config.settings.language,
-        log,
-        services=default_services(cache=counting.cache),
+        job.offload,
+        job.config.settings.language,
+        job.options.log or notes.append,
+        services=default_services(cache=job.options.counting.cache),
     )
 
 
@@ -316,84 +372,105 @@ PART_BATCH_BYTES = 16 * 1024 * 1024
 a time: counted in bulk (on every core), yet the file is never held parsed all at once."""
 
 
-def _reduce_collection(
-    raw: Input,
-    path: str,
-    split: Split,
-    config: Config,
-    offload: DryRunOffload,
-    on_invalid: str,
-    log: Callable[[str], None] | None,
-    counting: CountOptions,
-    *,
-    trace: bool = False,
-) -> Reduced:
+def _reduce_split(job: _Job, split: Split) -> Reduced:
+    """A file of many trajectories; written whole, as it is one restore unit."""
+    if job.options.trace and len(split.parts) > 1:
+        raise TranscriptError(
+            job.path,
+            None,
+            f"holds {len(split.parts)} trajectories ({split.format}); a report follows "
+            "one transcript: report one of them",
+        )
+    reduced = _reduce_collection(job, split)
+    if job.into is not None:  # a collection is one restore unit: its output is joined
+        out = _Tee(job.into)
+        out.write(reduced.output)
+        reduced.output, reduced.written = b"", out.written()
+    return reduced
+
+
+@dataclass
+class _Parts:
+    """What the trajectories of a collection add up to, as they are reduced."""
+
+    outputs: list[bytes | None] = field(default_factory=list)
+    """Each part's output, None for one the chain left as it was."""
+    runs: list[list[StageReport]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    messages: int = 0
+    tokens_before: int = 0
+    tokens_after: int = 0
+    trace: Trace | None = None
+
+
+def _reduce_collection(job: _Job, split: Split) -> Reduced:
     """Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
     its own with the same counter and offload store, a batch of parts at a time.
 
     ``trace`` (``ctx report``) follows the file's only trajectory.
     """
-    cache_notes: list[str] = []
-    kept: Trace | None = None
-    counter = open_counter(config.settings.tokenizer, counting, cache_notes.append)
-    outputs: list[bytes | None] = []
-    runs: list[list[StageReport]] = []
-    warnings: list[str] = []
-    messages = tokens_before = tokens_after = 0
+    raw, parts = job.raw, _Parts()
+    notes: list[str] = []
+    counter = open_counter(job.config.settings.tokenizer, job.options.counting, notes.append)
     try:
         ledger = TokenLedger(counter)
-        ctx = _stage_context(ledger, offload, config, log or cache_notes.append, counting)
+        ctx = _stage_context(job, ledger, notes)
         for batch in _batches(split.parts, PART_BATCH_BYTES, raw):
-            docs = [load(data, name, on_invalid=on_invalid) for data, name in batch]
-            for doc in docs:
-                ledger.prime(doc.conversation, counting.progress)
-            for doc in docs:
-                steps: list[tuple[str, Conversation]] | None = (
-                    [("input", doc.conversation)] if trace else None
-                )
-                conv, reports = run_pipeline(doc.conversation, config.stages, ctx, trace=steps)
-                if steps is not None:
-                    kept = Trace(steps, _block_tokens(counter, steps))
-                runs.append(reports)
-                messages += len(doc.conversation)
-                tokens_before += ledger.total(doc.conversation)
-                tokens_after += ledger.total(conv)
-                warnings += doc.warnings
-                # A part's own originals are not kept: the file's original bytes are.
-                out, _ = doc.format.dump(doc, conv, DryRunOffload(offload.root))
-                outputs.append(None if out == doc.raw else out)
+            _reduce_batch(job, batch, ctx, parts)
             # The batch is done: its counts (and, for a tokenizer counting in the
             # background, its workers and their copy of the texts) go.
             counter.finish()
             counter.trim(0)
             ledger.retain(())
-            del doc, conv, docs
             release(raw)  # the batch's runs were read again to make its parts
     finally:
         counter.close()
     script = RestoreScript()
-    if all(out is None for out in outputs):
+    if all(out is None for out in parts.outputs):
         script.copy()
         output = raw[:]
     else:
-        output = split.join(outputs)
-        script.original(offload.add_original(memoryview(raw)))
+        output = split.join(parts.outputs)
+        script.original(job.offload.add_original(memoryview(raw)))
         script.skip()
     release(raw)
     report = Report(
-        input=path,
+        input=job.path,
         format=split.format,
-        tokenizer=config.settings.tokenizer,
-        messages=messages,
-        tokens_before=tokens_before,
-        tokens_after=tokens_after,
+        tokenizer=job.config.settings.tokenizer,
+        messages=parts.messages,
+        tokens_before=parts.tokens_before,
+        tokens_after=parts.tokens_after,
         bytes_before=len(raw),
         bytes_after=len(output),
-        stages=_merge(runs),
-        offload_dir=offload.root,
-        warnings=warnings + cache_notes,
+        stages=_merge(parts.runs),
+        offload_dir=job.offload.root,
+        warnings=parts.warnings + notes,
     )
-    return Reduced(output, report, script.ops, "document", kept, None)
+    return Reduced(output, report, script.ops, "document", parts.trace, None)
+
+
+def _reduce_batch(
+    job: _Job, batch: list[tuple[bytes, str]], ctx: StageContext, parts: _Parts
+) -> None:
+    """Load, count and reduce a batch of a collection's parts into ``parts``."""
+    docs = [load(data, name, on_invalid=job.options.on_invalid) for data, name in batch]
+    ledger = ctx.tokens
+    for doc in docs:
+        ledger.prime(doc.conversation, job.options.counting.progress)
+    for doc in docs:
+        steps = [("input", doc.conversation)] if job.options.trace else None
+        conv, reports = run_pipeline(doc.conversation, job.config.stages, ctx, trace=steps)
+        if steps is not None:
+            parts.trace = Trace(steps, _block_tokens(ledger.counter, steps))
+        parts.runs.append(reports)
+        parts.messages += len(doc.conversation)
+        parts.tokens_before += ledger.total(doc.conversation)
+        parts.tokens_after += ledger.total(conv)
+        parts.warnings += doc.warnings
+        # A part's own originals are not kept: the file's original bytes are.
+        out, _ = doc.format.dump(doc, conv, DryRunOffload(job.offload.root))
+        parts.outputs.append(None if out == doc.raw else out)
 
 
 def _batches(parts: Iterable[Part], size: int, raw: Input) -> Iterator[list[tuple[bytes, str]]]:

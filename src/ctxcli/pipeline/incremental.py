@@ -33,7 +33,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -41,15 +41,16 @@ import orjson
 
 from ctxcli.core.errors import PrefixChanged, TranscriptError
 from ctxcli.core.model import Conversation, Message
-from ctxcli.core.protocols import Offload
-from ctxcli.formats.base import Format, Record, State
+from ctxcli.formats.format import Format, OutRecord, State
+from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.pipeline.run import StageReport, run_pipeline, settled_prefix
-from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.stages import StageContext
 
 __all__ = [
     "Entry",
     "Increment",
+    "IncrementOptions",
     "PrefixState",
     "chain_digests",
     "common_prefix",
@@ -205,37 +206,49 @@ class Increment:
     stages: list[StageReport]
 
 
+@dataclass(frozen=True, kw_only=True)
+class IncrementOptions:
+    """How :func:`run_increment` reads a call's records and what it keeps for the next.
+
+    Attributes:
+        seed: starts the hash chain (a system prompt's digest, say).
+        path: what errors call the list: they name a record ``path[i]``.
+        index_offset: records the caller prepended; an error's ``i`` is the record's
+            index minus this.
+        keep_originals: keep a copy of the input records in the state, so the next
+            call recognises its prefix by comparison rather than by hashing every
+            record; False holds only the digests and what was sent (bounded memory).
+        exact: keep only the settled records (when every stage declares a frontier),
+            so every call sends what a full reduction of the whole list would.
+    """
+
+    seed: bytes = _ROOT
+    path: str = "messages"
+    index_offset: int = 0
+    keep_originals: bool = True
+    exact: bool = False
+
+
 def run_increment(
     state: PrefixState,
     records: Sequence[Any],
     *,
     fmt: Format,
     stages: Sequence[StageConfig],
-    ledger: TokenLedger,
-    offload: Offload,
-    language: str = "en",
-    log: Callable[[str], None] = lambda _m: None,
-    services: dict[str, Any] | None = None,
-    seed: bytes = _ROOT,
-    path: str = "messages",
-    index_offset: int = 0,
-    keep_originals: bool = True,
-    exact: bool = False,
+    ctx: StageContext,
+    options: IncrementOptions = IncrementOptions(),
 ) -> tuple[Increment, PrefixState]:
     """Reduce ``records`` reusing ``state``'s decisions for the prefix they share with it.
 
     Returns the outcome and the state for the next call (``state`` is not changed).
-    Errors name a record ``path[i]`` with ``i`` its index minus ``index_offset`` (the
-    records the caller prepended). ``keep_originals`` keeps a copy of the input
-    records in the state, so the next call recognises its prefix by comparison rather
-    than by hashing every record; pass False to hold only the digests and what was
-    sent (bounded memory).
+    ``ctx`` is what the stages get (its ledger memoises counts across calls);
+    ``options`` says how records are named and what the state keeps.
 
     Two policies for what is kept. By default (cache first) everything shared keeps
     what was sent, and the stages run again over that reduced prefix: a stage may cut
     deeper into it, but it clears less than a full run would, so the sent prefix
     changes less often (the prompt cache stays warm; tests/test_integration_*.py keep
-    at least half the calls' prefixes). ``exact=True`` (when every stage declares a
+    at least half the calls' prefixes). ``options.exact`` (when every stage declares a
     frontier) keeps only the settled records, as the file re-runs of
     :mod:`ctxcli.pipeline.rerun` do, so every call sends what a full reduction of the
     whole list would (tests/test_rerun.py).
@@ -244,56 +257,45 @@ def run_increment(
         TranscriptError: a new record is not a message of ``fmt``.
         CtxError: a stage or the offload store failed.
     """
-    k, chain = state.shared_prefix(records, seed)
-    exact = exact and bool(stages) and all(sc.stage.frontier is not None for sc in stages)
-
-    def run(previous: PrefixState, shared: int) -> tuple[Increment, PrefixState]:
-        return _increment(
-            previous,
-            records,
-            shared,
-            chain,
-            exact,
-            fmt,
-            stages,
-            ledger,
-            offload,
-            language,
-            log,
-            services,
-            path,
-            index_offset,
-            keep_originals,
-            state.sent,
-            k,
-        )
-
+    k, chain = state.shared_prefix(records, options.seed)
+    exact = options.exact and bool(stages) and all(sc.stage.frontier is not None for sc in stages)
+    call = _Call(records, chain, fmt, stages, ctx, replace(options, exact=exact), state.sent, k)
     try:
-        return run(state, k)
+        return _increment(call, state, k)
     except PrefixChanged:
         # A stage reached into the kept prefix: decide everything again.
-        return run(PrefixState(), 0)
+        return _increment(call, PrefixState(), 0)
 
 
-def _increment(
-    state: PrefixState,
-    records: Sequence[Any],
-    k: int,
-    chain: list[bytes],
-    exact: bool,
-    fmt: Format,
-    stages: Sequence[StageConfig],
-    ledger: TokenLedger,
-    offload: Offload,
-    language: str,
-    log: Callable[[str], None],
-    services: dict[str, Any] | None,
-    path: str,
-    index_offset: int,
-    keep_originals: bool,
-    previous_sent: list[Any],
-    reused: int,
-) -> tuple[Increment, PrefixState]:
+@dataclass(frozen=True)
+class _Call:
+    """One :func:`run_increment` call: what it was given, and what it found."""
+
+    records: Sequence[Any]
+    chain: list[bytes]
+    fmt: Format
+    stages: Sequence[StageConfig]
+    ctx: StageContext
+    options: IncrementOptions
+    previous_sent: list[Any]
+    reused: int
+
+
+@dataclass
+class _Input:
+    """The records the stages see: what was sent for the kept prefix, then the new ones."""
+
+    records: list[Record] = field(default_factory=list)
+    anchors: list[int] = field(default_factory=list)
+    """The input record each one stands for."""
+    created: list[bool] = field(default_factory=list)
+    """Whether a stage created it (in an earlier call)."""
+    tokens: list[int] = field(default_factory=list)
+    """Original tokens of each input record."""
+    originals: list[Any] | None = None
+
+
+def _increment(call: _Call, state: PrefixState, k: int) -> tuple[Increment, PrefixState]:
     """:func:`run_increment` once ``k`` leading records are known to be the same.
 
     ``exact`` (every stage declares a frontier): only the records whose decisions are
@@ -301,62 +303,84 @@ def _increment(
     (``Conversation.frozen``), so the output is a full run's. Otherwise everything
     shared keeps what was sent, and the stages run over that, reduced already.
     """
+    exact, ledger = call.options.exact, call.ctx.tokens
     start = min(k, state.settled or 0) if exact else k
     kept = state.kept_entries(start)
-    # The conversation the stages see: what was sent for the prefix, then the new
-    # records as given. Messages are re-keyed only when their position moved.
-    doc_records: list[Record] = []
-    anchors: list[int] = []
-    created: list[bool] = []
-    for entry in kept:
-        # Entries are stored at their position, so their records serve as they are.
-        doc_records.append(entry.record)
-        anchors.append(entry.anchor)
-        created.append(entry.created)
-    tokens = list(state.tokens[:start])
-    originals: list[Any] | None = None
-    if keep_originals and (state.originals is not None or not state.chain):
-        originals = (state.originals or [])[:start]
-    for j in range(start, len(records)):
-        # A copy: what was sent must not change when the caller edits its dicts later.
-        # Stages copy on write, so the copy doubles as the original the next call
-        # compares against (shared with what is sent while a stage leaves it alone).
-        data = _snapshot(records[j])
-        if originals is not None:
-            originals.append(data)
-        try:
-            rec = fmt.record_from_data(data, len(doc_records), path)
-        except TranscriptError as exc:
-            # Name the record by its index in the caller's list, not a line number.
-            raise TranscriptError(f"{path}[{j - index_offset}]", None, exc.reason) from None
-        doc_records.append(rec)
-        anchors.append(j)
-        created.append(False)
-        tokens.append(ledger.message(rec.message) if rec.message is not None else 0)
-    doc = fmt.assemble(b"", path, doc_records)
-    ctx = StageContext(ledger, offload, language, log, services=services or {})
+    given = _input(call, state, kept, start)
+    doc = call.fmt.assemble(b"", call.options.path, given.records)
     conv_in = doc.conversation
     frozen = sum(1 for entry in kept if entry.message is not None)
     if exact and frozen:
         conv_in = Conversation(conv_in.messages, conv_in.format, {**conv_in.meta, "frozen": frozen})
     frontiers: list[int] | None = [] if exact else None
-    conv, reports = run_pipeline(conv_in, stages, ctx, frontiers=frontiers)
+    conv, reports = run_pipeline(conv_in, call.stages, call.ctx, frontiers=frontiers)
     settled = None
     if frontiers is not None:
         # In input records: the settled messages' records, up to the next message's.
         end = settled_prefix(conv_in, frontiers)
         messages = conv_in.messages
-        settled = anchors[messages[end].key or 0] if end < len(messages) else len(records)
-        settled = max(settled, start)
-    plan = fmt.plan(doc, conv)
+        last = given.anchors[messages[end].key or 0] if end < len(messages) else len(call.records)
+        settled = max(last, start)
+    entries = _entries(call, call.fmt.plan(doc, conv), given)
+    sent = [e.data for e in entries]
+    new_state = PrefixState(call.chain, given.tokens, entries, given.originals, settled)
+    ledger.retain([e.message for e in entries if e.message is not None])
+    outcome = Increment(
+        sent=sent,
+        reused=call.reused,
+        changed_prefix_at=first_difference(call.previous_sent, sent),
+        tokens_before=sum(given.tokens),
+        tokens_after=sum(ledger.message(e.message) for e in entries if e.message is not None),
+        stages=reports,
+    )
+    return outcome, new_state
+
+
+def _input(call: _Call, state: PrefixState, kept: list[Entry], start: int) -> _Input:
+    """What was sent for the first ``start`` records, then the new records as given.
+
+    Messages are re-keyed only when their position moved.
+    """
+    given = _Input(tokens=list(state.tokens[:start]))
+    for entry in kept:
+        # Entries are stored at their position, so their records serve as they are.
+        given.records.append(entry.record)
+        given.anchors.append(entry.anchor)
+        given.created.append(entry.created)
+    if call.options.keep_originals and (state.originals is not None or not state.chain):
+        given.originals = (state.originals or [])[:start]
+    path = call.options.path
+    for j in range(start, len(call.records)):
+        # A copy: what was sent must not change when the caller edits its dicts later.
+        # Stages copy on write, so the copy doubles as the original the next call
+        # compares against (shared with what is sent while a stage leaves it alone).
+        data = _snapshot(call.records[j])
+        if given.originals is not None:
+            given.originals.append(data)
+        try:
+            rec = call.fmt.record_from_data(data, len(given.records), path)
+        except TranscriptError as exc:
+            # Name the record by its index in the caller's list, not a line number.
+            i = j - call.options.index_offset
+            raise TranscriptError(f"{path}[{i}]", None, exc.reason) from None
+        given.records.append(rec)
+        given.anchors.append(j)
+        given.created.append(False)
+        message = rec.message
+        given.tokens.append(call.ctx.tokens.message(message) if message is not None else 0)
+    return given
+
+
+def _entries(call: _Call, plan: list[OutRecord], given: _Input) -> list[Entry]:
+    """What is sent, one entry per planned record that is not dropped."""
     entries: list[Entry] = []
     anchor = -1
-    index = {id(rec): i for i, rec in enumerate(doc_records)}
+    index = {id(rec): i for i, rec in enumerate(given.records)}
     for out in plan:
         made = True  # a record a stage created in this call
         if out.orig is not None:
             i = index[id(out.orig)]
-            anchor, made = anchors[i], created[i]
+            anchor, made = given.anchors[i], given.created[i]
         if out.state is State.DROPPED:
             continue
         pos = len(entries)
@@ -369,20 +393,9 @@ def _increment(
         else:
             # Changed or created: parse what will be sent, so the next call sees
             # exactly these bytes (and the stages their marks).
-            rec = fmt.record_from_data(out.data, pos, path)
+            rec = call.fmt.record_from_data(out.data, pos, call.options.path)
         entries.append(Entry(rec, anchor, made))
-    sent = [e.data for e in entries]
-    new_state = PrefixState(chain, tokens, entries, originals, settled)
-    ledger.retain([e.message for e in entries if e.message is not None])
-    outcome = Increment(
-        sent=sent,
-        reused=reused,
-        changed_prefix_at=first_difference(previous_sent, sent),
-        tokens_before=sum(tokens),
-        tokens_after=sum(ledger.message(e.message) for e in entries if e.message is not None),
-        stages=reports,
-    )
-    return outcome, new_state
+    return entries
 
 
 def first_difference(before: Sequence[Any], after: Sequence[Any]) -> int | None:

@@ -14,7 +14,7 @@ moved back so that no tool call is kept without its results and no record that l
 its line end is kept (an append would extend it). The manifest records it
 (:func:`kept_record`): where it ends in the input, the roles, tool ids and names of its
 messages (no texts), their tokens at every stage and what the format needs of its
-records (:meth:`~ctxcli.formats.base.Format.skeleton`); where it ends in the output is
+records (:meth:`~ctxcli.formats.format.Resumable.skeleton`); where it ends in the output is
 read off the restore script (:func:`script_cut`).
 
 The next run (:func:`resume_from`) checks that the input starts with the recorded
@@ -38,11 +38,11 @@ from typing import Any
 import orjson
 
 from ctxcli._version import __version__
-from ctxcli.core.errors import PrefixChanged
+from ctxcli.core.errors import OnInvalid, PrefixChanged
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import Document, Format
-from ctxcli.formats.base import Record, parse_lines
+from ctxcli.formats.lines import Record, parse_lines
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.run import settled_prefix
 from ctxcli.pipeline.stats_cache import code_fingerprint
@@ -84,7 +84,7 @@ class Kept:
     per_message: list[list[int]]
     """``[input, output]`` tokens of each kept message (a resume's share of them)."""
     skeletons: list[Any] | None = None
-    """The format's :meth:`~ctxcli.formats.base.Format.skeleton` of each kept record."""
+    """The format's :meth:`~ctxcli.formats.format.Resumable.skeleton` of each kept record."""
 
 
 @dataclass(frozen=True)
@@ -109,7 +109,7 @@ def chain_supports(config: Config, fmt: Format) -> bool:
     )
 
 
-def config_digest(config: Config, fmt: Format, root: str, on_invalid: str) -> str:
+def config_digest(config: Config, fmt: Format, root: str, on_invalid: OnInvalid | str) -> str:
     """What must be the same for a run to keep another's decisions."""
     described = orjson.dumps(
         {
@@ -128,7 +128,7 @@ def config_digest(config: Config, fmt: Format, root: str, on_invalid: str) -> st
             ],
             # Hints cite the offload directory by this name.
             "root": root,
-            "on_invalid": on_invalid,
+            "on_invalid": OnInvalid.of(on_invalid).value,
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -174,25 +174,12 @@ def kept_record(
     """
     if not frontiers:
         return None
-    # The kept calls have their results among the kept messages (load_tail checks
-    # that no new result answers one): the walk starts after them.
-    done_messages = previous.messages if previous is not None else 0
-    frontier = settled_prefix(conv_in, frontiers, doc.records, start=done_messages)
-    if previous is not None:
-        # What was kept stays kept: its decisions are final.
-        frontier = max(frontier, previous.messages)
+    frontier, records = _kept_extent(doc, conv_in, frontiers, previous)
     if frontier <= 0:
         return None
-    messages = conv_in.messages
-    if frontier < len(messages):
-        first = messages[frontier].key
-        assert first is not None  # stages that declare a frontier create no messages
-        records = first
-    else:
-        records = len(doc.records) if doc.records[-1].terminator else len(doc.records) - 1
     start = previous.messages if previous is not None else 0
     structure = list(previous.structure) if previous is not None else []
-    structure.extend(_structure(m) for m in messages[start:frontier])
+    structure.extend(_structure(m) for m in conv_in.messages[start:frontier])
     tokens = [sum(per[start:frontier]) for per in counts]
     per_message = list(previous.per_message) if previous is not None else []
     per_message.extend(
@@ -215,14 +202,40 @@ def kept_record(
         "tokens": tokens,
         "per_message": per_message,
     }
+    packed = pack_skeletons(_skeletons(doc, done, records, previous))
+    if any(row is not None for row in packed["rows"]):
+        entry["skeletons"] = packed
+    return entry
+
+
+def _kept_extent(
+    doc: Document, conv_in: Conversation, frontiers: Sequence[int], previous: Kept | None
+) -> tuple[int, int]:
+    """How many leading messages a later run may keep, and how many records hold them."""
+    # The kept calls have their results among the kept messages (load_tail checks
+    # that no new result answers one): the walk starts after them.
+    done_messages = previous.messages if previous is not None else 0
+    frontier = settled_prefix(conv_in, frontiers, doc.records, start=done_messages)
+    if previous is not None:
+        # What was kept stays kept: its decisions are final.
+        frontier = max(frontier, previous.messages)
+    messages = conv_in.messages
+    if frontier <= 0:
+        return frontier, 0
+    if frontier < len(messages):
+        first = messages[frontier].key
+        assert first is not None  # stages that declare a frontier create no messages
+        return frontier, first
+    return frontier, len(doc.records) if doc.records[-1].terminator else len(doc.records) - 1
+
+
+def _skeletons(doc: Document, done: int, records: int, previous: Kept | None) -> Iterable[Any]:
+    """The format's skeleton of every kept record: the previous run's, then this run's."""
     fmt = doc.format
     skeletons: Iterable[Any] = (fmt.skeleton(r.data) for r in doc.records[done:records])
     if previous is not None:
         skeletons = chain(previous.skeletons or [None] * previous.records, skeletons)
-    packed = pack_skeletons(skeletons)
-    if any(row is not None for row in packed["rows"]):
-        entry["skeletons"] = packed
-    return entry
+    return skeletons
 
 
 def pack_skeletons(skeletons: Iterable[Any]) -> dict[str, list[Any]]:
@@ -379,7 +392,7 @@ def resume_from(
     return Resume(kept, manifest["format"], output[: _unit_end(output, units)], script)
 
 
-def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: str) -> Document:
+def load_tail(raw: Input, path: str, fmt: Format, kept: Kept, on_invalid: OnInvalid) -> Document:
     """The document of ``raw`` with the kept records unparsed and their messages stand-ins."""
     stand_ins = [_stand_in(item) for item in kept.structure]
     skeletons = kept.skeletons or [None] * kept.records

@@ -101,9 +101,9 @@ class Reduced:
     script: list[Any]
     units: str
     trace: Trace | None = None
-    """Filled when ``reduce_bytes(..., trace=True)``."""
+    """Filled when ``ReduceOptions(trace=True)``."""
     rerun: dict[str, Any] | None = None
     """What the next run of a grown transcript may keep (the manifest's ``rerun``),
-    filled when ``reduce_bytes(..., keep=True)`` and the chain allows it."""
+    filled by :func:`~ctxcli.pipeline.compose.rerun_bytes` when the chain allows it."""
     written: Written | None = None
     """Set when ``reduce_bytes(..., into=f)`` wrote the output to ``f``."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from ctxcli.core.errors import PrefixChanged
 from ctxcli.core.model import Conversation, Kind, RecordEdits
-from ctxcli.formats.base import Record
+from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
 from ctxcli.store.disk import DryRunOffload
@@ -124,30 +124,12 @@ def run_pipeline(
         PrefixChanged: ``conv`` has a kept prefix (``conv.frozen``) and a stage
             touched it.
     """
-    done: list[tuple[StageConfig, Conversation, Conversation, StageResult, int, int]] = []
+    done: list[_Done] = []
     for sc in stages:
-        spec = sc.stage
-        files_before = _offload_count(ctx)
-        result = spec.fn(conv, sc.options, ctx)
-        new = result.conversation
-        if conv.frozen:
-            _check_frozen(sc.use, conv, new)
-        if frontiers is not None:
-            frontiers.append(spec.frontier(conv, result, sc.options) if spec.frontier else 0)
-        # Texts the stage wrote (truncation previews can be megabytes) are counted in
-        # bulk, on every core when they are many, like the input.
-        ctx.tokens.prime(new)
-        old_ids = {id(m) for m in conv.messages}
-        new_ids = {id(m) for m in new.messages}
-        changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(
-            1 for m in new.messages if m.key is None and id(m) not in old_ids
-        )
-        # Records the model never sees (progress, toolUseResult fields) count too.
-        changed += _records_touched(conv.record_edits, new.record_edits)
-        done.append((sc, conv, new, result, _offload_count(ctx) - files_before, changed))
+        done.append(_run_stage(sc, conv, ctx, frontiers))
         if trace is not None:
-            trace.append((sc.use, new))
-        conv = new
+            trace.append((sc.use, done[-1].after))
+        conv = done[-1].after
     # The totals are taken last: a large input is still being counted in the
     # background while the stages run, and only the report needs every count. Each
     # conversation is counted once: a stage's output is the next one's input.
@@ -161,17 +143,54 @@ def run_pipeline(
 
     reports = [
         StageReport(
-            stage=sc.use,
-            changed=changed,
-            offloaded=offloaded,
-            tokens_before=sum(per_message(before)),
-            tokens_after=sum(per_message(after)),
-            counters=dict(result.counters),
-            notes=result.notes,
+            stage=d.config.use,
+            changed=d.changed,
+            offloaded=d.offloaded,
+            tokens_before=sum(per_message(d.before)),
+            tokens_after=sum(per_message(d.after)),
+            counters=dict(d.result.counters),
+            notes=d.result.notes,
         )
-        for sc, before, after, result, offloaded, changed in done
+        for d in done
     ]
     if counts is not None:
-        counts.extend(per_message(before) for _, before, *_ in done)
+        counts.extend(per_message(d.before) for d in done)
         counts.append(per_message(conv))
     return conv, reports
+
+
+@dataclass(frozen=True)
+class _Done:
+    """One stage's run: its input and output, and what it changed and offloaded."""
+
+    config: StageConfig
+    before: Conversation
+    after: Conversation
+    result: StageResult
+    offloaded: int
+    changed: int
+
+
+def _run_stage(
+    sc: StageConfig, conv: Conversation, ctx: StageContext, frontiers: list[int] | None
+) -> _Done:
+    """Run one stage over ``conv``, holding it to a kept prefix and noting its frontier."""
+    spec = sc.stage
+    files_before = _offload_count(ctx)
+    result = spec.fn(conv, sc.options, ctx)
+    new = result.conversation
+    if conv.frozen:
+        _check_frozen(sc.use, conv, new)
+    if frontiers is not None:
+        frontiers.append(spec.frontier(conv, result, sc.options) if spec.frontier else 0)
+    # Texts the stage wrote (truncation previews can be megabytes) are counted in
+    # bulk, on every core when they are many, like the input.
+    ctx.tokens.prime(new)
+    old_ids = {id(m) for m in conv.messages}
+    new_ids = {id(m) for m in new.messages}
+    changed = sum(1 for m in conv.messages if id(m) not in new_ids) + sum(
+        1 for m in new.messages if m.key is None and id(m) not in old_ids
+    )
+    # Records the model never sees (progress, toolUseResult fields) count too.
+    changed += _records_touched(conv.record_edits, new.record_edits)
+    return _Done(sc, conv, new, result, _offload_count(ctx) - files_before, changed)

@@ -37,7 +37,7 @@ from ctxcli.proxy.shapes import (
     prompt_blocks,
 )
 from ctxcli.services.dirs import cache_dir, private_dir
-from ctxcli.services.tokens import load_engine
+from ctxcli.services.engines import load_engine
 
 RECENT_IN_STATS = 200
 """Requests listed one by one in the stats (the totals cover all of them)."""

@@ -17,10 +17,12 @@ from typing import Any
 
 from ctxcli import api
 from ctxcli._version import __version__
+from ctxcli.core.errors import OnInvalid
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import monitor_series, steps_of
 from ctxcli.core.protocols import sha256
 from ctxcli.formats.claude_code import is_compact_boundary
+from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
 from ctxcli.services.tokens import CountOptions
@@ -220,9 +222,9 @@ def analyze_bytes(
         config=config,
         offload=offload,
         path=path,
-        on_invalid=on_invalid,
-        counting=counting,
-        trace=True,
+        options=ReduceOptions(
+            on_invalid=OnInvalid.of(on_invalid), counting=counting or CountOptions(), trace=True
+        ),
     )
     trace = reduced.trace
     assert trace is not None  # asked for with trace=True

@@ -70,16 +70,38 @@ def _json(value: Any) -> str:
 
 def render_html(data: ReportData) -> str:
     """The report page for ``data``."""
-    rep = data.report
-    notes: list[str] = []
     rows, stride = timeline_rows(data.messages)
+    listed, preview_chars, list_note = _listed(data.messages)
+    title = f"ctx report · {data.report.input}"
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        '<link rel="icon" href="data:,">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style></head><body>",
+        _header(data),
+        _notes(_page_notes(data, len(rows), stride, list_note)),
+        *_sections(data, len(listed)),
+        _about(data),
+        f'<script type="application/json" id="ctx-data">'
+        f"{_json(_payload(data, rows, listed, preview_chars))}</script>",
+        f'<script type="module">{vega_bundle()}</script>',
+        f'<script type="module">{_JS}</script>',
+        "</body></html>",
+    ]
+    return "\n".join(parts)
+
+
+def _page_notes(data: ReportData, bars: int, stride: int, list_note: str) -> list[str]:
+    """What the page leaves out or samples, said above the charts."""
+    notes: list[str] = []
     if stride > 1:
         notes.append(
-            f"The timeline shows {len(rows):,} bars of {stride:,} consecutive messages each "
+            f"The timeline shows {bars:,} bars of {stride:,} consecutive messages each "
             f"(coloured by the tool or role with the most tokens in the bar), not "
             f"{len(data.messages):,} single messages."
         )
-    listed, preview_chars, list_note = _listed(data.messages)
     if list_note:
         notes.append(list_note)
     if data.monitors and data.monitors[-1][0] > len(data.monitors):
@@ -91,14 +113,20 @@ def render_html(data: ReportData) -> str:
             f"{data.changed_blocks:,} blocks were removed or shortened; the {len(data.top)} "
             "largest are shown."
         )
-    specs = {
-        "timeline": timeline_spec(data, rows),
-        "tools": tools_spec(data),
-        "stages": stages_spec(data),
-        "monitors": monitors_spec(data),
-    }
-    payload = {
-        "specs": specs,
+    return notes
+
+
+def _payload(
+    data: ReportData, rows: list[dict[str, Any]], listed: list[MessageRow], preview_chars: int
+) -> dict[str, Any]:
+    """What the page's script draws: the chart specs and the listed messages."""
+    return {
+        "specs": {
+            "timeline": timeline_spec(data, rows),
+            "tools": tools_spec(data),
+            "stages": stages_spec(data),
+            "monitors": monitors_spec(data),
+        },
         "messages": [
             [
                 m.index,
@@ -111,16 +139,11 @@ def render_html(data: ReportData) -> str:
             for m in listed
         ],
     }
-    title = f"ctx report · {rep.input}"
-    parts = [
-        "<!doctype html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        '<link rel="icon" href="data:,">',
-        f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style></head><body>",
-        _header(data),
-        _notes(notes),
+
+
+def _sections(data: ReportData, listed: int) -> list[str]:
+    """The page's sections, in order."""
+    return [
         _section(
             "timeline",
             "Where the tokens go, message by message",
@@ -164,15 +187,9 @@ def render_html(data: ReportData) -> str:
             "conversation",
             "The conversation",
             "Every message with its tokens before → after; rows the reduction changed are marked.",
-            _conversation_shell(len(data.messages), len(listed)),
+            _conversation_shell(len(data.messages), listed),
         ),
-        _about(data),
-        f'<script type="application/json" id="ctx-data">{_json(payload)}</script>',
-        f'<script type="module">{vega_bundle()}</script>',
-        f'<script type="module">{_JS}</script>',
-        "</body></html>",
     ]
-    return "\n".join(parts)
 
 
 def _listed(messages: list[MessageRow]) -> tuple[list[MessageRow], int, str]:

@@ -29,7 +29,8 @@ from ctxcli.services.anthropic_client import (
     describe_api_error,
     make_client,
 )
-from ctxcli.services.tokens import CachedCounter, Progress, Source, text_key
+from ctxcli.services.counting import CachedCounter, text_key
+from ctxcli.services.tokens import Progress, Source
 
 if TYPE_CHECKING:
     import anthropic

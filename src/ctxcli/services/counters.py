@@ -5,14 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from ctxcli.services.anthropic_tokens import anthropic_counter
+from ctxcli.services.counting import CachedCounter, default_workers
+from ctxcli.services.engines import approx_of_length, load_engine
 from ctxcli.services.token_cache import TokenCache
-from ctxcli.services.tokens import (
-    CachedCounter,
-    CountOptions,
-    approx_of_length,
-    default_workers,
-    load_engine,
-)
+from ctxcli.services.tokens import CountOptions
 
 __all__ = ["get_counter", "open_counter"]
 

@@ -349,6 +349,29 @@ _MERGE_NOTE = (
 )
 
 
+@dataclass(frozen=True, kw_only=True)
+class SummaryRequests:
+    """How :class:`AnthropicSummarizer` asks (the ``summarize`` stage's options).
+
+    Attributes:
+        model: the Claude model.
+        base_url: the API's address (default: the SDK's, or ``ANTHROPIC_BASE_URL``).
+        prompt: the instructions (default: :data:`DEFAULT_PROMPT`).
+        chunk_tokens: a request holds at most this much transcript.
+        summary_max_tokens: the longest summary a request may return.
+        timeout_seconds: how long one request may take.
+        max_retries: the SDK's retries of a failed request.
+    """
+
+    model: str = DEFAULT_MODEL
+    base_url: str | None = None
+    prompt: str | None = None
+    chunk_tokens: int = 50_000
+    summary_max_tokens: int = 2_000
+    timeout_seconds: float = 60.0
+    max_retries: int = 2
+
+
 class AnthropicSummarizer:
     """Summarizes with a Claude model, in chunks that fit ``chunk_tokens``.
 
@@ -366,24 +389,18 @@ class AnthropicSummarizer:
         *,
         access: AnthropicAccess | None = None,
         cache: DiskCache | None = None,
-        model: str = DEFAULT_MODEL,
-        base_url: str | None = None,
-        prompt: str | None = None,
-        chunk_tokens: int = 50_000,
-        summary_max_tokens: int = 2_000,
-        timeout_seconds: float = 60.0,
-        max_retries: int = 2,
+        requests: SummaryRequests | None = None,
     ) -> None:
-
+        requests = requests or SummaryRequests()
         self.access = access or AnthropicAccess.from_env()
         self.cache = cache
-        self.model = model
-        self.base_url = base_url
-        self.prompt = prompt or DEFAULT_PROMPT
-        self.chunk_tokens = chunk_tokens
-        self.summary_max_tokens = summary_max_tokens
-        self.timeout_seconds = timeout_seconds
-        self.max_retries = max_retries
+        self.model = requests.model
+        self.base_url = requests.base_url
+        self.prompt = requests.prompt or DEFAULT_PROMPT
+        self.chunk_tokens = requests.chunk_tokens
+        self.summary_max_tokens = requests.summary_max_tokens
+        self.timeout_seconds = requests.timeout_seconds
+        self.max_retries = requests.max_retries
         self._client: anthropic.Anthropic | None = None
 
     def summarize(self, conv: Conversation, count_tokens: CountTokens) -> str:
@@ -511,6 +528,8 @@ def build_summarizer(name: str, services: dict[str, Any], **options: Any) -> Sum
         return ExtractiveSummarizer()
     if name == "anthropic":
         return AnthropicSummarizer(
-            access=services.get("anthropic"), cache=services.get("cache"), **options
+            access=services.get("anthropic"),
+            cache=services.get("cache"),
+            requests=SummaryRequests(**options),
         )
     raise ValueError(f"unknown summarizer {name!r}")

@@ -34,7 +34,7 @@ from ctxcli.sessions.inplace import (
     state_dir,
     update_index,
 )
-from ctxcli.sessions.listing import SessionRow, list_sessions, scan_session
+from ctxcli.sessions.listing import SessionQuery, SessionRow, list_sessions, scan_session
 from ctxcli.sessions.prices import load_prices, resume_cost
 
 __all__ = [
@@ -44,6 +44,7 @@ __all__ = [
     "Repair",
     "Restored",
     "SessionFile",
+    "SessionQuery",
     "SessionRow",
     "data_home",
     "diagnose",

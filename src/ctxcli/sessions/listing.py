@@ -252,44 +252,92 @@ class ScanCache:
             pass  # a cache that cannot be written only costs time on the next listing
 
 
+@dataclass(frozen=True, kw_only=True)
+class SessionQuery:
+    """Which sessions :func:`list_sessions` lists, how it measures them and in what order.
+
+    Attributes:
+        agent: only this client's sessions (``claude``, ``codex``); None for all.
+        project: only the sessions of this project directory.
+        since: only the sessions modified at or after this time (seconds since the epoch).
+        archived: list the sessions the client archived too.
+        exact: count tokens with the configured tokenizer (default: characters / 4).
+        sort: ``age`` (most recent first) or ``size`` (largest first).
+        max_line_bytes: a line longer than this is a health problem (see ``ctx doctor``).
+
+    Raises:
+        CtxError: an unknown sort key.
+    """
+
+    agent: str | None = None
+    project: str | None = None
+    since: float | None = None
+    archived: bool = False
+    exact: bool = False
+    sort: str = "age"
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+
+    def __post_init__(self) -> None:
+        if self.sort not in ("age", "size"):
+            raise CtxError(f"sort {self.sort!r} is invalid: use 'age' or 'size'.")
+
+
 def list_sessions(
+    query: SessionQuery | None = None,
     *,
-    agent: str | None = None,
-    project: str | None = None,
-    since: float | None = None,
-    archived: bool = False,
-    exact: bool = False,
-    sort: str = "age",
     prices: dict[str, float] | None = None,
-    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     cache: bool = True,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[SessionRow]:
     """The sessions on this machine, filtered and sorted, one :class:`SessionRow` each.
 
-    ``sort`` is ``age`` (most recent first) or ``size`` (largest first); a subagent
-    always follows its parent session. Sessions not in the cache are read by ``jobs``
-    processes.
+    ``query`` says which, how they are measured and in what order (default: all of
+    them, most recent first); a subagent always follows its parent session. Sessions
+    not in the cache are read by ``jobs`` processes; ``prices`` (default: the shipped
+    table) prices what a resume costs.
 
     Raises:
-        CtxError: an unknown agent or sort key.
+        CtxError: an unknown agent.
     """
-    if sort not in ("age", "size"):
-        raise CtxError(f"sort {sort!r} is invalid: use 'age' or 'size'.")
+    query = query or SessionQuery()
     prices = prices if prices is not None else load_prices()
-    files = find_sessions(agent=agent, archived=archived)
-    if project is not None:
-        where = project_path(project)
-        files = [f for f in files if session_project(f) == where]
-    if since is not None:
-        files = [f for f in files if f.mtime >= since]
+    files = _matching(query)
     ids = short_ids(s.id.split("/")[-1] for s in files)
     store = ScanCache() if cache else None
-    keys = [ScanCache.key(sf, exact, max_line_bytes) for sf in files]
+    keys = [ScanCache.key(sf, query.exact, query.max_line_bytes) for sf in files]
     metas = {k: m for k in keys if store is not None and (m := store.get(k)) is not None}
     missing = [(k, sf) for k, sf in zip(keys, files, strict=True) if k not in metas]
-    scan = partial(scan_session, exact=exact, max_line_bytes=max_line_bytes)
+    scan = partial(scan_session, exact=query.exact, max_line_bytes=query.max_line_bytes)
+    metas.update(_scan_all(scan, missing, jobs, progress))
+    if store is not None:
+        for key, _sf in missing:
+            store.put(key, metas[key])
+    rows = [_row(sf, metas[key], ids, prices) for key, sf in zip(keys, files, strict=True)]
+    if store is not None:
+        store.save({str(f.path) for f in files})
+    return _order(rows, query.sort)
+
+
+def _matching(query: SessionQuery) -> list[SessionFile]:
+    """The session files ``query`` selects."""
+    files = find_sessions(agent=query.agent, archived=query.archived)
+    if query.project is not None:
+        where = project_path(query.project)
+        files = [f for f in files if session_project(f) == where]
+    if query.since is not None:
+        files = [f for f in files if f.mtime >= query.since]
+    return files
+
+
+def _scan_all(
+    scan: Callable[[SessionFile], dict[str, Any]],
+    missing: list[tuple[str, SessionFile]],
+    jobs: int,
+    progress: Callable[[int, int], None] | None,
+) -> dict[str, dict[str, Any]]:
+    """Each session's scan by its cache key, on ``jobs`` processes when there are several."""
+    metas: dict[str, dict[str, Any]] = {}
     if jobs > 1 and len(missing) > 1:
         from concurrent.futures import ProcessPoolExecutor
 
@@ -304,15 +352,7 @@ def list_sessions(
             metas[key] = scan(sf)
             if progress is not None:
                 progress(n + 1, len(missing))
-    if store is not None:
-        for key, _sf in missing:
-            store.put(key, metas[key])
-    rows: list[SessionRow] = []
-    for key, sf in zip(keys, files, strict=True):
-        rows.append(_row(sf, metas[key], ids, prices))
-    if store is not None:
-        store.save({str(f.path) for f in files})
-    return _order(rows, sort)
+    return metas
 
 
 def _row(

@@ -19,6 +19,7 @@ from ctxcli.core.model import (
     SourceRecord,
 )
 from ctxcli.core.plugins import plugins_enabled
+from ctxcli.services.tokens import TokenLedger
 from ctxcli.stages.base import (
     PLUGIN_GROUP,
     STAGE_REGISTRY,
@@ -27,7 +28,6 @@ from ctxcli.stages.base import (
     StageOptions,
     StageResult,
     StageSpec,
-    TokenLedger,
     everything_final,
     register,
 )

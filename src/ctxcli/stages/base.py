@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import pkgutil
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,85 +13,16 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.core.model import Conversation, Message
+from ctxcli.core.model import Conversation
 from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
-from ctxcli.services.tokens import (
-    Progress,
-    TokenCounter,
-    conversation_exceeds,
-    conversation_sources,
-    message_tokens,
-)
+from ctxcli.services.tokens import TokenLedger
 
 
 class StageOptions(BaseModel):
     """Base of every stage's options: unknown keys are errors, values are frozen."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
-
-class TokenLedger:
-    """Tokens per message, counted once per message object across all stages."""
-
-    def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self._by_id: dict[int, tuple[Message, int]] = {}
-
-    def message(self, msg: Message) -> int:
-        """Tokens of one message."""
-        hit = self._by_id.get(id(msg))
-        if hit is not None and hit[0] is msg:
-            return hit[1]
-        n = message_tokens(self.counter, msg)
-        self._by_id[id(msg)] = (msg, n)
-        return n
-
-    def seed(self, messages: Iterable[Message], tokens: int = 0) -> None:
-        """Take ``tokens`` as the count of each of ``messages`` without counting them
-        (the text-less stand-ins of an incremental re-run's kept prefix)."""
-        for msg in messages:
-            self._by_id[id(msg)] = (msg, tokens)
-
-    def retain(self, messages: Iterable[Message]) -> None:
-        """Forget every count but those of ``messages`` (a long-lived ledger stays bounded)."""
-        keep = {id(m) for m in messages}
-        self._by_id = {k: v for k, v in self._by_id.items() if k in keep}
-
-    def total(self, conv: Conversation) -> int:
-        """Tokens of a whole conversation."""
-        return sum(self.message(m) for m in conv.messages)
-
-    def exceeds(self, conv: Conversation, limit: int) -> bool:
-        """True if ``conv`` has more than ``limit`` tokens.
-
-        Prefer this to ``total(conv) > limit`` in a stage: it can answer from the
-        counts known so far while a large input is still being counted.
-        """
-        by_id = self._by_id
-        total = 0
-        for m in conv.messages:
-            hit = by_id.get(id(m))
-            if hit is None or hit[0] is not m:
-                # Not all counted yet: let the counter answer from what it knows.
-                return conversation_exceeds(self.counter, conv, limit)
-            total += hit[1]
-        return total > limit
-
-    def per_message(self, conv: Conversation) -> list[int]:
-        """Tokens of each message, in order.
-
-        A stage that needs running totals (keep the newest messages within a budget)
-        takes this list once and sums it up, instead of calling :meth:`total` on a
-        shrinking conversation once per message, which is quadratic.
-        """
-        return [self.message(m) for m in conv.messages]
-
-    def prime(self, conv: Conversation, progress: Progress | None = None) -> None:
-        """Count every text of ``conv`` now, in bulk: disk cache first, then all cores."""
-        count_many = getattr(self.counter, "count_many", None)
-        if count_many is not None:
-            count_many(conversation_sources(conv), progress)
 
 
 @dataclass(frozen=True)
