@@ -16,7 +16,6 @@ from ctxcli.cost.prices import (
     load_price_table,
     resume_cost,
 )
-from ctxcli.sessions import prices as session_prices
 
 
 def test_longest_prefix_wins() -> None:
@@ -60,19 +59,42 @@ def test_usd_of_a_usage() -> None:
     assert (usage + usage).input_total == 2 * usage.input_total == 8_000_000
 
 
+# The input prices of the table `ctx sessions` had before there was one table (USD/MTok).
+SESSIONS_TABLE: dict[str, float] = {
+    "claude-opus-4-5": 5.0,
+    "claude-opus-4-6": 5.0,
+    "claude-opus-4": 15.0,
+    "claude-sonnet-4": 3.0,
+    "claude-3-7-sonnet": 3.0,
+    "claude-3-5-sonnet": 3.0,
+    "claude-haiku-4-5": 1.0,
+    "claude-3-5-haiku": 0.8,
+    "gpt-5-mini": 0.25,
+    "gpt-5-nano": 0.05,
+    "gpt-5": 1.25,
+    "gpt-4.1": 2.0,
+    "gpt-4o": 2.5,
+    "o3": 2.0,
+    "o4-mini": 1.1,
+    "codex-mini": 1.5,
+}
+
+
 def test_compatible_with_the_sessions_table() -> None:
-    """``input_price``/``resume_cost`` answer what sessions.prices answers today."""
-    old = session_prices.load_prices()
+    """``input_price``/``resume_cost`` answer what the sessions' own table answered."""
     table = load_price_table()
-    for model in (*old, "claude-opus-4-6-x", "gpt-5-mini-1", "unknown", ""):
-        assert input_price(model, table) == session_prices.price_of(model, old), model
+    for model, price in SESSIONS_TABLE.items():
+        assert input_price(model, table) == price, model
+    assert input_price("claude-opus-4-6-x", table) == 5.0
+    assert input_price("gpt-5-mini-1", table) == 0.25
+    assert input_price("unknown", table) is None and input_price("", table) is None
     assert resume_cost(200_000, "claude-sonnet-4-5", table) == pytest.approx(0.6)
     assert resume_cost(None, "claude-sonnet-4-5", table) is None
     assert resume_cost(1000, "unknown", table) is None
 
 
 def test_every_model_of_the_old_table_is_priced() -> None:
-    for model in session_prices.PRICES:
+    for model in SESSIONS_TABLE:
         assert PriceTable().lookup(model) is not None, model
     assert set(PRICES) >= {"claude-opus-4-5", "gpt-5-nano", "o4-mini", "codex-mini"}
     assert PriceTable().lookup("codex-mini-latest") == ModelPrice.openai(1.5, 0.375, 6.0)

@@ -231,10 +231,10 @@ def sessions(
         ctx sessions --project . --since 3d
         ctx sessions --sort size --json
     """
-    from ctxcli.sessions import SessionQuery, list_sessions, load_prices, parse_since
+    from ctxcli.sessions import SessionQuery, list_sessions, load_price_table, parse_since
 
     with _errors():
-        table = load_prices(prices)
+        table = load_price_table(prices)
         query = SessionQuery(
             agent=agent,
             project=project,

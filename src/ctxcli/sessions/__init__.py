@@ -14,6 +14,7 @@ where the client reads it, recording every change so one restore undoes them all
 
 from __future__ import annotations
 
+from ctxcli.cost.prices import load_price_table, resume_cost
 from ctxcli.sessions.discover import (
     SessionFile,
     find_sessions,
@@ -35,7 +36,6 @@ from ctxcli.sessions.inplace import (
     update_index,
 )
 from ctxcli.sessions.listing import SessionQuery, SessionRow, list_sessions, scan_session
-from ctxcli.sessions.prices import load_prices, resume_cost
 
 __all__ = [
     "Change",
@@ -53,7 +53,7 @@ __all__ = [
     "has_layers",
     "list_sessions",
     "liveness",
-    "load_prices",
+    "load_price_table",
     "parse_since",
     "plan_fixes",
     "reduce_in_place",

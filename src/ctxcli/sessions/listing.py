@@ -23,6 +23,7 @@ import orjson
 from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError
+from ctxcli.cost.prices import PriceTable, load_price_table, resume_cost
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
@@ -38,7 +39,6 @@ from ctxcli.sessions.discover import (
     short_ids,
 )
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
-from ctxcli.sessions.prices import load_prices, resume_cost
 
 CACHE_NAME = "sessions-v1.json"
 _SKIP_PROMPT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-")
@@ -285,7 +285,7 @@ class SessionQuery:
 def list_sessions(
     query: SessionQuery | None = None,
     *,
-    prices: dict[str, float] | None = None,
+    prices: PriceTable | None = None,
     cache: bool = True,
     jobs: int = 1,
     progress: Callable[[int, int], None] | None = None,
@@ -301,7 +301,7 @@ def list_sessions(
         CtxError: an unknown agent.
     """
     query = query or SessionQuery()
-    prices = prices if prices is not None else load_prices()
+    prices = prices if prices is not None else load_price_table()
     files = _matching(query)
     ids = short_ids(s.id.split("/")[-1] for s in files)
     store = ScanCache() if cache else None
@@ -356,7 +356,7 @@ def _scan_all(
 
 
 def _row(
-    sf: SessionFile, meta: dict[str, Any], ids: dict[str, str], prices: dict[str, float]
+    sf: SessionFile, meta: dict[str, Any], ids: dict[str, str], prices: PriceTable
 ) -> SessionRow:
     index = sf.index or {}
     summary = index.get("summary") if isinstance(index.get("summary"), str) else meta["summary"]
