@@ -12,7 +12,7 @@ from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.sessions import diagnose, plan_fixes
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 from session_layout import CC_MCLAUDE, Layout, age, build
 
 
@@ -207,7 +207,7 @@ def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) ->
     raw = CASES[case](_base())
     _agent, problems = diagnose(raw, max_line_bytes=20_000)
     assert kind in {p.kind for p in problems}
-    store = DryRunOffload(str(tmp_path / "off"))
+    store = Preview(str(tmp_path / "off"))
     repair = plan_fixes(raw, store, max_line_bytes=20_000)
     assert kind in {p.kind for p in repair.fixed}
     assert repair.remaining == []
@@ -245,7 +245,7 @@ def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> N
     raw = b"".join(lines[:at] + lines[at + 1 :])
     kinds = [p.kind for p in diagnose(raw)[1]]
     assert kinds == ["unanswered_call"]
-    repair = plan_fixes(raw, DryRunOffload(str(tmp_path)))
+    repair = plan_fixes(raw, Preview(str(tmp_path)))
     added = [orjson.loads(x) for x in repair.output.splitlines()][at]
     assert added["payload"]["output"] == "aborted"
     assert diagnose(repair.output)[1] == []

@@ -17,7 +17,7 @@ import pytest
 from conftest import invoke
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import OffloadError, RestoreError
-from ctxcli.store.disk import MANIFEST, read_manifest
+from ctxcli.store.manifest import MANIFEST, read_manifest
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 

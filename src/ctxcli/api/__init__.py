@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import mmap
 import os
@@ -12,7 +13,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256
@@ -23,17 +23,12 @@ from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
 from ctxcli.pipeline.results import Reduced, Report
 from ctxcli.pipeline.stats_cache import cached_stats, store_report
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import (
-    MANIFEST_VERSION,
-    DryRunOffload,
-    OffloadStore,
-    check_offload_location,
-    commit_lock,
-    manifest_for_rerun,
-    remove_stale,
-)
+from ctxcli.store.disk import OffloadStore, check_offload_location, remove_stale
 from ctxcli.store.history import Restored, match_reduction, restore_chain
 from ctxcli.store.index import Entry, Ledger
+from ctxcli.store.lock import commit_lock
+from ctxcli.store.manifest import Header, InputSide, Side, manifest_for_rerun
+from ctxcli.store.naming import Preview
 
 __all__ = [
     "STDIO",
@@ -72,16 +67,11 @@ def offload_siblings(root: str) -> list[Path]:
     """``root`` and the ``root.N`` directories later in-place reductions made, newest first."""
     base = Path(root)
     numbered = []
-    for path in base.parent.glob(f"{glob_escape(base.name)}.*"):
+    for path in base.parent.glob(f"{glob.escape(base.name)}.*"):
         suffix = path.name[len(base.name) + 1 :]
         if suffix.isdigit() and path.is_dir():
             numbered.append((int(suffix), path))
     return [p for _, p in sorted(numbered, reverse=True)] + [base]
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob characters escaped."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
 
 
 def _per_input_dirs(root: Path) -> list[Path]:
@@ -289,7 +279,7 @@ def reduce_file(
             rerun = reduce_bytes(
                 data,
                 config=config,
-                offload=DryRunOffload(root),
+                offload=Preview(root),
                 path=input_name,
                 on_invalid=on_invalid,
                 log=log,
@@ -450,26 +440,19 @@ def _reduce_and_commit(
             output_sha, output_bytes = reduced.written.sha256, reduced.written.size
         else:
             output_sha, output_bytes = sha256(reduced.output), len(reduced.output)
-        manifest = {
-            "tool": "ctx",
-            "version": MANIFEST_VERSION,
-            "ctx_version": __version__,
-            "format": reduced.report.format,
-            "units": reduced.units,
-            "input": {"name": input_name, "sha256": input_sha, "bytes": len(data)},
-            "output": {"sha256": output_sha, "bytes": output_bytes},
-            "script": reduced.script,
-        }
-        if previous:
-            manifest["previous"] = previous
-        if reduced.rerun is not None:
-            manifest["rerun"] = reduced.rerun
+        header = Header.new(
+            format=reduced.report.format,
+            units=reduced.units,
+            input=InputSide(name=input_name, sha256=input_sha, bytes=len(data)),
+            output=Side(sha256=output_sha, bytes=output_bytes),
+            previous=previous,
+        )
         if staged is not None:
             with staged[1] as fh:
                 _sync(fh)
         _commit(
             store,
-            manifest,
+            (header, reduced.script, reduced.rerun),
             out_path,
             reduced.output,
             in_place,
@@ -542,7 +525,7 @@ def _resume(
 
 def _commit(
     store: OffloadStore,
-    manifest: dict[str, object],
+    manifest: tuple[Header, list[Any], dict[str, Any] | None],
     out_path: Path | None,
     output: bytes,
     in_place: bool,
@@ -562,7 +545,7 @@ def _commit(
         elif write is not None:
             write(output)
         try:
-            store.commit(manifest)
+            store.commit(*manifest)
             if tmp is not None and out_path is not None:
                 os.replace(tmp, out_path)
         except BaseException:
@@ -612,7 +595,7 @@ def stats_file(
         reduced = reduce_bytes(
             data,
             config=config,
-            offload=DryRunOffload(root),
+            offload=Preview(root),
             path=str(input),
             on_invalid=on_invalid,
             counting=counting,

@@ -37,7 +37,7 @@ from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import DryRunOffload
 
 __all__ = ["reduce_bytes"]
 

@@ -10,7 +10,7 @@ from ctxcli.core.model import Conversation, Kind, RecordEdits
 from ctxcli.formats.base import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import DryRunOffload
 
 
 @dataclass

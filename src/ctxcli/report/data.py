@@ -24,7 +24,7 @@ from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import DryRunOffload
 
 __all__ = [
     "Item",

@@ -27,7 +27,6 @@ from typing import Any
 import orjson
 
 from ctxcli import api
-from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.pipeline.config import Config
@@ -36,14 +35,11 @@ from ctxcli.services.dirs import data_dir
 from ctxcli.services.tokens import CountOptions
 from ctxcli.sessions.discover import CLAUDE, CODEX, INDEX, is_session_path
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, Repair, plan_fixes, sniff_agent
-from ctxcli.store.disk import (
-    MANIFEST_VERSION,
-    OffloadStore,
-    _pid_alive,
-    read_manifest,
-    restore_bytes,
-)
+from ctxcli.store.disk import OffloadStore
 from ctxcli.store.history import match_reduction
+from ctxcli.store.lock import pid_alive
+from ctxcli.store.manifest import Header, InputSide, Side, read_manifest
+from ctxcli.store.restore import restore_bytes
 
 DEFAULT_LIVE_SECONDS = 60
 _LAYER = re.compile(r"^(\d{4,})-([a-z]+)$")
@@ -183,7 +179,7 @@ def _sweep(directory: Path) -> None:
     """Remove temporary files and staging directories of runs that were killed."""
     for leftover in directory.glob(".*.ctx-tmp-*"):
         match = _TMP_PID.search(leftover.name)
-        if match is None or int(match.group(1)) == os.getpid() or _pid_alive(int(match.group(1))):
+        if match is None or int(match.group(1)) == os.getpid() or pid_alive(int(match.group(1))):
             continue
         if leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
@@ -327,19 +323,14 @@ def fix_in_place(
         if repair.changed_lines == 0:
             store.abort()
             return Change(path, None, len(raw), len(raw), repair=repair)
-        store.commit(
-            {
-                "tool": "ctx",
-                "version": MANIFEST_VERSION,
-                "ctx_version": __version__,
-                "format": agent,
-                "units": "lines",
-                "kind": "doctor",
-                "input": {"name": str(path), "sha256": sha256(raw), "bytes": len(raw)},
-                "output": {"sha256": sha256(repair.output), "bytes": len(repair.output)},
-                "script": repair.script,
-            }
+        header = Header.new(
+            format=agent,
+            units="lines",
+            kind="doctor",
+            input=InputSide(name=str(path), sha256=sha256(raw), bytes=len(raw)),
+            output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
         )
+        store.commit(header, repair.script)
         api.write_atomic(path, repair.output, mode=path.stat().st_mode & 0o777)
     except BaseException:
         store.abort()

@@ -16,7 +16,8 @@ from typing import Any
 
 from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import sha256
-from ctxcli.store.disk import read_manifest, restore_bytes
+from ctxcli.store.manifest import read_manifest
+from ctxcli.store.restore import restore_bytes
 
 __all__ = ["RestoreStep", "Restored", "match_reduction", "restore_chain"]
 
