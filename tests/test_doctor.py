@@ -12,6 +12,7 @@ from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.sessions import diagnose, plan_fixes
+from ctxcli.store.history import changes_dir
 from ctxcli.store.naming import Preview
 from session_layout import CC_MCLAUDE, Layout, age, build
 
@@ -40,7 +41,7 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
     entry = fix["files"][0]
     assert entry["healthy"] is True and fix["unhealthy"] == 0
     assert {p["kind"] for p in entry["fixed"]} == kinds
-    layer = layout.data / "offload" / "claude_code" / CC_MCLAUDE / "0001-doctor"
+    layer = changes_dir(layout.mclaude) / "0001-doctor"
     assert entry["offload_dir"] == str(layer)
 
     repaired = layout.mclaude.read_bytes()

@@ -18,20 +18,25 @@ Codex: torn/malformed lines, unpaired calls and outputs, oversized lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-from ctxcli.core.protocols import split_units
+from ctxcli.core.protocols import sha256, split_units
 from ctxcli.formats.claude_code import (
     ENVELOPE,
     derived_uuid,
     is_compact_boundary,
     resume_chain,
 )
-from ctxcli.sessions.discover import CLAUDE, CODEX
+from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.history import new_change, prune
+from ctxcli.store.index import remember
+from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
+from ctxcli.store.manifest import Header, InputSide, Side
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
 _PREVIEW_HEAD = 2000
@@ -40,7 +45,6 @@ _DUP_MIN_BYTES = 1024
 _BAD_ESCAPE = re.compile(rb'(?<!\\)((?:\\\\)*)\\([^"\\/bfnrtu])')
 _UUID_RE = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
 _PARENT_RE = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]+)"|null)')
-_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
@@ -131,20 +135,6 @@ def _parse(raw: bytes) -> list[_Rec]:
                 rec.error = str(exc).split(": line")[0]
         recs.append(rec)
     return recs
-
-
-def sniff_agent(datas: Sequence[Any]) -> str | None:
-    """``claude_code``, ``codex`` or None, from the parsed records."""
-    for data in datas[:50]:
-        if not isinstance(data, dict):
-            continue
-        if "payload" in data and data.get("type") in _CODEX_TYPES:
-            return CODEX
-        if isinstance(data.get("type"), str) and (
-            "uuid" in data or "sessionId" in data or "leafUuid" in data
-        ):
-            return CLAUDE
-    return None
 
 
 def diagnose(
@@ -465,6 +455,57 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
     fixed = [p for p in before if (p.kind, p.message) not in left]
     remaining = [Problem(p.line, p.kind, p.message, fixable=False) for p in after]
     return Repair(output, script, fixed, remaining, changed, notes)
+
+
+def fix_in_place(
+    path: Path,
+    *,
+    force: bool = False,
+    live_seconds: int = DEFAULT_LIVE_SECONDS,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[Repair, Change]:
+    """Repair what :func:`diagnose` finds, where the client reads the session; record it.
+
+    The change is recorded like an in-place reduction: a new change directory of the
+    file (the original lines, a manifest) and an entry in the reduction index, so
+    ``ctx restore`` and :func:`ctxcli.restore_file` undo it with every other change. It
+    is one :class:`~ctxcli.store.inplace.InPlace` transaction: lines the client appends
+    meanwhile are kept after the repaired ones. A session that needs no repair is left
+    alone (``Change.record`` None).
+
+    Raises:
+        LiveSessionError: the session looks in use and ``force`` is not set.
+        CtxError: the file is not a Claude Code session or a Codex rollout.
+    """
+    with InPlace(path, live_seconds=None, lines=False) as change:
+        raw = change.raw
+        agent, _sid = identify(change.path, raw)
+        change.check_live(None if force else live_seconds)
+        record = new_change(change.path, "doctor")
+        store = OffloadStore(record, str(record))
+        staged = change.stage()
+        try:
+            repair = plan_fixes(raw, store, max_line_bytes=max_line_bytes)
+            if repair.changed_lines == 0:
+                store.abort()
+                prune(change.path)
+                return repair, Change(change.path, None, len(raw), len(raw))
+            header = Header.new(
+                format=agent,
+                units="lines",
+                kind="doctor",
+                input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
+                output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
+            )
+            staged.open().write(repair.output)
+            carried = change.commit(store, (header, repair.script, None), staged)
+        except BaseException:
+            store.abort()
+            staged.discard()
+            raise
+        remember(header, record, str(change.target))
+    done = Change(change.path, record, len(raw), len(repair.output) + carried, carried)
+    return repair, done
 
 
 def _fix_lines(recs: list[_Rec], agent: str | None) -> None:

@@ -56,6 +56,8 @@ __all__ = [
     "OffloadStore",
     "check_offload_location",
     "check_offload_target",
+    "discard",
+    "fsync_dir",
     "remove_stale",
 ]
 
@@ -298,7 +300,7 @@ class OffloadStore(Preview):
             fh.write(b"\n")
             fh.flush()
             os.fsync(fh.fileno())
-        _fsync_dir(self.staging)
+        fsync_dir(self.staging)
         if self._adopted is not None:
             self._commit_into(self.path, *self._adopted)
             return
@@ -321,7 +323,7 @@ class OffloadStore(Preview):
                 os.rename(self.old, self.path)
                 self.old = None
             raise
-        _fsync_dir(self.path.parent)
+        fsync_dir(self.path.parent)
 
     def _commit_into(self, live: Path, stamp: tuple[int, int, int], old_pack: str) -> None:
         """Commit a re-run into the directory it adopted: new files, pack, then manifest.
@@ -345,7 +347,7 @@ class OffloadStore(Preview):
             with os.scandir(self.staging / area) as entries:
                 for entry in entries:  # a name no file of the manifest has
                     os.rename(entry.path, target / entry.name)
-            _fsync_dir(target)
+            fsync_dir(target)
         new_pack = OTHER_PACK if old_pack == PACK else PACK
         os.replace(self.staging / PACK, live / new_pack)
         previous = live / PREVIOUS_MANIFEST
@@ -358,7 +360,7 @@ class OffloadStore(Preview):
                 os.fsync(fh.fileno())
         self._replaced = (previous, None if old_pack == new_pack else live / old_pack)
         os.replace(self.staging / MANIFEST, live / MANIFEST)
-        _fsync_dir(live)
+        fsync_dir(live)
 
     def finish(self) -> None:
         """Remove what :meth:`commit` replaced, once its output is replaced too."""
@@ -376,6 +378,18 @@ class OffloadStore(Preview):
             else:
                 old.unlink(missing_ok=True)
         remove_stale(self.path.parent, self.path.name, "old")
+
+    def revert(self) -> None:
+        """Undo :meth:`commit` before its output replaced anything (an in-place run whose
+        file changed meanwhile): the directory is again what it was before the run."""
+        if self._replaced is not None:
+            self.abort()  # a re-run's: the previous manifest goes back
+            return
+        discard(self.path)
+        old, self.old = self.old, None
+        if old is not None:
+            os.rename(old, self.path)
+        self.abort()
 
     def abort(self) -> None:
         """Remove the staging directory (after an error or Ctrl-C).
@@ -402,7 +416,21 @@ class OffloadStore(Preview):
                 break
 
 
-def _fsync_dir(path: Path) -> None:
+def discard(directory: Path) -> None:
+    """Remove a directory so that a kill midway never leaves it half there.
+
+    It is first renamed to a temporary name (atomic); what a kill leaves of it is then
+    swept by a later run like any other leftover of a run that is gone.
+    """
+    trash = directory.parent / f".{directory.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        os.rename(directory, trash)
+    except FileNotFoundError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def fsync_dir(path: Path) -> None:
     """Make a directory's entries durable (renames, new files); best effort."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -416,15 +444,17 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def remove_stale(parent: Path, name: str, kind: str = "tmp") -> None:
+def remove_stale(parent: Path, name: str | None, kind: str = "tmp") -> None:
     """Remove ``.NAME.ctx-KIND-<pid>-<hex>`` entries left by runs that are gone.
 
     ``tmp`` entries are staging directories and temporary output files of a killed
     run; ``old`` entries are replaced offload directories kept until their output was
-    replaced (swept only once a later run has replaced that output).
+    replaced (swept only once a later run has replaced that output). ``name`` None
+    sweeps the leftovers of every name in ``parent``.
     """
+    pattern = "*" if name is None else glob.escape(name)
     try:
-        leftovers = list(parent.glob(f".{glob.escape(name)}.ctx-{kind}-*"))
+        leftovers = list(parent.glob(f".{pattern}.ctx-{kind}-*"))
     except OSError:
         return
     for leftover in leftovers:
