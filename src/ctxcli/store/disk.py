@@ -84,15 +84,7 @@ class OffloadStore(Preview):
         self._made = [p for p in (parent, *parent.parents) if not p.exists()]
         parent.mkdir(parents=True, exist_ok=True)
         remove_stale(parent, path.name, "tmp")
-        self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
-        try:
-            self.staging.mkdir(mode=0o700)
-        except OSError as exc:
-            exc.filename = str(path)  # name the directory the user asked for
-            raise
-        self._staging_real = os.path.realpath(self.staging)
         self._areas: set[str] = set()
-        self._pack = _open_private(self.staging / PACK)
         self._pack_size = 0
         # sha256 of an offloaded text's UTF-8 -> the file holding exactly those bytes,
         # for the recipes of add_original. Digests, not the texts: a text a stage wrote
@@ -107,6 +99,18 @@ class OffloadStore(Preview):
         """After an in-place commit: the previous manifest and pack, until :meth:`finish`."""
         self.grown_from: str | None = None
         """sha256 of a start of the input whose offload this one may replace."""
+        self.staging = parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
+        # Last, and named before it exists: whatever happens from its creation on (an
+        # interrupt too), a store that failed to start leaves no staging directory.
+        try:
+            self.staging.mkdir(mode=0o700)
+            self._pack = _open_private(self.staging / PACK)
+            self._staging_real = os.path.realpath(self.staging)
+        except BaseException as exc:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            if isinstance(exc, OSError):
+                exc.filename = str(path)  # name the directory the user asked for
+            raise
 
     def put(self, area: str, key: str, text: str) -> str:
         try:
