@@ -252,7 +252,17 @@ def _final_response(recs: list[_Rec]) -> set[int]:
 
 
 def _check_claude(recs: list[_Rec]) -> list[Problem]:
-    problems: list[Problem] = []
+    """Every problem of a Claude Code session, pass by pass (sorted by the caller)."""
+    return [
+        *_dangling_links(recs),
+        *_block_problems(recs),
+        *_duplicate_payloads(recs),
+        *_assistant_start(recs),
+    ]
+
+
+def _dangling_links(recs: list[_Rec]) -> list[Problem]:
+    """``parentUuid``/``logicalParentUuid`` naming no record (or one the client skips)."""
     known: set[str] = set()
     unparsed: dict[str, int | None] = {}
     for rec in recs:
@@ -261,18 +271,13 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
         elif rec.error is not None:
             for m in _UUID_RE.findall(rec.raw):
                 unparsed[m.decode("utf-8", "replace")] = rec.line
-    calls: dict[str, int | None] = {}
-    answered: set[str] = set()
-    final = _final_response(recs)
-    visible = _visible_groups(recs)
-    payloads: dict[bytes, int | None] = {}
-    for i, rec in enumerate(recs):
-        data = rec.data
-        if not isinstance(data, dict):
+    problems: list[Problem] = []
+    for rec in recs:
+        if not rec.is_dict:
             continue
-        for field_name in ("parentUuid", "logicalParentUuid"):
-            target = data.get(field_name)
-            if field_name == "logicalParentUuid" and is_compact_boundary(data):
+        for field_name, kind in _LINKS:
+            target = rec.data.get(field_name)
+            if field_name == "logicalParentUuid" and is_compact_boundary(rec.data):
                 # Only shown in the UI; a resume never follows it (real 2.1.x files
                 # point it at records that were never written).
                 continue
@@ -282,24 +287,29 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
                     if target in unparsed
                     else "no record in the file"
                 )
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "dangling_parent"
-                        if field_name == "parentUuid"
-                        else "dangling_logical_parent",
-                        f"{field_name} {target!r} names {why}",
-                    )
-                )
+                problems.append(Problem(rec.line, kind, f"{field_name} {target!r} names {why}"))
+    return problems
+
+
+_LINKS = (("parentUuid", "dangling_parent"), ("logicalParentUuid", "dangling_logical_parent"))
+
+
+def _block_problems(recs: list[_Rec]) -> list[Problem]:
+    """Empty texts, unsigned thinking, results without calls and calls without results."""
+    problems: list[Problem] = []
+    calls: dict[str, int | None] = {}
+    answered: set[str] = set()
+    final = _final_response(recs)
+    visible = _visible_groups(recs)
+    for i, rec in enumerate(recs):
+        data = rec.data
         if not _is_message(data):
             continue
         content = data["message"].get("content")
         if isinstance(content, str) and not content.strip():
             problems.append(Problem(rec.line, "empty_text", "message text is empty"))
         for block in _blocks(data):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
+            kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text" and _is_blank_text(block, data, visible):
                 problems.append(
                     Problem(rec.line, "empty_text", "empty text block (the API rejects it)")
@@ -313,46 +323,52 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
                 if i in final:
                     answered.add(block["id"])  # a final call may still be running
             elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                if block["tool_use_id"] not in calls:
-                    problems.append(
-                        Problem(
-                            rec.line,
-                            "orphan_result",
-                            f"tool result {block['tool_use_id']!r} has no matching tool call",
-                        )
-                    )
-                answered.add(block["tool_use_id"])
-        payload = data.get("toolUseResult")
-        if payload is not None:
-            key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-            if len(key) >= _DUP_MIN_BYTES:
-                if key in payloads:
-                    problems.append(
-                        Problem(
-                            rec.line,
-                            "duplicate_tool_use_result",
-                            f"toolUseResult of {len(key):,} bytes repeats line {payloads[key]}",
-                        )
-                    )
-                else:
-                    payloads[key] = rec.line
-    for call_id, line in calls.items():
-        if call_id not in answered:
-            problems.append(
-                Problem(line, "unanswered_call", f"tool call {call_id!r} has no result")
-            )
+                call_id = block["tool_use_id"]
+                if call_id not in calls:
+                    message = f"tool result {call_id!r} has no matching tool call"
+                    problems.append(Problem(rec.line, "orphan_result", message))
+                answered.add(call_id)
+    problems += [
+        Problem(line, "unanswered_call", f"tool call {call_id!r} has no result")
+        for call_id, line in calls.items()
+        if call_id not in answered
+    ]
+    return problems
+
+
+def _duplicate_payloads(recs: list[_Rec]) -> list[Problem]:
+    """A ``toolUseResult`` payload (of some size) stored again by a later record."""
+    problems: list[Problem] = []
+    payloads: dict[bytes, int | None] = {}
+    for rec in recs:
+        payload = rec.data.get("toolUseResult") if rec.is_dict else None
+        if payload is None:
+            continue
+        key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+        if len(key) < _DUP_MIN_BYTES:
+            continue
+        if key in payloads:
+            message = f"toolUseResult of {len(key):,} bytes repeats line {payloads[key]}"
+            problems.append(Problem(rec.line, "duplicate_tool_use_result", message))
+        else:
+            payloads[key] = rec.line
+    return problems
+
+
+def _assistant_start(recs: list[_Rec]) -> list[Problem]:
+    """The chain a resume rebuilds starting at an assistant turn (the API answers 400)."""
     chain = resume_chain([r.data for r in recs])
     first = next((recs[k] for k in chain if _is_message(recs[k].data)), None)
-    if first is not None and first.data["type"] == "assistant":
-        problems.append(
-            Problem(
-                first.line,
-                "chain_starts_with_assistant",
-                "a resume rebuilds the conversation from here, an assistant turn "
-                "(the API answers 400: first message must use the user role)",
-            )
+    if first is None or first.data["type"] != "assistant":
+        return []
+    return [
+        Problem(
+            first.line,
+            "chain_starts_with_assistant",
+            "a resume rebuilds the conversation from here, an assistant turn "
+            "(the API answers 400: first message must use the user role)",
         )
-    return problems
+    ]
 
 
 def _codex_item(data: Any) -> dict[str, Any] | None:
