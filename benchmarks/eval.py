@@ -44,7 +44,7 @@ from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
 COUNTER = get_counter("cl100k")
@@ -128,7 +128,7 @@ def load_cases(directory: Path, notes: list[str]) -> list[EvalCase]:
 def run_ctx(case: Case, config: dict[str, Any]) -> Conversation:
     """``case.past`` reduced by a ctx config (nothing written)."""
     cfg = build_config(config, "eval")
-    ctx = StageContext(TokenLedger(COUNTER), DryRunOffload("ctx-offload"))
+    ctx = StageContext(TokenLedger(COUNTER), Preview("ctx-offload"))
     return run_pipeline(case.past, cfg.stages, ctx)[0]
 
 

@@ -38,7 +38,7 @@ from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 DEFAULT_DIR = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
 SETTINGS = [(0, 3), (30000, 3)]  # (trigger = max_tokens, keep = keep_results)
@@ -65,7 +65,7 @@ def _load(directory: Path) -> list[tuple[str, bytes, Conversation]]:
 
 def _reduce(conv: Conversation, stages: list[dict[str, object]]) -> Conversation:
     config = build_config({"stages": stages}, "eval")
-    ctx = StageContext(TokenLedger(COUNTER), DryRunOffload("ctx-offload"))
+    ctx = StageContext(TokenLedger(COUNTER), Preview("ctx-offload"))
     return run_pipeline(conv, config.stages, ctx)[0]
 
 

@@ -8,10 +8,14 @@ from typing import Any
 
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Conversation
+from ctxcli.core.protocols import sha256
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document, validate_bytes
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.store.disk import DryRunOffload, OffloadStore, restore_bytes, sha256
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.manifest import Header, InputSide, Side
+from ctxcli.store.naming import Preview
+from ctxcli.store.restore import restore_bytes
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "formats"
 TRUNCATE = build_config(
@@ -32,7 +36,7 @@ def problems(raw: bytes, **kw: Any) -> set[tuple[str, str | None]]:
 def assert_identity(raw: bytes) -> Document:
     """Loading and dumping with no stage gives the input back, copied as one piece."""
     doc = load(raw, "fixture")
-    out, script = doc.format.dump(doc, doc.conversation, DryRunOffload("offload"))
+    out, script = doc.format.dump(doc, doc.conversation, Preview("offload"))
     assert out == raw
     assert all(op[0] == "c" for op in script.ops)
     return doc
@@ -58,17 +62,13 @@ def dump_and_restore(doc: Document, conv: Conversation, tmp_path: Path) -> bytes
     root = tmp_path / "edit.offload"
     store = OffloadStore(root, str(root))
     out, script = doc.format.dump(doc, conv, store)
-    store.commit(
-        {
-            "tool": "ctx",
-            "version": 1,
-            "format": doc.format.name,
-            "units": doc.format.units,
-            "input": {"name": "fixture", "sha256": sha256(doc.raw), "bytes": len(doc.raw)},
-            "output": {"sha256": sha256(out), "bytes": len(out)},
-            "script": script.ops,
-        }
+    header = Header.new(
+        format=doc.format.name,
+        units=doc.format.units,
+        input=InputSide(name="fixture", sha256=sha256(doc.raw), bytes=len(doc.raw)),
+        output=Side(sha256=sha256(out), bytes=len(out)),
     )
+    store.commit(header, script.ops)
     assert restore_bytes(out, root) == doc.raw
     reloaded = load(out, "edited", format=doc.format.name)
     assert check_document(reloaded) == [], check_document(reloaded)

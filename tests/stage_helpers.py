@@ -9,7 +9,7 @@ from ctxcli.formats import load
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
 
@@ -17,7 +17,7 @@ SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
 def run(stage: str, conv: Conversation, **options: object) -> StageResult:
     """Call a stage function directly, with approx counting and a dry-run offload."""
     spec = get_stage(stage)
-    ctx = StageContext(TokenLedger(get_counter("approx")), DryRunOffload("off"))
+    ctx = StageContext(TokenLedger(get_counter("approx")), Preview("off"))
     return spec.fn(conv, spec.options(**options), ctx)
 
 

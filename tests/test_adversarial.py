@@ -25,7 +25,7 @@ import pytest
 from conftest import invoke
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError
-from ctxcli.store.disk import MANIFEST
+from ctxcli.store.manifest import MANIFEST
 from transcript_builders import build, to_jsonl, tool_session, write_sessions
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
@@ -492,8 +492,8 @@ from ctxcli.store.disk import OffloadStore
 
 commit = OffloadStore.commit
 
-def commit_then_die(self, manifest):
-    commit(self, manifest)
+def commit_then_die(self, *manifest):
+    commit(self, *manifest)
     os._exit(9)  # as a SIGKILL right after the offload directory's rename
 
 OffloadStore.commit = commit_then_die

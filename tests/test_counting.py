@@ -166,12 +166,12 @@ def test_each_distinct_text_is_counted_once() -> None:
 def test_clear_tool_results_counts_the_transcript_once() -> None:
     from ctxcli.stages import get_stage
     from ctxcli.stages.clear_tool_results import ClearToolResultsOptions
-    from ctxcli.store.disk import DryRunOffload
+    from ctxcli.store.naming import Preview
 
     doc = load(_big_transcript(200))
     calls: list[str] = []
     counter = counting.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
-    ctx = StageContext(TokenLedger(counter), DryRunOffload("ctx-offload"))
+    ctx = StageContext(TokenLedger(counter), Preview("ctx-offload"))
     result = get_stage("clear_tool_results").fn(
         doc.conversation, ClearToolResultsOptions(max_tokens=1000), ctx
     )

@@ -12,7 +12,8 @@ from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.sessions import diagnose, plan_fixes
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.history import changes_dir
+from ctxcli.store.naming import Preview
 from session_layout import CC_MCLAUDE, Layout, age, build
 
 
@@ -40,7 +41,7 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
     entry = fix["files"][0]
     assert entry["healthy"] is True and fix["unhealthy"] == 0
     assert {p["kind"] for p in entry["fixed"]} == kinds
-    layer = layout.data / "offload" / "claude_code" / CC_MCLAUDE / "0001-doctor"
+    layer = changes_dir(layout.mclaude) / "0001-doctor"
     assert entry["offload_dir"] == str(layer)
 
     repaired = layout.mclaude.read_bytes()
@@ -207,7 +208,7 @@ def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) ->
     raw = CASES[case](_base())
     _agent, problems = diagnose(raw, max_line_bytes=20_000)
     assert kind in {p.kind for p in problems}
-    store = DryRunOffload(str(tmp_path / "off"))
+    store = Preview(str(tmp_path / "off"))
     repair = plan_fixes(raw, store, max_line_bytes=20_000)
     assert kind in {p.kind for p in repair.fixed}
     assert repair.remaining == []
@@ -245,7 +246,7 @@ def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> N
     raw = b"".join(lines[:at] + lines[at + 1 :])
     kinds = [p.kind for p in diagnose(raw)[1]]
     assert kinds == ["unanswered_call"]
-    repair = plan_fixes(raw, DryRunOffload(str(tmp_path)))
+    repair = plan_fixes(raw, Preview(str(tmp_path)))
     added = [orjson.loads(x) for x in repair.output.splitlines()][at]
     assert added["payload"]["output"] == "aborted"
     assert diagnose(repair.output)[1] == []

@@ -13,7 +13,7 @@ from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 from format_golden import (
     FIXTURES,
     assert_identity,
@@ -110,7 +110,7 @@ def test_thinking_is_never_rewritten() -> None:
     conv = doc.conversation.with_messages(
         [edited if m is thinking else m for m in doc.conversation]
     )
-    out, script = doc.format.dump(doc, conv, DryRunOffload("offload"))
+    out, script = doc.format.dump(doc, conv, Preview("offload"))
     assert out == RAW and script.ops == [["c", len(RAW.splitlines())]]
 
 
@@ -167,7 +167,7 @@ def test_inserted_summary_becomes_part_of_the_chain(tmp_path: Path) -> None:
     assert new["timestamp"] == by_uuid(RAW)["u-1"]["timestamp"]
     assert by_uuid(out)["u-2"]["parentUuid"] == new["uuid"]
     # No randomness and no clock: the same edit gives the same bytes.
-    again, _ = doc.format.dump(doc, conv, DryRunOffload("offload"))
+    again, _ = doc.format.dump(doc, conv, Preview("offload"))
     assert again == out
 
 

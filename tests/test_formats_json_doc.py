@@ -11,7 +11,7 @@ import pytest
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import get_format, load
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip
 
 ARRAY = FIXTURES / "json_doc" / "array.json"
@@ -58,7 +58,7 @@ def test_jsonl_and_other_json_are_not_documents() -> None:
 @pytest.mark.parametrize("src", ALL, ids=lambda p: p.name)
 def test_load_dump_without_stage_is_identity(src: Path) -> None:
     doc = assert_identity(src.read_bytes())
-    _, script = doc.format.dump(doc, doc.conversation, DryRunOffload("offload"))
+    _, script = doc.format.dump(doc, doc.conversation, Preview("offload"))
     assert script.ops == [["c", 1]]
 
 

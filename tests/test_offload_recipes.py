@@ -24,15 +24,9 @@ from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import sha256
 from ctxcli.formats.jsontext import dumps_like
 from ctxcli.pipeline.config import build_config
-from ctxcli.store.disk import (
-    ASCII,
-    MANIFEST,
-    NESTED,
-    PACK,
-    OffloadStore,
-    escape_text,
-    restore_bytes,
-)
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.manifest import MANIFEST, PACK, Header, InputSide, Side
+from ctxcli.store.restore import ASCII, NESTED, escape_text, restore_bytes
 
 CONFIG = build_config(
     {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 300}]},
@@ -197,7 +191,7 @@ def test_a_text_with_a_lone_surrogate_is_never_referenced(tmp_path: Path) -> Non
     op = store.add_original(record, [text])
     assert op[0] == "b"
     output = b"{}\n"
-    store.commit(_manifest(record, output, [op, ["s", 1]]))
+    store.commit(*_manifest(record, output, [op, ["s", 1]]))
     assert restore_bytes(output, tmp_path / "off") == record
 
 
@@ -266,7 +260,7 @@ def test_recipe_pieces_cover_the_record(tmp_path: Path) -> None:
         sha256(record),
     ]
     output = b"[]"
-    store.commit({**_manifest(record, output, [op, ["s", 1]]), "units": "document"})
+    store.commit(*_manifest(record, output, [op, ["s", 1]], "document"))
     assert restore_bytes(output, tmp_path / "off") == record
 
 
@@ -280,17 +274,17 @@ def test_a_json_string_inside_a_json_string_is_referenced(tmp_path: Path) -> Non
     assert op[0] == "p"
     assert ["trunc/c1", "nested"] in op[1]
     output = b"{}\n"
-    store.commit(_manifest(record, output, [op, ["s", 1]]))
+    store.commit(*_manifest(record, output, [op, ["s", 1]]))
     assert restore_bytes(output, tmp_path / "off") == record
 
 
-def _manifest(original: bytes, output: bytes, script: list[Any]) -> dict[str, Any]:
-    return {
-        "tool": "ctx",
-        "version": 1,
-        "format": "openai_chat",
-        "units": "lines",
-        "input": {"name": "t", "sha256": sha256(original), "bytes": len(original)},
-        "output": {"sha256": sha256(output), "bytes": len(output)},
-        "script": script,
-    }
+def _manifest(
+    original: bytes, output: bytes, script: list[Any], units: str = "lines"
+) -> tuple[Header, list[Any]]:
+    header = Header.new(
+        format="openai_chat",
+        units=units,
+        input=InputSide(name="t", sha256=sha256(original), bytes=len(original)),
+        output=Side(sha256=sha256(output), bytes=len(output)),
+    )
+    return header, script

@@ -14,12 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ctxcli.core.protocols import safe_name
-from ctxcli.store import disk as offload
-from ctxcli.store.disk import OffloadStore, write_json
+from ctxcli.store import manifest as manifest_module
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.manifest import Header, InputSide, Side, write_json
 
 
-def _manifest() -> dict[str, object]:
-    return {"input": {"sha256": "0" * 64}}
+def _manifest() -> Header:
+    zero = "0" * 64
+    return Header.new(
+        format="openai_chat",
+        units="lines",
+        input=InputSide(name="t", sha256=zero, bytes=0),
+        output=Side(sha256=zero, bytes=0),
+    )
 
 
 def test_every_file_is_written_by_commit(tmp_path: Path) -> None:
@@ -27,7 +34,7 @@ def test_every_file_is_written_by_commit(tmp_path: Path) -> None:
     texts = {f"call_{i}": f"text {i} " * (i % 50 + 1) for i in range(600)}  # > the queue
     for key, text in texts.items():
         store.put("tool", key, text)
-    store.commit(_manifest())
+    store.commit(_manifest(), [])
     store.finish()
     for key, text in texts.items():
         assert (tmp_path / "off" / "tool" / safe_name(key)).read_text() == text
@@ -43,7 +50,7 @@ def test_a_failed_write_is_raised_and_nothing_is_committed(tmp_path: Path) -> No
     with pytest.raises(FileExistsError):
         for i in range(50):
             store.put("tool", f"call_{i}", f"text {i}")
-        store.commit(_manifest())
+        store.commit(_manifest(), [])
     store.abort()
     assert list(base.iterdir()) == []
 
@@ -69,7 +76,7 @@ _JSON = st.recursive(
 @given(value=_JSON)
 def test_a_manifest_written_in_pieces_is_orjsons_bytes(value: object) -> None:
     # Lists of more than two items go out in chunks here, and objects member by member.
-    with patch.object(offload, "JSON_CHUNK", 2):
+    with patch.object(manifest_module, "JSON_CHUNK", 2):
         out = io.BytesIO()
         write_json(out, value)
     assert out.getvalue() == orjson.dumps(value)
@@ -85,18 +92,15 @@ def test_a_key_orjson_refuses_is_refused() -> None:
 def test_the_manifest_is_never_one_bytes_object(tmp_path: Path) -> None:
     # A re-run's records of a 1 GB session made the manifest 94 MB, held whole twice.
     store = OffloadStore(tmp_path / "off", "off")
-    manifest: dict[str, object] = {
-        **_manifest(),
-        "script": [["b", i, 100, f"{i:064x}"] for i in range(100_000)],
-    }
-    size = len(orjson.dumps(manifest))
+    script: list[object] = [["b", i, 100, f"{i:064x}"] for i in range(100_000)]
+    size = len(orjson.dumps(script))
     tracemalloc.start()
     try:
-        store.commit(manifest)
+        store.commit(_manifest(), script)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
     store.finish()
     written = (tmp_path / "off" / "manifest.json").read_bytes()
-    assert orjson.loads(written)["script"] == manifest["script"]
+    assert orjson.loads(written)["script"] == script
     assert peak < size / 4, (peak, size)

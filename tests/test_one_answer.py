@@ -23,7 +23,6 @@ def layout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Layout:
     return build(tmp_path / "home", monkeypatch)
 
 
-@PINNED
 def test_library_restore_of_a_repaired_then_reduced_session_is_the_original(
     layout: Layout, tmp_path: Path
 ) -> None:

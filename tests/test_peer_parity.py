@@ -23,7 +23,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs  # noqa: E402
@@ -47,7 +47,7 @@ def test_clear_saves_at_least_what_langchain_saves(path: Path, trigger: int, kee
     theirs = sum(map(count, langchain_clear(conv, count, trigger=trigger, keep=keep)))
     spec = get_stage("clear_tool_results")
     options = spec.options(max_tokens=trigger, keep_rounds=0, keep_results=keep, hint="marker")
-    ctx = StageContext(TokenLedger(COUNTER), DryRunOffload("ctx-offload"))
+    ctx = StageContext(TokenLedger(COUNTER), Preview("ctx-offload"))
     ours = sum(map(count, tool_outputs(spec.fn(conv, options, ctx).conversation)))
     assert ours <= theirs
 

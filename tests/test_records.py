@@ -17,7 +17,7 @@ from ctxcli.api import reduce_file
 from ctxcli.core.errors import ConfigError, TranscriptError
 from ctxcli.datasets.records import ReducedRecords, reduce_records
 from ctxcli.pipeline.config import load_config
-from ctxcli.store.disk import read_manifest
+from ctxcli.store.manifest import read_manifest
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SMALL = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}

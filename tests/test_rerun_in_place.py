@@ -18,7 +18,8 @@ import pytest
 
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
-from ctxcli.store.disk import MANIFEST, OTHER_PACK, PACK, PREVIOUS_MANIFEST, OffloadStore
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.manifest import MANIFEST, OTHER_PACK, PACK, PREVIOUS_MANIFEST
 from test_rerun import CONFIGS, cut_at, session
 
 CONFIG = CONFIGS["default-like"]

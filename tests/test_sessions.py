@@ -10,11 +10,12 @@ import orjson
 import pytest
 
 from conftest import SHARED, invoke
-from ctxcli.api import reduce_file
+from ctxcli.api import reduce_file, reduce_in_place
 from ctxcli.pipeline.config import build_config, load_config
+from ctxcli.services.session_files import count_messages
 from ctxcli.sessions import listing
 from ctxcli.sessions.discover import resolve_session, short_ids
-from ctxcli.sessions.inplace import count_messages, reduce_in_place
+from ctxcli.store.history import changes, changes_dir
 from session_layout import (
     CC_MCLAUDE,
     CC_SPOTTER,
@@ -218,7 +219,8 @@ def test_reduce_in_place_and_restore_a_claude_session(layout: Layout) -> None:
         )
     )
     result = invoke(["reduce", "--session", "4d56", "--in-place", "--preset", "claude-code-resume"])
-    layer = layout.data / "offload" / "claude_code" / CC_SPOTTER / "0001-reduce"
+    layer = changes_dir(layout.spotter) / "0001-reduce"
+    assert str(layer).startswith(str(layout.data))
     assert f"offload in {layer}" in result.stderr
     assert f"undo with: ctx restore {layout.spotter} --in-place" in result.stderr
     reduced = layout.spotter.read_bytes()
@@ -237,7 +239,7 @@ def test_reduce_in_place_and_restore_a_claude_session(layout: Layout) -> None:
     assert invoke(["restore", str(layout.spotter)]).stdout_bytes == original
     invoke(["restore", "--session", "4d56", "--in-place"])
     assert layout.spotter.read_bytes() == original
-    assert not (layout.data / "offload" / "claude_code" / CC_SPOTTER).exists()
+    assert not changes_dir(layout.spotter).exists()
     err = invoke(["restore", "--session", "4d56", "--in-place"], code=2).stderr
     assert "nothing to restore" in err or "REDUCED.offload" in err or "not a ctx" in err
 
@@ -247,10 +249,7 @@ def test_repeated_changes_undo_in_one_step_and_keep_appended_lines(layout: Layou
     invoke(["doctor", "--session", "c76e", "--fix"])
     invoke(["reduce", "--session", "c76e", "--in-place", "--preset", "claude-code-resume"])
     invoke(["reduce", "--session", "c76e", "--in-place"])
-    layers = sorted(
-        p.name for p in (layout.data / "offload" / "claude_code" / CC_MCLAUDE).iterdir()
-    )
-    assert layers[:2] == ["0001-doctor", "0002-reduce"]
+    assert [p.name for p in changes(layout.mclaude)][:2] == ["0001-doctor", "0002-reduce"]
     appended = b'{"type":"user","message":{"role":"user","content":"go on"},"uuid":"new-1"}\n'
     with layout.mclaude.open("ab") as fh:
         fh.write(appended)
@@ -273,9 +272,7 @@ def test_restore_refuses_an_edit_inside_what_ctx_wrote(layout: Layout) -> None:
 def test_reduce_in_place_and_restore_a_codex_session(layout: Layout) -> None:
     original = layout.codex.read_bytes()
     report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])
-    assert report["offload_dir"] == str(
-        layout.data / "offload" / "codex" / CODEX_ID / "0001-reduce"
-    )
+    assert report["offload_dir"] == str(changes_dir(layout.codex) / "0001-reduce")
     assert report["bytes_after"] < report["bytes_before"]
     assert layout.codex.read_bytes() != original
     invoke(["restore", str(layout.codex), "--in-place"])
@@ -289,12 +286,10 @@ def test_a_copy_outside_the_session_dirs_gets_its_own_layers(
     copy.write_bytes((SHARED / "codex_agentcmd_2025-09-24T19-22-20.jsonl").read_bytes())
     age(copy, 120)
     invoke(["doctor", str(copy), "--fix"])  # healthy: nothing recorded
-    assert not list((layout.data / "offload").glob("*/*/0*"))
+    assert not list((layout.data / "changes").glob("*/0*"))
     invoke(["reduce", "--session", "01997e76", "--in-place"])
-    from ctxcli.sessions import state_dir
-
-    assert state_dir(copy).name.startswith(f"{CODEX_ID}-")
-    assert state_dir(layout.codex).name == CODEX_ID
+    assert changes(copy) == [] and len(changes(layout.codex)) == 1
+    assert changes_dir(copy) != changes_dir(layout.codex)
 
 
 def test_the_readme_sessions_walkthrough_runs_as_written(tmp_path: Path) -> None:
@@ -351,7 +346,7 @@ def test_a_session_open_in_another_process_is_live(layout: Layout) -> None:
     import sys
     import time
 
-    from ctxcli.sessions import liveness
+    from ctxcli.store.inplace import liveness
 
     assert liveness(layout.codex) is None
     holder = subprocess.Popen(
@@ -398,24 +393,25 @@ def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> Non
         tracemalloc.start()
         try:
             if run == "streamed":
-                change = reduce_in_place(layout.spotter, config=nothing, force=True)
+                _, change = reduce_in_place(layout.spotter, config=nothing, force=True)
             else:
-                reduce_file(twin, twin, config=nothing, in_place=True, raw=twin.read_bytes())
+                reduce_file(
+                    twin, twin, config=nothing, in_place=True, force=True, raw=twin.read_bytes()
+                )
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()
     assert layout.spotter.read_bytes() == raw == twin.read_bytes()
     # Nothing changed: no layer is left to undo.
-    assert change.layer is None and change.bytes_after == change.bytes_before == len(raw)
-    state = layout.data / "offload" / "claude_code" / CC_SPOTTER
-    assert not list(state.glob("*-reduce")), list(state.iterdir())
+    assert change.record is None and change.bytes_after == change.bytes_before == len(raw)
+    assert changes(layout.spotter) == []
     streamed, held = peaks
     assert held - streamed > 0.8 * len(raw), (streamed, held)
 
 
 def test_reduce_in_place_reports_the_size_it_wrote(layout: Layout) -> None:
-    change = reduce_in_place(
+    _, change = reduce_in_place(
         layout.spotter, config=load_config(preset="claude-code-resume"), force=True
     )
-    assert change.layer is not None and (change.layer / "manifest.json").is_file()
+    assert change.record is not None and (change.record / "manifest.json").is_file()
     assert change.bytes_after == layout.spotter.stat().st_size < change.bytes_before

@@ -19,8 +19,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ctxcli.sessions import restore_session
-from ctxcli.sessions.inplace import layers, state_dir
+from ctxcli.api import restore_file, restore_transcript
+from ctxcli.store.history import changes, changes_dir
 from session_layout import Layout, build
 
 pytestmark = pytest.mark.slow
@@ -58,7 +58,7 @@ def test_random_kills_never_lose_the_session(
     )
     assert first.returncode == 0, first.stderr
     span = time.monotonic() - start
-    assert restore_session(path).data == original
+    assert restore_file(path) == original
     killed = 0
     for n in range(rounds):
         preset = ["--preset", "claude-code-resume"] if n % 2 else []
@@ -70,13 +70,13 @@ def test_random_kills_never_lose_the_session(
         proc.wait(timeout=120)
         data = path.read_bytes()
         _readable(data)
-        if layers(state_dir(path)):
-            assert restore_session(path).data == original, f"round {n}"
+        if changes(path):
+            assert restore_file(path) == original, f"round {n}"
         else:
             assert data == original
     assert killed, "no run was killed: the machine is too fast for these delays"
-    restore_session(path, in_place=True, force=True)
+    restore_transcript(path, in_place=True, force=True)
     assert path.read_bytes() == original
     # Temporary files of killed runs are swept by the next run.
     assert [p.name for p in path.parent.iterdir() if ".ctx-tmp-" in p.name] == []
-    assert [p.name for p in state_dir(path).parent.rglob(".*ctx-tmp*")] == []
+    assert [p.name for p in changes_dir(path).parent.rglob(".*ctx-tmp*")] == []

@@ -16,7 +16,7 @@ from ctxcli.pipeline.config import build_config
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 from stage_helpers import run
 
 BIG = "weather data for the coast " * 20
@@ -50,7 +50,7 @@ def _real(path: Path) -> Conversation:
 
 def _cl100k(stage: str, conv: Conversation, **options: object) -> StageResult:
     spec = get_stage(stage)
-    ctx = StageContext(TokenLedger(get_counter("cl100k")), DryRunOffload("ctx-offload"))
+    ctx = StageContext(TokenLedger(get_counter("cl100k")), Preview("ctx-offload"))
     return spec.fn(conv, spec.options(**options), ctx)
 
 

@@ -36,7 +36,7 @@ from ctxcli.stages.compress_words import (
     model_call_ages,
     split_lines,
 )
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 # ReasonBlocks' tiers, which the reasonblocks preset sets (ctx's defaults are more aggressive).
 RB: dict[str, Any] = {
@@ -73,7 +73,7 @@ def _conv(outputs: Sequence[str], *, rounds_after: int = 0, group: bool = False)
 
 
 def _ctx(**services: Any) -> StageContext:
-    return StageContext(TokenLedger(get_counter("cl100k")), DryRunOffload("off"), services=services)
+    return StageContext(TokenLedger(get_counter("cl100k")), Preview("off"), services=services)
 
 
 def _results(conv: Conversation) -> list[str]:
@@ -160,7 +160,7 @@ def test_rerun_is_a_no_op_and_original_is_offloaded() -> None:
     conv = _conv([_output(1), _output(2)], rounds_after=12)
     once = compress_words(conv, CompressWordsOptions(), ctx)
     assert once.counters["compressions"] == 2
-    assert isinstance(ctx.offload, DryRunOffload)
+    assert isinstance(ctx.offload, Preview)
     assert sorted(ctx.offload.files) == ["compress_words/c0", "compress_words/c1"]
     assert "original saved to off/compress_words/c0]" in _results(once.conversation)[0]
     again = compress_words(once.conversation, CompressWordsOptions(keep_ratio_old=0.1), _ctx())
@@ -221,7 +221,7 @@ def test_anthropic_without_key_falls_back_and_says_so() -> None:
     conv = _conv([text], rounds_after=12)
     heuristic = compress_words(conv, CompressWordsOptions(), _ctx())
     notes: list[str] = []
-    ctx = StageContext(TokenLedger(get_counter("cl100k")), DryRunOffload("off"), log=notes.append)
+    ctx = StageContext(TokenLedger(get_counter("cl100k")), Preview("off"), log=notes.append)
     result = compress_words(conv, CompressWordsOptions(classifier="anthropic"), ctx)
     assert _results(result.conversation) == _results(heuristic.conversation)
     windows = result.counters["fallbacks"]
@@ -490,7 +490,7 @@ def test_every_text_of_a_tier_is_compressed_whatever_the_counter(tokenizer: str)
     words = (Path(__file__).parent.parent / "README.md").read_text("utf-8").split()
     outputs = [" ".join(words[80 * i : 80 * (i + 1)]) for i in range(13)]
     conv = _conv(outputs)
-    ctx = StageContext(TokenLedger(get_counter(tokenizer)), DryRunOffload("off"))
+    ctx = StageContext(TokenLedger(get_counter(tokenizer)), Preview("off"))
     out = compress_words(conv, CompressWordsOptions(**RB), ctx).conversation
     ages = model_call_ages(conv)
     got = {ages[ref[0]]: is_compressed(b.text) for ref, b in out.iter_blocks(Kind.TOOL_RESULT)}

@@ -15,7 +15,7 @@ from ctxcli.pipeline.config import build_config
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.head_tail import HeadTailOptions, head_tail, is_head_tailed
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 
 def _conv(*outputs: str, read_args: str = '{"path": "x"}') -> Conversation:
@@ -29,7 +29,7 @@ def _conv(*outputs: str, read_args: str = '{"path": "x"}') -> Conversation:
 
 
 def _ctx() -> StageContext:
-    return StageContext(TokenLedger(get_counter("approx")), DryRunOffload("off"))
+    return StageContext(TokenLedger(get_counter("approx")), Preview("off"))
 
 
 def _results(conv: Conversation) -> list[str]:
@@ -57,7 +57,7 @@ def test_cuts_long_results_to_head_marker_and_tail() -> None:
 
 def test_full_text_is_offloaded() -> None:
     ctx = _ctx()
-    assert isinstance(ctx.offload, DryRunOffload)
+    assert isinstance(ctx.offload, Preview)
     head_tail(_conv(LONG, "a", "b"), HeadTailOptions(), ctx)
     assert list(ctx.offload.files) == ["head_tail/c0"]
 
@@ -93,7 +93,7 @@ def test_offload_false_writes_nothing_and_says_so() -> None:
     out = _results(result.conversation)[0]
     removed = len(LONG) - 1600
     assert out == f"{LONG[:900]}\n\n[... {removed} chars truncated ...]\n\n{LONG[-700:]}"
-    assert isinstance(ctx.offload, DryRunOffload) and ctx.offload.files == {}
+    assert isinstance(ctx.offload, Preview) and ctx.offload.files == {}
     assert result.counters["not_offloaded"] == 1
     assert any("offload = false" in n for n in result.notes)
 

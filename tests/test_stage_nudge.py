@@ -20,7 +20,7 @@ from ctxcli.stages.nudge_early_exit import (
     NudgeEarlyExitOptions,
     nudge_early_exit,
 )
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 
 def _call(i: int, name: str, args: dict[str, Any], thought: str | None = None) -> dict[str, Any]:
@@ -148,7 +148,7 @@ def test_real_hedging_agent() -> None:
     raw = (SHARED / "minisweagent_sqlfluff-1733_deepseek-chat.traj.json").read_bytes()
     conv = load(raw, "mini").conversation
     before_submit = conv.with_messages(conv.messages[:-1])
-    ctx = StageContext(TokenLedger(get_counter("approx")), DryRunOffload("off"))
+    ctx = StageContext(TokenLedger(get_counter("approx")), Preview("off"))
     scores = conversation_monitors(before_submit)
     assert scores["hedge"] > 0.9 and scores["diversity"] == 0.5
     default = nudge_early_exit(before_submit, NudgeEarlyExitOptions(), ctx)

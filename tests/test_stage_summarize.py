@@ -24,7 +24,7 @@ from ctxcli.services.counters import get_counter
 from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 from support.fake_api import (
     AnthropicServer,
     Reply,
@@ -48,7 +48,7 @@ def run(
 ) -> StageResult:
     spec = get_stage("summarize")
     ctx = StageContext(
-        TokenLedger(get_counter("approx")), DryRunOffload("off"), log=log, services=services or {}
+        TokenLedger(get_counter("approx")), Preview("off"), log=log, services=services or {}
     )
     return spec.fn(conv, spec.options(**options), ctx)
 
@@ -460,7 +460,7 @@ def test_anthropic_failure_leaves_the_transcript_unchanged(
         "max_retries": 0,
         **options,
     }
-    offload = DryRunOffload("off")
+    offload = Preview("off")
     ctx = StageContext(TokenLedger(get_counter("approx")), offload, log=logged.append)
     result = spec.fn(conv, spec.options(**settings), ctx)
     assert result.conversation is conv

@@ -27,7 +27,7 @@ from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402
@@ -141,7 +141,7 @@ def test_changed_records_go_out_as_they_are_made(monkeypatch: pytest.MonkeyPatch
     )
     events: list[str] = []
 
-    class Sink(DryRunOffload):
+    class Sink(Preview):
         def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
             events.append("original")
             return super().add_original(raw, texts)
@@ -151,7 +151,7 @@ def test_changed_records_go_out_as_they_are_made(monkeypatch: pytest.MonkeyPatch
             events.append("write")
             return super().write(data)
 
-    held = reduce_bytes(raw, config=config, offload=DryRunOffload("off")).output
+    held = reduce_bytes(raw, config=config, offload=Preview("off")).output
     into = Into()
     reduce_bytes(raw, config=config, offload=Sink("off"), into=into)
     assert into.getvalue() == held != raw

@@ -5,14 +5,13 @@ from __future__ import annotations
 import hashlib
 import mmap
 import os
-import secrets
 import stat
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
-from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OffloadError, OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256
@@ -22,27 +21,38 @@ from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
 from ctxcli.pipeline.results import Reduced, Report
 from ctxcli.pipeline.stats_cache import cached_stats, store_report
+from ctxcli.services.session_files import is_session_path
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import (
-    MANIFEST_VERSION,
-    DryRunOffload,
-    OffloadStore,
-    check_offload_location,
-    commit_lock,
-    manifest_for_rerun,
-    remove_stale,
+from ctxcli.store import history
+from ctxcli.store.disk import OffloadStore, check_offload_location
+from ctxcli.store.history import Restored
+from ctxcli.store.index import ReductionIndex, remember
+from ctxcli.store.inplace import (
+    DEFAULT_LIVE_SECONDS,
+    Change,
+    ChangedError,
+    InPlace,
+    LiveSessionError,
+    Staged,
+    unreadable,
+    write_atomic,
 )
-from ctxcli.store.history import Restored, match_reduction, restore_chain
-from ctxcli.store.index import Entry, Ledger
+from ctxcli.store.lock import commit_lock
+from ctxcli.store.manifest import Header, InputSide, Side, manifest_for_rerun
+from ctxcli.store.naming import Preview
 
 __all__ = [
     "STDIO",
+    "Change",
+    "ChangedError",
+    "LiveSessionError",
     "Reduced",
     "Report",
     "Restored",
     "read_input",
     "reduce_bytes",
     "reduce_file",
+    "reduce_in_place",
     "restore_file",
     "restore_transcript",
     "stats_file",
@@ -68,22 +78,6 @@ def default_offload_dir(output: str | None, config: Config, data: Input | None =
     return f"ctx-offload/{digest(data)[:12]}"
 
 
-def offload_siblings(root: str) -> list[Path]:
-    """``root`` and the ``root.N`` directories later in-place reductions made, newest first."""
-    base = Path(root)
-    numbered = []
-    for path in base.parent.glob(f"{glob_escape(base.name)}.*"):
-        suffix = path.name[len(base.name) + 1 :]
-        if suffix.isdigit() and path.is_dir():
-            numbered.append((int(suffix), path))
-    return [p for _, p in sorted(numbered, reverse=True)] + [base]
-
-
-def glob_escape(name: str) -> str:
-    """``name`` with glob characters escaped."""
-    return "".join(f"[{c}]" if c in "*?[" else c for c in name)
-
-
 def _per_input_dirs(root: Path) -> list[Path]:
     """The per-input offload directories under a root (what output to stdout writes)."""
     try:
@@ -107,15 +101,7 @@ def read_input(path: str) -> bytes:
     try:
         return Path(path).read_bytes()
     except OSError as exc:
-        raise _unreadable(path, exc) from None
-
-
-def _unreadable(path: str, exc: OSError) -> TranscriptError:
-    if isinstance(exc, FileNotFoundError):
-        return TranscriptError(path, None, "no such file")
-    if isinstance(exc, IsADirectoryError):
-        return TranscriptError(path, None, "is a directory; pass a transcript file")
-    return TranscriptError(path, None, f"cannot read ({exc.strerror})")
+        raise unreadable(path, exc) from None
 
 
 MAP_MIN_BYTES = 1 << 20
@@ -141,7 +127,7 @@ def open_input(path: str) -> tuple[Input, os.stat_result | None]:
                 return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), st
             return fh.read(), None  # a pipe is read once, from this open
     except OSError as exc:
-        raise _unreadable(path, exc) from None
+        raise unreadable(path, exc) from None
 
 
 def digest(data: Input) -> str:
@@ -160,65 +146,6 @@ def changed_since(path: str, st: os.stat_result | None) -> bool:
     except OSError:
         return True
     return (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns)
-
-
-def write_atomic(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename."""
-    tmp = _stage_file(path, data, mode=mode)
-    try:
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-
-
-def _stage_file(path: Path, data: bytes, *, mode: int | None = None) -> Path:
-    """Write ``data`` to a synced temporary file beside ``path``; return its name.
-
-    Temporary files of killed runs (their process is gone) are removed first.
-    """
-    tmp, fh = _open_stage(path, mode)
-    try:
-        with fh:
-            fh.write(data)
-            _sync(fh)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        _name_output(exc, tmp, path)
-        raise
-    return tmp
-
-
-def _open_stage(path: Path, mode: int | None) -> tuple[Path, BinaryIO]:
-    """A new temporary file beside ``path``, open for writing (see :func:`_stage_file`)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale(path.parent, path.name, "tmp")
-    tmp = path.parent / f".{path.name}.ctx-tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    try:
-        fh = open(tmp, "wb")  # noqa: SIM115  # the caller closes it
-    except OSError as exc:
-        _name_output(exc, tmp, path)
-        raise
-    try:
-        if mode is not None:
-            os.fchmod(fh.fileno(), mode)
-    except BaseException as exc:
-        fh.close()
-        tmp.unlink(missing_ok=True)
-        _name_output(exc, tmp, path)
-        raise
-    return tmp, fh
-
-
-def _sync(fh: BinaryIO) -> None:
-    fh.flush()
-    os.fsync(fh.fileno())
-
-
-def _name_output(exc: BaseException, tmp: Path, path: Path) -> None:
-    """An error about the temporary file names the file the user asked for."""
-    if isinstance(exc, OSError) and exc.filename in (None, str(tmp)):
-        exc.filename = str(path)
 
 
 def _offload_path(root: str) -> tuple[Path, str]:
@@ -263,7 +190,7 @@ def reduce_file(
     see :mod:`ctxcli.pipeline.rerun`). ``return_output=False`` with an ``output``
     file writes the output to its staged file as it is made, so it is never held whole
     beside the parsed input (the memory of a large run); the bytes returned are then
-    empty.
+    empty. ``in_place`` changes the file itself, as :func:`reduce_in_place` does.
 
     Returns:
         The report and the reduced bytes (empty when written as made, see above).
@@ -271,52 +198,113 @@ def reduce_file(
     config = config or load_config()
     input_name = str(input)
     out_name = _check_output(input_name, None if output is None else str(output), in_place)
-    st: os.stat_result | None = None
-    if raw is not None or in_place:
-        data: Input = raw if raw is not None else read_input(input_name)
-    else:
-        data, st = open_input(input_name)
-    root = (
-        str(offload_dir) if offload_dir is not None else default_offload_dir(out_name, config, data)
-    )
-    previous: list[str] = []
     if in_place:
-        assert isinstance(data, bytes)  # read, not mapped: the output replaces the input
-        previous = [str(p.resolve()) for p in _reductions_of(data, input_name, root)]
+        run = _InPlaceRun(config, offload_dir, force, on_invalid, counting, log)
+        report, _change, held = _reduce_in_place(Path(input_name), run, raw, not return_output)
+        return report, held
+    data, st = (raw, None) if raw is not None else open_input(input_name)
+    root = str(
+        offload_dir if offload_dir is not None else default_offload_dir(out_name, config, data)
+    )
+    out_path = None if out_name in (None, STDIO) else Path(str(out_name))
+    opts = _Options(
+        force, on_invalid, log, counting, write, cite_as, incremental, not return_output
+    )
+    reduced = _reduce_and_commit(_Job(data, input_name, out_path, root, config, opts, mapped=st))
+    reduced.report.output = out_name or STDIO
+    return reduced.report, reduced.output
+
+
+def reduce_in_place(
+    path: str | Path,
+    *,
+    config: Config | None = None,
+    offload_dir: str | Path | None = None,
+    force: bool = False,
+    on_invalid: str = "auto",
+    counting: CountOptions | None = None,
+    log: Callable[[str], None] | None = None,
+    live_seconds: int = DEFAULT_LIVE_SECONDS,
+) -> tuple[Report, Change]:
+    """Reduce a file where it is, recording how to undo it (``restore_file`` does).
+
+    A Claude Code or Codex session file (under the clients' session directories) keeps
+    its record in its change directories under ctx's data directory, whose absolute
+    paths the hints cite, and is left alone while it looks in use (written in the last
+    ``live_seconds``, or open in another process) unless ``force``. Any other file, or
+    any file given an ``offload_dir``, keeps it beside it (``FILE.offload``). Either way
+    the change is one :class:`~ctxcli.store.inplace.InPlace` transaction: lines a client
+    appends during the run are kept after the output; any other change during the run
+    fails it (:class:`~ctxcli.store.inplace.ChangedError`) and leaves the file alone. A
+    file that is already what this chain makes is left as it is (``Change.record`` None).
+
+    Raises:
+        LiveSessionError: the session looks in use and ``force`` is not set.
+    """
+    opts = _InPlaceRun(config or load_config(), offload_dir, force, on_invalid, counting, log)
+    report, change, _ = _reduce_in_place(Path(path), opts, None, True, live_seconds)
+    return report, change
+
+
+@dataclass(frozen=True)
+class _InPlaceRun:
+    """What :func:`reduce_in_place` was asked for."""
+
+    config: Config
+    offload_dir: str | Path | None
+    force: bool
+    on_invalid: str
+    counting: CountOptions | None
+    log: Callable[[str], None] | None
+
+
+def _reduce_in_place(
+    path: Path,
+    run: _InPlaceRun,
+    raw: bytes | None,
+    stream: bool,
+    live_seconds: int = DEFAULT_LIVE_SECONDS,
+) -> tuple[Report, Change, bytes]:
+    """The in-place route: which record it gets, then one transaction (see above)."""
+    session = run.offload_dir is None and is_session_path(path)
+    live = None if run.force or not session else live_seconds
+    with InPlace(path, live_seconds=live, raw=raw) as change:
+        data = change.body
+        name = str(change.path) if session else str(path)
+        own = history.changes(path)[::-1] if session else []
+        if session:
+            root = str(history.new_change(path, "reduce"))
+        else:
+            root = str(run.offload_dir if run.offload_dir is not None else f"{path}.offload")
+        siblings = [] if session else history.siblings(root)
+        known = [*own, *siblings, *history.index_dirs(data, str(change.target))]
+        previous = [str(p.resolve()) for p in known if history.match_reduction(data, p)]
         if previous:
             # Already a ctx output: a rerun that changes nothing writes nothing; one that
-            # does change it gets a directory of its own, so every original is kept.
-            rerun = reduce_bytes(
+            # does change it gets a record of its own, so every original is kept.
+            again = reduce_bytes(
                 data,
-                config=config,
-                offload=DryRunOffload(root),
-                path=input_name,
-                options=ReduceOptions(on_invalid=OnInvalid.of(on_invalid), log=log),
+                config=run.config,
+                offload=Preview(root),
+                path=name,
+                options=ReduceOptions(on_invalid=OnInvalid.of(run.on_invalid), log=run.log),
             )
-            if rerun.output == data:
-                rerun.report.output = input_name
-                return rerun.report, rerun.output
-            if offload_dir is None and Path(root).exists():
+            if again.output == data:
+                again.report.output = name
+                history.prune(path)
+                size = len(change.raw)
+                return again.report, Change(change.path, None, size, size), data
+            if not session and run.offload_dir is None and Path(root).exists():
                 root = _free_sibling(root)
-    reduced = _reduce_and_commit(
-        data,
-        input_name,
-        out_name,
-        root,
-        config,
-        force=force,
-        on_invalid=on_invalid,
-        log=log,
-        counting=counting,
-        in_place=in_place,
-        previous=previous,
-        write=write,
-        cite_as=cite_as,
-        incremental=incremental,
-        mapped=st,
-        stream=not return_output,
-    )
-    return reduced.report, reduced.output
+        options = _Options(run.force, run.on_invalid, run.log, run.counting, stream=stream)
+        job = _Job(data, name, change.target, root, run.config, options, previous, change, session)
+        reduced = _reduce_and_commit(job)
+    reduced.report.output = name
+    record = None if job.unchanged else Path(root)
+    if record is None:
+        history.prune(path)
+    done = Change(change.path, record, len(change.raw), job.written + job.carried, job.carried)
+    return reduced.report, done, reduced.output
 
 
 def _check_output(input_name: str, out_name: str | None, in_place: bool) -> str | None:
@@ -338,191 +326,184 @@ def _check_output(input_name: str, out_name: str | None, in_place: bool) -> str 
     return out_name
 
 
-def _reductions_of(data: bytes, name: str, root: str) -> list[Path]:
-    """Offload directories whose output ``data`` is (exactly, or plus appended lines)."""
-    candidates = [*offload_siblings(root), *_ledger_dirs(data, name)]
-    return [p for p in dict.fromkeys(candidates) if match_reduction(data, p) is not None]
+@dataclass(frozen=True)
+class _Options:
+    """How a run writes: the switches of :func:`reduce_file` the commit needs."""
+
+    force: bool = False
+    on_invalid: str = "auto"
+    log: Callable[[str], None] | None = None
+    counting: CountOptions | None = None
+    write: Callable[[bytes], None] | None = None
+    cite_as: str | None = None
+    incremental: bool = True
+    stream: bool = False
 
 
-def _ledger_dirs(data: bytes, name: str) -> list[Path]:
-    """Directories the ledger knows for this content or this path."""
-    path = str(Path(name).resolve()) if name != STDIO else None
-    entries = Ledger().find(output_sha256=sha256(data), path=path)
-    return [Path(e.offload_dir) for e in entries]
+@dataclass
+class _Job:
+    """One reduction to commit: its input, where its output and offload go, how.
+
+    ``change``: the in-place transaction the output replaces its input under;
+    ``skip_unchanged``: an in-place change that changes nothing records nothing.
+    ``mapped`` is the input file's status when ``data`` is a map of it. Filled by the
+    commit: ``written`` (the output's size), ``carried`` (bytes carried over after
+    it), ``unchanged``.
+    """
+
+    data: Input
+    input_name: str
+    out_path: Path | None
+    root: str
+    config: Config
+    opts: _Options
+    previous: list[str] = field(default_factory=list)
+    change: InPlace | None = None
+    skip_unchanged: bool = False
+    mapped: os.stat_result | None = None
+    written: int = 0
+    carried: int = 0
+    unchanged: bool = False
 
 
-def _reduce_and_commit(
-    data: Input,
-    input_name: str,
-    out_name: str | None,
-    root: str,
-    config: Config,
-    *,
-    force: bool,
-    on_invalid: str,
-    log: Callable[[str], None] | None,
-    counting: CountOptions | None,
-    in_place: bool,
-    previous: list[str],
-    write: Callable[[bytes], None] | None,
-    cite_as: str | None = None,
-    incremental: bool = True,
-    mapped: os.stat_result | None = None,
-    stream: bool = False,
-) -> Reduced:
+def _reduce_and_commit(job: _Job) -> Reduced:
     """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`).
 
-    ``mapped`` is the input file's status when ``data`` is a map of it: a file changed
-    during the run is refused unless its mapped bytes are still those hashed first
-    (lines appended to a session are not part of this run, as with a read). ``stream``
-    writes the output to its staged file as it is made (``Reduced.output`` is empty).
+    A file changed during the run is refused unless its mapped bytes are still those
+    hashed first (lines appended to a session are not part of this run, as with a read).
+    With ``opts.stream`` the output is written to its staged file as it is made
+    (``Reduced.output`` is empty).
     """
-    out_path = None if out_name in (None, STDIO) else Path(str(out_name))
-    off_path, display = _offload_path(root)
-    keep = [Path(input_name)] if input_name != STDIO else []
-    check_offload_location(off_path, keep=keep + ([out_path] if out_path is not None else []))
-    root_cited = cite_as or display
+    off_path, display = _offload_path(job.root)
+    keep = [Path(job.input_name)] if job.input_name != STDIO else []
+    check_offload_location(off_path, keep=keep + ([job.out_path] if job.out_path else []))
+    root_cited = job.opts.cite_as or display
     input_hash = hashlib.sha256()
     resume: tuple[Resume, dict[str, Any]] | None = None
     hashed, grown_from = 0, None
-    incremental = incremental and config.settings.incremental
-    if out_path is not None and not in_place:
-        resume, hashed, grown_from = _resume(
-            data, input_hash, out_path, off_path, root_cited, config, on_invalid
-        )
-        if not incremental:
-            resume = None
+    if job.out_path is not None and job.change is None:
+        resume, hashed, grown_from = _resume(job, input_hash, off_path, root_cited)
     # First, before reading for the run: the check below compares the map with it. A
     # re-run's check hashed the previous input's bytes already.
-    input_sha = hash_input(input_hash, data, hashed, len(data)).hexdigest()
-
-    def fresh_store() -> OffloadStore:
-        store = OffloadStore(off_path, root_cited, force=force)
-        store.grown_from = grown_from
-        return store
-
-    store = fresh_store()
-    staged: tuple[Path, BinaryIO] | None = None
+    input_sha = hash_input(input_hash, job.data, hashed, len(job.data)).hexdigest()
+    store: OffloadStore | None = None
+    staged = None
+    if job.opts.stream and job.out_path is not None:
+        staged = job.change.stage() if job.change is not None else Staged(job.out_path)
     try:
-        if stream and out_path is not None:
-            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
-            staged = _open_stage(out_path, mode)
-
-        def run(kept: Resume | None) -> Reduced:
-            if staged is not None:  # a run in full after a re-run gave up starts anew
-                staged[1].seek(0)
-                staged[1].truncate()
-            options = ReduceOptions(
-                on_invalid=OnInvalid.of(on_invalid),
-                log=log,
-                counting=counting or CountOptions(),
-                monitors=False,
-            )
-            into = staged[1] if staged is not None else None
-            if incremental and out_path is not None and not in_place:
-                return rerun_bytes(
-                    data,
-                    kept,
-                    config=config,
-                    offload=store,
-                    path=input_name,
-                    into=into,
-                    options=options,
-                )
-            return reduce_bytes(
-                data, config=config, offload=store, path=input_name, into=into, options=options
-            )
-
-        reduced = None
-        if resume is not None:
-            try:
-                store.adopt(resume[1], pack_end(resume[0].script))
-                reduced = run(resume[0])
-            except (OSError, OffloadError, PrefixChanged):
-                # The previous directory changed under us, or a stage or the format
-                # reached into the kept prefix: run in full.
-                store.abort()
-                store = fresh_store()
-        if reduced is None:
-            reduced = run(None)
-        if changed_since(input_name, mapped) and digest(data) != input_sha:
+        # Both made inside: an interrupt at any moment leaves neither behind.
+        store = OffloadStore(off_path, root_cited, force=job.opts.force)
+        store.grown_from = grown_from
+        if staged is not None:
+            staged.open()
+        store, reduced = _run(job, store, staged, resume)
+        if changed_since(job.input_name, job.mapped) and digest(job.data) != input_sha:
             raise TranscriptError(
-                input_name,
+                job.input_name,
                 None,
                 "the file changed while ctx read it; run again once it is no longer "
                 "being rewritten, or reduce a copy",
             )
-        if reduced.written is not None:
-            output_sha, output_bytes = reduced.written.sha256, reduced.written.size
-        else:
-            output_sha, output_bytes = sha256(reduced.output), len(reduced.output)
-        manifest = {
-            "tool": "ctx",
-            "version": MANIFEST_VERSION,
-            "ctx_version": __version__,
-            "format": reduced.report.format,
-            "units": reduced.units,
-            "input": {"name": input_name, "sha256": input_sha, "bytes": len(data)},
-            "output": {"sha256": output_sha, "bytes": output_bytes},
-            "script": reduced.script,
-        }
-        if previous:
-            manifest["previous"] = previous
-        if reduced.rerun is not None:
-            manifest["rerun"] = reduced.rerun
-        if staged is not None:
-            with staged[1] as fh:
-                _sync(fh)
-        _commit(
-            store,
-            manifest,
-            out_path,
-            reduced.output,
-            in_place,
-            input_name,
-            write,
-            staged[0] if staged is not None else None,
-        )
+        header = _header(job, reduced, input_sha)
+        _commit(job, store, (header, reduced.script, reduced.rerun), reduced.output, staged)
     except BaseException as exc:
-        store.abort()
+        if store is not None:
+            store.abort()
         if staged is not None:
-            staged[1].close()
-            staged[0].unlink(missing_ok=True)
+            staged.discard()
         if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(out_path or root)
+            exc.filename = str(job.out_path or job.root)
         raise
-    written = str(out_path.resolve()) if out_path is not None else ""
-    Ledger(log=log).record(
-        Entry(
-            output_sha,
-            output_bytes,
-            input_sha,
-            str(off_path.resolve()),
-            written,
-        )
-    )
-    reduced.report.output = out_name or STDIO
+    if not job.unchanged:
+        written = str(job.out_path.resolve()) if job.out_path is not None else ""
+        remember(header, off_path, written, job.opts.log)
     return reduced
 
 
+def _run(
+    job: _Job,
+    store: OffloadStore,
+    staged: Staged | None,
+    resume: tuple[Resume, dict[str, Any]] | None,
+) -> tuple[OffloadStore, Reduced]:
+    """The reduction itself: keeping a previous run's prefix if it can, else in full."""
+    opts = job.opts
+    incremental = opts.incremental and job.config.settings.incremental
+
+    def run(kept: Resume | None) -> Reduced:
+        if staged is not None and staged.fh is not None:
+            # A run in full after a re-run gave up starts anew.
+            staged.fh.seek(0)
+            staged.fh.truncate()
+        options = ReduceOptions(
+            on_invalid=OnInvalid.of(opts.on_invalid),
+            log=opts.log,
+            counting=opts.counting or CountOptions(),
+            monitors=False,
+        )
+        into = staged.fh if staged is not None else None
+        if incremental and job.out_path is not None and job.change is None:
+            # A file that may grow: keep what a later run over it can build on.
+            return rerun_bytes(
+                job.data,
+                kept,
+                config=job.config,
+                offload=store,
+                path=job.input_name,
+                into=into,
+                options=options,
+            )
+        return reduce_bytes(
+            job.data,
+            config=job.config,
+            offload=store,
+            path=job.input_name,
+            into=into,
+            options=options,
+        )
+
+    if resume is not None and incremental:
+        try:
+            store.adopt(resume[1], pack_end(resume[0].script))
+            return store, run(resume[0])
+        except (OSError, OffloadError, PrefixChanged):
+            # The previous directory changed under us, or a stage or the format
+            # reached into the kept prefix: run in full.
+            store.abort()
+            fresh = OffloadStore(store.path, store.root, force=store.force)
+            fresh.grown_from, store = store.grown_from, fresh
+    return store, run(None)
+
+
+def _header(job: _Job, reduced: Reduced, input_sha: str) -> Header:
+    """What the manifest says of this run (the store adds script, files and pack)."""
+    if reduced.written is not None:
+        output = Side(sha256=reduced.written.sha256, bytes=reduced.written.size)
+    else:
+        output = Side(sha256=sha256(reduced.output), bytes=len(reduced.output))
+    return Header.new(
+        format=reduced.report.format,
+        units=reduced.units,
+        input=InputSide(name=job.input_name, sha256=input_sha, bytes=len(job.data)),
+        output=output,
+        previous=job.previous,
+    )
+
+
 def _resume(
-    data: Input,
-    input_hash: hashlib._Hash,
-    out_path: Path,
-    off_path: Path,
-    root: str,
-    config: Config,
-    on_invalid: str,
+    job: _Job, input_hash: hashlib._Hash, off_path: Path, root: str
 ) -> tuple[tuple[Resume, dict[str, Any]] | None, int, str | None]:
-    """The prefix a previous run of ``data`` into ``out_path`` lets this run keep, if any;
-    how many leading bytes of ``data`` were hashed into ``input_hash`` to find out; and
-    the sha256 of the previous input if ``data`` starts with it (the same transcript,
+    """The prefix a previous run of the input into the output lets this run keep, if any;
+    how many leading bytes of the input were hashed into ``input_hash`` to find out; and
+    the sha256 of the previous input if the input starts with it (the same transcript,
     grown: its offload directory may be replaced without ``force``).
 
-    That run's manifest must say what it kept and ``data`` must start with the bytes it
+    That run's manifest must say what it kept and the input must start with the bytes it
     read (hashed once: the caller goes on hashing from there); its output must be
     unchanged on disk.
     """
+    data, out_path = job.data, job.out_path
+    assert out_path is not None
     manifest = manifest_for_rerun(off_path)
     if manifest is None or len(data) <= manifest["input"]["bytes"]:
         return None, 0, None  # no usable previous run: a full one
@@ -538,7 +519,7 @@ def _resume(
         fmt = get_format(manifest["format"])
     except (CtxError, OSError):
         return None, old, grown
-    digest = config_digest(config, fmt, root, on_invalid)
+    digest = config_digest(job.config, fmt, root, job.opts.on_invalid)
     try:
         resume = resume_from(manifest, data, input_hash.copy(), output, digest)
     except (KeyError, TypeError, IndexError, ValueError):
@@ -547,35 +528,51 @@ def _resume(
 
 
 def _commit(
+    job: _Job,
     store: OffloadStore,
-    manifest: dict[str, object],
-    out_path: Path | None,
+    manifest: tuple[Header, list[Any], dict[str, Any] | None],
     output: bytes,
-    in_place: bool,
-    input_name: str,
-    write: Callable[[bytes], None] | None,
-    staged: Path | None = None,
+    staged: Staged | None,
 ) -> None:
     """Stage the output, rename the offload directory, then the output, under a lock.
 
-    ``staged``: the output was written to this temporary file already.
+    ``staged``: the output was written to this temporary file already. In place, the
+    transaction settles right before the output replaces the input: what was appended
+    meanwhile is carried over, and any other change undoes the commit (the file is
+    left as it was). An in-place change that changes nothing with ``skip_unchanged``
+    commits nothing at all.
     """
-    with commit_lock(store.path, *([out_path] if out_path is not None else [])):
-        tmp = staged
-        if out_path is not None and tmp is None:
-            mode = Path(input_name).stat().st_mode & 0o777 if in_place else None
-            tmp = _stage_file(out_path, output, mode=mode)
-        elif write is not None:
-            write(output)
-        try:
-            store.commit(manifest)
-            if tmp is not None and out_path is not None:
-                os.replace(tmp, out_path)
-        except BaseException:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
-            raise
-        store.finish()
+    header = manifest[0]
+    job.written = header.output.bytes
+    if job.skip_unchanged and header.output.sha256 == header.input.sha256:
+        job.unchanged = True
+        store.abort()
+        if staged is not None:
+            staged.discard()
+        return
+    out_path, change = job.out_path, job.change
+    held = staged is None and out_path is not None
+    if staged is None and out_path is not None:
+        staged = change.stage() if change is not None else Staged(out_path)
+    try:
+        with commit_lock(store.path, *([out_path] if out_path is not None else [])):
+            if staged is not None and held:
+                staged.open().write(output)
+            elif staged is None and job.opts.write is not None:
+                job.opts.write(output)
+            if change is not None and staged is not None:
+                job.carried = change.commit(store, manifest, staged)
+                return
+            if staged is not None:
+                staged.close()
+            store.commit(*manifest)
+            if staged is not None:
+                staged.replace()
+            store.finish()
+    except BaseException:
+        if staged is not None:
+            staged.discard()
+        raise
 
 
 def stats_file(
@@ -618,7 +615,7 @@ def stats_file(
         reduced = reduce_bytes(
             data,
             config=config,
-            offload=DryRunOffload(root),
+            offload=Preview(root),
             path=str(input),
             options=ReduceOptions(
                 on_invalid=OnInvalid.of(on_invalid), counting=counting or CountOptions()
@@ -652,16 +649,23 @@ def restore_transcript(
     offload_dir: str | Path | None = None,
     raw: bytes | None = None,
     in_place: bool = False,
+    force: bool = False,
+    live_seconds: int = DEFAULT_LIVE_SECONDS,
 ) -> Restored:
     """Rebuild the original transcript from a reduced one, through every reduction made.
 
-    Without ``offload_dir`` it looks beside the file (``FILE.offload`` and the
-    ``FILE.offload.N`` of later in-place runs) and in the ledger of reductions made on this
-    machine. Lines appended after a reduction (a resumed session) are carried over. With
-    ``in_place`` the file itself is replaced, atomically, keeping its mode.
+    Without ``offload_dir`` it looks in every place a reduction or change of the file is
+    recorded (:mod:`ctxcli.store.history`): its change directories (a session reduced or
+    repaired in place), ``FILE.offload`` and the ``FILE.offload.N`` of later in-place runs,
+    and the index of reductions made on this machine. Lines appended after a reduction (a
+    resumed session) are carried over. With ``in_place`` the file itself is replaced,
+    keeping its mode, in one :class:`~ctxcli.store.inplace.InPlace` transaction (lines
+    appended meanwhile are kept; a session in use is left alone unless ``force``), and the
+    file's change directories it used are discarded: no other file's records are touched.
 
     Raises:
-        RestoreError: something is missing, altered or does not belong together.
+        RestoreError: nothing is recorded, or something is missing, altered or does not
+            belong together.
     """
     name = str(reduced)
     if in_place:
@@ -669,23 +673,66 @@ def restore_transcript(
             raise CtxError("an in-place restore needs a file, not stdin.")
         if output not in (None, STDIO, name):
             raise CtxError("an in-place restore writes to its input; do not give an output too.")
-        output = name
+        return _restore_in_place(Path(name), offload_dir, None if force else live_seconds)
     data = raw if raw is not None else read_input(name)
+    restored = _restore(data, name, offload_dir)
+    if output is not None and str(output) != STDIO:
+        write_atomic(Path(output), restored.data)
+    return restored
+
+
+def _restore(data: bytes, name: str, offload_dir: str | Path | None) -> Restored:
+    """Undo every reduction of ``data`` (the bytes of ``name``) that a record explains."""
     if offload_dir is not None:
         first = [Path(offload_dir), *_per_input_dirs(Path(offload_dir))]
-    elif name == STDIO:
-        first = [
-            *_per_input_dirs(Path(default_offload_dir(None, load_config()))),
-            *_ledger_dirs(data, name),
-        ]
-    else:
-        first = [*offload_siblings(f"{name}.offload"), *_ledger_dirs(data, name)]
-    if not first:
-        raise CtxError("restoring from stdin needs the offload directory to be named.")
-    restored = restore_chain(data, first, lambda content: _ledger_dirs(content, name), name=name)
-    if output is not None and str(output) != STDIO:
-        mode = Path(name).stat().st_mode & 0o777 if in_place else None
-        write_atomic(Path(output), restored.data, mode=mode)
+        return history.restore_chain(
+            data, first, lambda content: history.index_dirs(content, None), name=name
+        )
+    if name == STDIO:
+        root = Path(default_offload_dir(None, load_config()))
+        first = [*_per_input_dirs(root), *history.index_dirs(data, None)]
+        if not first:
+            raise CtxError("restoring from stdin needs the offload directory to be named.")
+        return history.restore_chain(
+            data, first, lambda content: history.index_dirs(content, None), name=name
+        )
+    path = Path(name)
+    real = os.path.realpath(path)
+    legacy = history.legacy_changes(path, data)
+    changes = [*history.changes(path)[::-1], *legacy[::-1]]
+    first = [*changes, *history.siblings(f"{name}.offload"), *history.index_dirs(data, real)]
+    own = [*(p for p in legacy if history.owns(path, p)), *history.changes(path)]
+    return history.restore_chain(
+        data,
+        first,
+        lambda content: [*changes, *history.index_dirs(content, real)],
+        name=name,
+        own=own,
+    )
+
+
+def _restore_in_place(path: Path, offload_dir: str | Path | None, live: int | None) -> Restored:
+    """Replace ``path`` by its original; discard the change directories of it that were used."""
+    if not (is_session_path(path) or history.changes(path)):
+        live = None  # a plain file is not a client's: nothing to be in use by
+    with InPlace(path, live_seconds=live, lines=False) as change:
+        restored = _restore(change.raw, str(path), offload_dir)
+        if not restored.steps:
+            return restored  # nothing to undo: the file is left as it is
+        staged = change.stage()
+        try:
+            staged.open().write(restored.data)
+            staged.close()
+            change.settle(staged)
+            change.replace(staged)
+        except BaseException:
+            staged.discard()
+            raise
+        spent = [p for p in (Path(s.offload_dir) for s in restored.steps) if history.owns(path, p)]
+        ReductionIndex().forget([str(p.resolve()) for p in spent])
+        for used in spent:
+            history.discard(used)
+        history.prune(path)
     return restored
 
 

@@ -33,7 +33,7 @@ from ctxcli.core.protocols import sha256
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.results import Report
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import MANIFEST, read_manifest
+from ctxcli.store.manifest import MANIFEST, read_manifest
 from ctxcli.store.memory import blob_path
 
 __all__ = [

@@ -43,7 +43,6 @@ from ctxcli.cli.sessions import (
     SessionOpt,
     is_session_file,
     reduce_session_in_place,
-    restore_session_file,
     session_input,
     sessions,
 )
@@ -518,23 +517,45 @@ def restore(
             if output == api.STDIO:
                 console.write_stdout(data)
             return
-        if offload_dir is None and reduced != api.STDIO:
-            if restore_session_file(reduced, output, in_place, force, live_seconds):
-                return
+        if in_place and output not in (api.STDIO, reduced):
+            raise CtxError("--in-place and -o cannot be combined; pick one.")
         restored = api.restore_transcript(
-            reduced, None if in_place else output, offload_dir=offload_dir, in_place=in_place
+            reduced,
+            None if in_place else output,
+            offload_dir=offload_dir,
+            in_place=in_place,
+            force=force,
+            live_seconds=live_seconds,
         )
         if output == api.STDIO and not in_place:
             console.write_stdout(restored.data)
         if not quiet:
-            for step in restored.steps:
-                carried = (
-                    f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
-                )
-                sys.stderr.write(
-                    f"ctx: {reduced}: restored {step.restored_bytes:,} bytes "
-                    f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
-                )
+            _print_restored(reduced, restored, in_place)
+
+
+def _print_restored(name: str, restored: api.Restored, in_place: bool) -> None:
+    """What ``ctx restore`` says: each reduction undone; in place, the outcome."""
+    for step in restored.steps:
+        carried = f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
+        sys.stderr.write(
+            f"ctx: {name}: restored {step.restored_bytes:,} bytes "
+            f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
+        )
+    if not in_place:
+        return
+    if not restored.steps:
+        sys.stderr.write(f"ctx: {name}: nothing to undo; the file is unchanged\n")
+        return
+    last = restored.steps[-1]
+    kept = (
+        f"; kept {last.appended_bytes:,} bytes the client appended since"
+        if last.appended_bytes
+        else ""
+    )
+    sys.stderr.write(
+        f"ctx: restored {name}: {last.restored_bytes:,} bytes, sha256 {last.restored_sha256[:12]}…, "
+        f"undoing {len(restored.steps)} change(s){kept}\n"
+    )
 
 
 @app.command()

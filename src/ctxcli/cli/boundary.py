@@ -20,6 +20,7 @@ REMEDIES = {
     Remedy.NAME_FORMAT: "pass --format with one of the formats above",
     Remedy.CHECK_FORMAT: "check --format (or leave it out to auto-detect)",
     Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
+    Remedy.FORCE_IN_USE: "quit its client first, or pass --force if it is not running",
 }
 
 

@@ -75,7 +75,8 @@ def doctor(
         ctx doctor --last
         ctx doctor --session 4d5611e5 --fix
     """
-    from ctxcli.sessions import LiveSessionError, diagnose, fix_in_place
+    from ctxcli.sessions import diagnose, fix_in_place
+    from ctxcli.store.inplace import LiveSessionError
 
     with _errors():
         paths = _targets(file, session, last, project, every)
@@ -85,7 +86,7 @@ def doctor(
             entry: dict[str, Any] = {"path": path}
             if fix:
                 try:
-                    change = fix_in_place(
+                    repair, change = fix_in_place(
                         Path(path),
                         force=force,
                         live_seconds=live_seconds,
@@ -99,11 +100,10 @@ def doctor(
                     results.append({"path": path, "healthy": False, "skipped": str(exc)})
                     code = max(code, ExitCode.USAGE_ERROR)
                     continue
-                assert change.repair is not None
-                fixed, problems = change.repair.fixed, change.repair.remaining
+                fixed, problems = repair.fixed, repair.remaining
                 entry["fixed"] = [p.to_dict() for p in fixed]
-                entry["offload_dir"] = str(change.layer) if change.layer else None
-                entry["notes"] = change.notes
+                entry["offload_dir"] = str(change.record) if change.record else None
+                entry["notes"] = repair.notes
             else:
                 agent, problems = diagnose(api.read_input(path), max_line_bytes=max_line_bytes)
                 entry["agent"] = agent

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import orjson
 import typer
@@ -13,6 +13,10 @@ import typer
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError, TranscriptError
+
+if TYPE_CHECKING:
+    from ctxcli.pipeline.config import Config
+    from ctxcli.services.tokens import CountOptions
 
 SessionOpt = Annotated[
     str | None,
@@ -63,7 +67,7 @@ def is_session_file(path: str) -> bool:
     """True if ``path`` lies under the clients' session directories."""
     from pathlib import Path
 
-    from ctxcli.sessions.discover import is_session_path
+    from ctxcli.services.session_files import is_session_path
 
     return path != "-" and is_session_path(Path(path))
 
@@ -260,23 +264,23 @@ def sessions(
 
 def reduce_session_in_place(
     source: str,
-    config: Any,
+    config: Config,
     *,
     force: bool,
     live_seconds: int,
     on_invalid: str,
     json: bool,
     quiet: bool,
-    counting: Any,
+    counting: CountOptions,
 ) -> None:
-    """``ctx reduce --session ID --in-place``: reduce, record the layer, say where."""
+    """``ctx reduce --session ID --in-place``: reduce, record the change, say where."""
     from pathlib import Path
 
+    from ctxcli.api import reduce_in_place
     from ctxcli.cli.render import saved_pct
-    from ctxcli.sessions import reduce_in_place
 
     try:
-        change = reduce_in_place(
+        report, change = reduce_in_place(
             Path(source),
             config=config,
             force=force,
@@ -287,10 +291,8 @@ def reduce_session_in_place(
     except TranscriptError as exc:
         # A session the client wrote badly is what ctx doctor repairs (losslessly).
         raise CtxError(f"{exc}, or repair the session first: ctx doctor {source} --fix") from None
-    report = change.report
-    assert report is not None
     if json:
-        payload = report.to_dict() | {"offload_dir": str(change.layer) if change.layer else None}
+        payload = report.to_dict() | {"offload_dir": str(change.record) if change.record else None}
         console.write_report(orjson.dumps(payload) + b"\n")
         return
     if quiet:
@@ -301,8 +303,8 @@ def reduce_session_in_place(
         # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
         console.warn(f"{source}: repair such lines with: ctx doctor {source} --fix")
     path = change.path
-    if change.layer is None:
-        sys.stderr.write(f"ctx: {path}: nothing to reduce; the file is unchanged\n")
+    if change.record is None:
+        sys.stderr.write(f"ctx: {path}: nothing to change; the file is unchanged\n")
         return
     before, after = report.resume_tokens_before, report.resume_tokens_after
     if before is None or after is None:
@@ -310,41 +312,10 @@ def reduce_session_in_place(
     sys.stderr.write(
         f"ctx: {path}: reduced in place; {change.bytes_before:,} → {change.bytes_after:,} "
         f"bytes; a resume sends {before:,} → {after:,} tokens ({saved_pct(before, after)} "
-        f"saved)\nctx: offload in {change.layer}\n"
-        f"ctx: undo with: ctx restore {path} --in-place\n"
+        f"saved)\nctx: offload in {change.record}\n"
     )
-
-
-def restore_session_file(
-    path: str, output: str, in_place: bool, force: bool, live_seconds: int
-) -> bool:
-    """Restore a session changed in place, if ctx recorded changes of it; else False."""
-    from pathlib import Path
-
-    from ctxcli.sessions import has_layers, restore_session
-
-    if not has_layers(Path(path)):
-        return False
-    if in_place and output not in ("-", path):
-        raise CtxError("--in-place and -o cannot be combined; pick one.")
-    restored = restore_session(
-        Path(path), in_place=in_place, force=force, live_seconds=live_seconds
-    )
-    if not in_place:
-        if output == "-":
-            console.write_stdout(restored.data)
-        else:
-            from ctxcli.api import write_atomic
-
-            write_atomic(Path(output), restored.data)
-    where = path if in_place else ("stdout" if output == "-" else output)
-    appended = (
-        f"; kept {restored.appended_bytes:,} bytes the client appended since"
-        if restored.appended_bytes
-        else ""
-    )
-    sys.stderr.write(
-        f"ctx: restored {where}: {len(restored.data):,} bytes, sha256 "
-        f"{restored.sha256[:12]}…, undoing {len(restored.layers)} change(s){appended}\n"
-    )
-    return True
+    if change.carried_bytes:
+        sys.stderr.write(
+            f"ctx: {path}: kept {change.carried_bytes:,} bytes the client wrote meanwhile\n"
+        )
+    sys.stderr.write(f"ctx: undo with: ctx restore {path} --in-place\n")

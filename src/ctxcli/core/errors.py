@@ -32,6 +32,7 @@ class Remedy(Enum):
     NAME_FORMAT = "name the format explicitly (format=...)"
     CHECK_FORMAT = "check the format you named, or let it be detected"
     OUTPUT_DIRECTORY = "with several inputs the output must be a directory"
+    FORCE_IN_USE = "quit its client first, or force the change (force=True) if it is not running"
 
 
 class CtxError(Exception):

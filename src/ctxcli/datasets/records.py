@@ -19,30 +19,9 @@ from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, build_config, default_config
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.memory import BlobStore
 
-__all__ = ["MemoryOffload", "ReducedRecords", "reduce_records"]
-
-
-class MemoryOffload(DryRunOffload):
-    """Names offloaded texts exactly like the disk store and keeps them in a dict.
-
-    ``texts`` maps the path relative to the offload directory (``trunc/call_1``)
-    to the text; the hints in the reduced records cite ``<root>/<that path>``.
-    """
-
-    def __init__(self, root: str) -> None:
-        super().__init__(root)
-        self.texts: dict[str, str] = {}
-
-    def put(self, area: str, key: str, text: str) -> str:
-        """Name ``text`` like the disk store would, keep it, and return the path to cite."""
-        cited = super().put(area, key, text)
-        # The store cites "<root>/<rel>" (just "<rel>" for an empty root); keep <rel>.
-        prefix = f"{self.root}/"
-        rel = cited[len(prefix) :] if self.root and cited.startswith(prefix) else cited
-        self.texts[rel] = text
-        return cited
+__all__ = ["ReducedRecords", "reduce_records"]
 
 
 @dataclass(frozen=True)
@@ -110,7 +89,9 @@ def reduce_records(
     raw = b"".join(dumps_like(record, b"") + b"\n" for record in records)
     if not raw:
         raise TranscriptError(name, None, "no records; there is nothing to reduce")
-    offload = MemoryOffload(offload_dir)
+    # Texts are cited by the names the disk store gives them: the records are those
+    # `ctx reduce` writes.
+    offload = BlobStore(offload_dir, cite="name")
     # No disk cache of token counts and no process pool: a map function runs inside a
     # job that owns the workers and the disks.
     counting = CountOptions(cache=False, workers=1)
@@ -120,4 +101,4 @@ def reduce_records(
         out = [loads_record(unit) for unit in split_units(reduced.output)]
     else:
         out = [loads_record(reduced.output)]
-    return ReducedRecords(out, dict(offload.texts), offload.root, reduced.report)
+    return ReducedRecords(out, offload.texts(), offload.root, reduced.report)

@@ -42,7 +42,7 @@ from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.store.disk import DryRunOffload
+from ctxcli.store.naming import Preview
 
 __all__ = ["ReduceOptions", "reduce_bytes", "rerun_bytes"]
 
@@ -79,7 +79,7 @@ def reduce_bytes(
     raw: Input,
     *,
     config: Config | None = None,
-    offload: DryRunOffload | None = None,
+    offload: Preview | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
     options: ReduceOptions | None = None,
@@ -112,7 +112,7 @@ def rerun_bytes(
     resume: Resume | None,
     *,
     config: Config | None = None,
-    offload: DryRunOffload | None = None,
+    offload: Preview | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
     options: ReduceOptions | None = None,
@@ -159,7 +159,7 @@ class _Job:
     raw: Input
     path: str
     config: Config
-    offload: DryRunOffload
+    offload: Preview
     into: Writable | None
     options: ReduceOptions
 
@@ -168,7 +168,7 @@ class _Job:
         cls,
         raw: Input,
         config: Config | None,
-        offload: DryRunOffload | None,
+        offload: Preview | None,
         path: str,
         into: Writable | None,
         options: ReduceOptions | None,
@@ -177,7 +177,7 @@ class _Job:
             raw,
             path,
             config or load_config(),
-            offload if offload is not None else DryRunOffload("ctx-offload"),
+            offload if offload is not None else Preview("ctx-offload"),
             into,
             options or ReduceOptions(),
         )
@@ -469,7 +469,7 @@ def _reduce_batch(
         parts.tokens_after += ledger.total(conv)
         parts.warnings += doc.warnings
         # A part's own originals are not kept: the file's original bytes are.
-        out, _ = doc.format.dump(doc, conv, DryRunOffload(job.offload.root))
+        out, _ = doc.format.dump(doc, conv, Preview(job.offload.root))
         parts.outputs.append(None if out == doc.raw else out)
 
 

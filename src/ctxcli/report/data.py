@@ -26,7 +26,7 @@ from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
 from ctxcli.services.tokens import CountOptions
-from ctxcli.store.disk import DryRunOffload, agent_text
+from ctxcli.store.naming import Preview, agent_text
 
 __all__ = [
     "Item",
@@ -216,7 +216,7 @@ def analyze_bytes(
     """
     config = config or load_config()
     # The same offload root `ctx stats` cites, so the paths match what it says.
-    offload = DryRunOffload(api.default_offload_dir(None, config, raw))
+    offload = Preview(api.default_offload_dir(None, config, raw))
     reduced = api.reduce_bytes(
         raw,
         config=config,
@@ -409,7 +409,7 @@ def _pair_blocks(old: Message, new: Sequence[Message]) -> list[Block | None]:
 _PATH_CHARS = r"[\w./@+-]+"
 
 
-def _offload_path(text: str, after: str, offload: DryRunOffload) -> str | None:
+def _offload_path(text: str, after: str, offload: Preview) -> str | None:
     """The offload file holding ``text``: by its hash, else the path the hint cites."""
     digest = sha256(agent_text(text))  # the bytes the file holds
     for rel, dig in offload.files.items():
@@ -419,9 +419,7 @@ def _offload_path(text: str, after: str, offload: DryRunOffload) -> str | None:
     return match.group(0).rstrip(".") if match else None
 
 
-def _changed_blocks(
-    trace: Trace, matched: list[list[Message]], offload: DryRunOffload
-) -> Iterator[Item]:
+def _changed_blocks(trace: Trace, matched: list[list[Message]], offload: Preview) -> Iterator[Item]:
     before = trace.steps[0][1]
     names = _call_names(trace)
     # The blocks alive after each stage: the first stage a block is missing from changed it.

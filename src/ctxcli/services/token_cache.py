@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ctxcli.services.dirs import cache_dir
+from ctxcli.services.dirs import cache_dir, private_dir
 
 DB_NAME = "token-counts.sqlite3"
 DEFAULT_MAX_ENTRIES = 1_000_000
@@ -63,8 +63,7 @@ def make_private(path: Path) -> None:
     0600 database keeps them private too; files an older ctx left readable are
     tightened on the way.
     """
-    parent = path.parent
-    parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    parent = private_dir(path.parent)  # and every folder it creates on the way: 0700
     _tighten(parent, 0o700)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     os.close(fd)

@@ -21,11 +21,11 @@ from typing import Any
 import orjson
 
 from ctxcli.core.errors import CtxError
+from ctxcli.services.session_files import CLAUDE as CLAUDE
+from ctxcli.services.session_files import CODEX as CODEX
+from ctxcli.services.session_files import INDEX, claude_home, codex_home
 
-CLAUDE = "claude_code"
-CODEX = "codex"
 AGENTS = (CLAUDE, CODEX)
-INDEX = "sessions-index.json"
 _ROLLOUT_ID = re.compile(
     r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I
 )
@@ -50,29 +50,6 @@ class SessionFile:
     def mtime(self) -> float:
         """Last modification, seconds since the epoch."""
         return self.mtime_ns / 1e9
-
-
-def claude_home() -> Path:
-    """``$CLAUDE_CONFIG_DIR`` or ``~/.claude``."""
-    return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude")
-
-
-def codex_home() -> Path:
-    """``$CODEX_HOME`` or ``~/.codex``."""
-    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
-
-
-def session_roots() -> list[Path]:
-    """The directories sessions live under, resolved."""
-    home = codex_home()
-    roots = [claude_home() / "projects", home / "sessions", home / "archived_sessions"]
-    return [r.resolve() for r in roots]
-
-
-def is_session_path(path: Path) -> bool:
-    """True if ``path`` lies under one of the clients' session directories."""
-    real = path.resolve()
-    return any(root in real.parents for root in session_roots())
 
 
 def _stat(path: Path) -> os.stat_result | None:

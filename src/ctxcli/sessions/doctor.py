@@ -18,20 +18,25 @@ Codex: torn/malformed lines, unpaired calls and outputs, oversized lines.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-from ctxcli.core.protocols import split_units
+from ctxcli.core.protocols import sha256, split_units
 from ctxcli.formats.claude_code import (
     ENVELOPE,
     derived_uuid,
     is_compact_boundary,
     resume_chain,
 )
-from ctxcli.sessions.discover import CLAUDE, CODEX
+from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
+from ctxcli.store.disk import OffloadStore
+from ctxcli.store.history import new_change, prune
+from ctxcli.store.index import remember
+from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
+from ctxcli.store.manifest import Header, InputSide, Side
 
 DEFAULT_MAX_LINE_BYTES = 1_000_000
 _PREVIEW_HEAD = 2000
@@ -40,7 +45,6 @@ _DUP_MIN_BYTES = 1024
 _BAD_ESCAPE = re.compile(rb'(?<!\\)((?:\\\\)*)\\([^"\\/bfnrtu])')
 _UUID_RE = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
 _PARENT_RE = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]+)"|null)')
-_CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
@@ -131,20 +135,6 @@ def _parse(raw: bytes) -> list[_Rec]:
                 rec.error = str(exc).split(": line")[0]
         recs.append(rec)
     return recs
-
-
-def sniff_agent(datas: Sequence[Any]) -> str | None:
-    """``claude_code``, ``codex`` or None, from the parsed records."""
-    for data in datas[:50]:
-        if not isinstance(data, dict):
-            continue
-        if "payload" in data and data.get("type") in _CODEX_TYPES:
-            return CODEX
-        if isinstance(data.get("type"), str) and (
-            "uuid" in data or "sessionId" in data or "leafUuid" in data
-        ):
-            return CLAUDE
-    return None
 
 
 def diagnose(
@@ -262,7 +252,17 @@ def _final_response(recs: list[_Rec]) -> set[int]:
 
 
 def _check_claude(recs: list[_Rec]) -> list[Problem]:
-    problems: list[Problem] = []
+    """Every problem of a Claude Code session, pass by pass (sorted by the caller)."""
+    return [
+        *_dangling_links(recs),
+        *_block_problems(recs),
+        *_duplicate_payloads(recs),
+        *_assistant_start(recs),
+    ]
+
+
+def _dangling_links(recs: list[_Rec]) -> list[Problem]:
+    """``parentUuid``/``logicalParentUuid`` naming no record (or one the client skips)."""
     known: set[str] = set()
     unparsed: dict[str, int | None] = {}
     for rec in recs:
@@ -271,18 +271,13 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
         elif rec.error is not None:
             for m in _UUID_RE.findall(rec.raw):
                 unparsed[m.decode("utf-8", "replace")] = rec.line
-    calls: dict[str, int | None] = {}
-    answered: set[str] = set()
-    final = _final_response(recs)
-    visible = _visible_groups(recs)
-    payloads: dict[bytes, int | None] = {}
-    for i, rec in enumerate(recs):
-        data = rec.data
-        if not isinstance(data, dict):
+    problems: list[Problem] = []
+    for rec in recs:
+        if not rec.is_dict:
             continue
-        for field_name in ("parentUuid", "logicalParentUuid"):
-            target = data.get(field_name)
-            if field_name == "logicalParentUuid" and is_compact_boundary(data):
+        for field_name, kind in _LINKS:
+            target = rec.data.get(field_name)
+            if field_name == "logicalParentUuid" and is_compact_boundary(rec.data):
                 # Only shown in the UI; a resume never follows it (real 2.1.x files
                 # point it at records that were never written).
                 continue
@@ -292,24 +287,29 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
                     if target in unparsed
                     else "no record in the file"
                 )
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "dangling_parent"
-                        if field_name == "parentUuid"
-                        else "dangling_logical_parent",
-                        f"{field_name} {target!r} names {why}",
-                    )
-                )
+                problems.append(Problem(rec.line, kind, f"{field_name} {target!r} names {why}"))
+    return problems
+
+
+_LINKS = (("parentUuid", "dangling_parent"), ("logicalParentUuid", "dangling_logical_parent"))
+
+
+def _block_problems(recs: list[_Rec]) -> list[Problem]:
+    """Empty texts, unsigned thinking, results without calls and calls without results."""
+    problems: list[Problem] = []
+    calls: dict[str, int | None] = {}
+    answered: set[str] = set()
+    final = _final_response(recs)
+    visible = _visible_groups(recs)
+    for i, rec in enumerate(recs):
+        data = rec.data
         if not _is_message(data):
             continue
         content = data["message"].get("content")
         if isinstance(content, str) and not content.strip():
             problems.append(Problem(rec.line, "empty_text", "message text is empty"))
         for block in _blocks(data):
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
+            kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text" and _is_blank_text(block, data, visible):
                 problems.append(
                     Problem(rec.line, "empty_text", "empty text block (the API rejects it)")
@@ -323,46 +323,52 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
                 if i in final:
                     answered.add(block["id"])  # a final call may still be running
             elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                if block["tool_use_id"] not in calls:
-                    problems.append(
-                        Problem(
-                            rec.line,
-                            "orphan_result",
-                            f"tool result {block['tool_use_id']!r} has no matching tool call",
-                        )
-                    )
-                answered.add(block["tool_use_id"])
-        payload = data.get("toolUseResult")
-        if payload is not None:
-            key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-            if len(key) >= _DUP_MIN_BYTES:
-                if key in payloads:
-                    problems.append(
-                        Problem(
-                            rec.line,
-                            "duplicate_tool_use_result",
-                            f"toolUseResult of {len(key):,} bytes repeats line {payloads[key]}",
-                        )
-                    )
-                else:
-                    payloads[key] = rec.line
-    for call_id, line in calls.items():
-        if call_id not in answered:
-            problems.append(
-                Problem(line, "unanswered_call", f"tool call {call_id!r} has no result")
-            )
+                call_id = block["tool_use_id"]
+                if call_id not in calls:
+                    message = f"tool result {call_id!r} has no matching tool call"
+                    problems.append(Problem(rec.line, "orphan_result", message))
+                answered.add(call_id)
+    problems += [
+        Problem(line, "unanswered_call", f"tool call {call_id!r} has no result")
+        for call_id, line in calls.items()
+        if call_id not in answered
+    ]
+    return problems
+
+
+def _duplicate_payloads(recs: list[_Rec]) -> list[Problem]:
+    """A ``toolUseResult`` payload (of some size) stored again by a later record."""
+    problems: list[Problem] = []
+    payloads: dict[bytes, int | None] = {}
+    for rec in recs:
+        payload = rec.data.get("toolUseResult") if rec.is_dict else None
+        if payload is None:
+            continue
+        key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+        if len(key) < _DUP_MIN_BYTES:
+            continue
+        if key in payloads:
+            message = f"toolUseResult of {len(key):,} bytes repeats line {payloads[key]}"
+            problems.append(Problem(rec.line, "duplicate_tool_use_result", message))
+        else:
+            payloads[key] = rec.line
+    return problems
+
+
+def _assistant_start(recs: list[_Rec]) -> list[Problem]:
+    """The chain a resume rebuilds starting at an assistant turn (the API answers 400)."""
     chain = resume_chain([r.data for r in recs])
     first = next((recs[k] for k in chain if _is_message(recs[k].data)), None)
-    if first is not None and first.data["type"] == "assistant":
-        problems.append(
-            Problem(
-                first.line,
-                "chain_starts_with_assistant",
-                "a resume rebuilds the conversation from here, an assistant turn "
-                "(the API answers 400: first message must use the user role)",
-            )
+    if first is None or first.data["type"] != "assistant":
+        return []
+    return [
+        Problem(
+            first.line,
+            "chain_starts_with_assistant",
+            "a resume rebuilds the conversation from here, an assistant turn "
+            "(the API answers 400: first message must use the user role)",
         )
-    return problems
+    ]
 
 
 def _codex_item(data: Any) -> dict[str, Any] | None:
@@ -465,6 +471,57 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
     fixed = [p for p in before if (p.kind, p.message) not in left]
     remaining = [Problem(p.line, p.kind, p.message, fixable=False) for p in after]
     return Repair(output, script, fixed, remaining, changed, notes)
+
+
+def fix_in_place(
+    path: Path,
+    *,
+    force: bool = False,
+    live_seconds: int = DEFAULT_LIVE_SECONDS,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+) -> tuple[Repair, Change]:
+    """Repair what :func:`diagnose` finds, where the client reads the session; record it.
+
+    The change is recorded like an in-place reduction: a new change directory of the
+    file (the original lines, a manifest) and an entry in the reduction index, so
+    ``ctx restore`` and :func:`ctxcli.restore_file` undo it with every other change. It
+    is one :class:`~ctxcli.store.inplace.InPlace` transaction: lines the client appends
+    meanwhile are kept after the repaired ones. A session that needs no repair is left
+    alone (``Change.record`` None).
+
+    Raises:
+        LiveSessionError: the session looks in use and ``force`` is not set.
+        CtxError: the file is not a Claude Code session or a Codex rollout.
+    """
+    with InPlace(path, live_seconds=None, lines=False) as change:
+        raw = change.raw
+        agent, _sid = identify(change.path, raw)
+        change.check_live(None if force else live_seconds)
+        record = new_change(change.path, "doctor")
+        store = OffloadStore(record, str(record))
+        staged = change.stage()
+        try:
+            repair = plan_fixes(raw, store, max_line_bytes=max_line_bytes)
+            if repair.changed_lines == 0:
+                store.abort()
+                prune(change.path)
+                return repair, Change(change.path, None, len(raw), len(raw))
+            header = Header.new(
+                format=agent,
+                units="lines",
+                kind="doctor",
+                input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
+                output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
+            )
+            staged.open().write(repair.output)
+            carried = change.commit(store, (header, repair.script, None), staged)
+        except BaseException:
+            store.abort()
+            staged.discard()
+            raise
+        remember(header, record, str(change.target))
+    done = Change(change.path, record, len(raw), len(repair.output) + carried, carried)
+    return repair, done
 
 
 def _fix_lines(recs: list[_Rec], agent: str | None) -> None:

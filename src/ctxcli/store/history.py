@@ -1,26 +1,63 @@
-"""Restore through any number of reductions, and past lines a client appended since.
+"""How to get the original back: where the reductions of a file are recorded, and one peel loop.
 
-A file reduced in place twice has two offload directories: the newest turns the file back
-into the first reduction's output, the older one turns that into the original. A resumed
-session is the reduced output plus the lines the client appended: the reduced part is
-restored and the appended lines are carried over. Every step is hash-checked by
-:func:`~ctxcli.store.disk.restore_bytes`; a change *inside* a reduced part is refused.
+Every reduction or change ctx makes is recorded as an offload directory (a manifest, the
+restore pack, the removed texts), in one of these places, all kinds of one history:
+
+- beside the output: ``FILE.offload``, and ``FILE.offload.N`` for later in-place runs;
+- a file's *change directories*, for what was changed where a client reads it (a session
+  reduced in place, a repair by ``ctx doctor --fix``): ``<data>/changes/<file key>/NNNN-kind``,
+  keyed by the file's resolved path, so two copies of one session never share records
+  (:func:`changes_dir`); the previous layout, ``<data>/offload/<agent>/<session id>/NNNN-kind``,
+  is still read (:func:`legacy_changes`);
+- the reduction index (:class:`~ctxcli.store.index.ReductionIndex`): every reduction made on
+  this machine by output hash and path, which finds the record of a moved or copied output.
+
+:func:`restore_chain` undoes the newest reduction whose output the file is (or is with
+lines appended: a resumed session), then the one that made *that*, and so on. Every step is
+hash-checked by :func:`~ctxcli.store.restore.restore_bytes`; a change *inside* a reduced
+part is refused.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import glob
+import os
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctxcli.core.errors import RestoreError
-from ctxcli.core.protocols import sha256
-from ctxcli.store.disk import read_manifest, restore_bytes
+from ctxcli.core.errors import CtxError, Remedy, RestoreError
+from ctxcli.core.protocols import safe_name, sha256
+from ctxcli.services.dirs import data_dir, private_dir
+from ctxcli.services.session_files import identify
+from ctxcli.store.disk import discard, remove_stale
+from ctxcli.store.index import ReductionIndex
+from ctxcli.store.manifest import read_manifest
+from ctxcli.store.restore import restore_bytes
 
-__all__ = ["RestoreStep", "Restored", "match_reduction", "restore_chain"]
+__all__ = [
+    "RestoreStep",
+    "Restored",
+    "changes",
+    "changes_dir",
+    "discard",
+    "index_dirs",
+    "legacy_changes",
+    "match_reduction",
+    "new_change",
+    "owns",
+    "prune",
+    "restore_chain",
+    "siblings",
+]
 
-MAX_STEPS = 64
+MAX_STEPS = 256
+CHANGES = "changes"
+LEGACY = "offload"
+"""The folder of ctx's data directory that held session changes before :data:`CHANGES`."""
+_CHANGE = re.compile(r"^(\d{4,})-([a-z]+)$")
 
 
 @dataclass(frozen=True)
@@ -31,7 +68,7 @@ class RestoreStep:
     restored_bytes: int
     restored_sha256: str
     appended_bytes: int
-    """Bytes appended after the reduced output (a resumed session), carried over as they are."""
+    """Bytes after the reduced output (lines a client appended), carried over as they are."""
 
 
 @dataclass(frozen=True)
@@ -40,6 +77,105 @@ class Restored:
 
     data: bytes
     steps: tuple[RestoreStep, ...]
+
+
+def changes_dir(path: Path) -> Path:
+    """Where the in-place changes of the file ``path`` are recorded.
+
+    Keyed by the resolved path (a link leads to the file it names): its name, for a
+    reader, and a hash of the whole path, so two files of one name never meet.
+    """
+    real = os.path.realpath(path)
+    key = f"{safe_name(os.path.basename(real))}-{sha256(os.fsencode(real))[:16]}"
+    return data_dir() / CHANGES / key
+
+
+def changes(path: Path) -> list[Path]:
+    """The change directories of ``path``, oldest first."""
+    return _numbered(changes_dir(path))
+
+
+def _numbered(folder: Path) -> list[Path]:
+    try:
+        found = [p for p in folder.iterdir() if _CHANGE.match(p.name) and p.is_dir()]
+    except OSError:
+        return []
+    return sorted(found, key=lambda p: int(p.name.split("-")[0]))
+
+
+def new_change(path: Path, kind: str) -> Path:
+    """The next change directory of ``path`` (its folder is made; the store makes the rest).
+
+    Call it under the file's lock (:func:`~ctxcli.store.lock.path_lock`): two runs that
+    numbered their change alike would lose one.
+    """
+    # Removed text lives here: ctx's data directory and every folder under it are 0700
+    # (an older ctx created the data directory 0755: tightened).
+    private_dir(data_dir(), tighten=True)
+    folder = private_dir(changes_dir(path))
+    remove_stale(folder, None, "tmp")  # what a killed run or discard left
+    existing = _numbered(folder)
+    last = int(existing[-1].name.split("-")[0]) if existing else 0
+    return folder / f"{last + 1:04d}-{kind}"
+
+
+def legacy_changes(path: Path, raw: bytes) -> list[Path]:
+    """Change directories of the previous layout that may belong to ``path``, oldest first.
+
+    They were keyed by the session id (a copy outside the clients' directories had a
+    hash of its path added), so copies of one session shared them: the peel loop uses
+    one only where the file is its output, and only one that names this file is
+    ever discarded (:func:`owns`).
+    """
+    root = data_dir() / LEGACY
+    if not root.is_dir():
+        return []
+    try:
+        agent, sid = identify(path, raw)
+    except CtxError:
+        return []
+    name = "__".join(safe_name(part) for part in sid.split("/"))
+    found: list[Path] = []
+    for folder in sorted((root / agent).glob(f"{glob.escape(name)}*")):
+        if folder.name == name or folder.name.startswith(f"{name}-"):
+            found += _numbered(folder)
+    return found
+
+
+def owns(path: Path, record: Path) -> bool:
+    """True if ``record`` is a change directory of ``path`` (used up by a restore in place)."""
+    if record.parent == changes_dir(path):
+        return True
+    if record.parent.parent.parent != data_dir() / LEGACY:
+        return False
+    manifest = read_manifest(record) or {}
+    named = manifest.get("input", {}).get("name")
+    return isinstance(named, str) and os.path.realpath(named) == os.path.realpath(path)
+
+
+def siblings(root: str) -> list[Path]:
+    """``root`` and the ``root.N`` directories later in-place reductions made, newest first."""
+    base = Path(root)
+    numbered = []
+    for path in base.parent.glob(f"{glob.escape(base.name)}.*"):
+        suffix = path.name[len(base.name) + 1 :]
+        if suffix.isdigit() and path.is_dir():
+            numbered.append((int(suffix), path))
+    return [p for _, p in sorted(numbered, reverse=True)] + [base]
+
+
+def index_dirs(data: bytes, path: str | None, index: ReductionIndex | None = None) -> list[Path]:
+    """Directories the reduction index knows for this content, or that wrote to ``path``."""
+    entries = (index or ReductionIndex()).find(output_sha256=sha256(data), path=path)
+    return [Path(e.offload_dir) for e in entries]
+
+
+def prune(path: Path) -> None:
+    """Remove the change folder of ``path`` once no change of it is left."""
+    try:
+        changes_dir(path).rmdir()
+    except OSError:
+        pass  # missing, or still holding changes (or a note of a run in progress)
 
 
 def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int] | None:
@@ -74,17 +210,17 @@ def restore_chain(
     more: Callable[[bytes], Iterable[Path]],
     *,
     name: str = "input",
+    own: Sequence[Path] = (),
 ) -> Restored:
     """Undo the newest reduction of ``data`` found in ``first``, then every older one.
 
     ``more(content)`` names the directories that may hold the reduction that produced
-    ``content`` (the ledger, the previous directories a manifest lists). The first step
-    must succeed: if no directory in ``first`` matches, the first one is restored exactly
-    so that its error says what is wrong.
+    ``content`` (the index, the file's change directories); the previous directories
+    a manifest lists are tried first. ``own`` are the file's change directories,
+    oldest first: they tell, when nothing matches, whether the file is as the newest
+    of them found it (a change that never replaced the file) or was edited.
     """
     candidates = list(dict.fromkeys(Path(p) for p in first))
-    if not candidates:
-        raise RestoreError(f"{name}: no offload directory was found for it.")
     steps: list[RestoreStep] = []
     used: set[str] = set()
     current = data
@@ -92,12 +228,7 @@ def restore_chain(
         found = _first_match(current, candidates, used)
         if found is None:
             if not steps:
-                # The directory the user named (or the default one) either explains why
-                # it cannot restore this file, or restores it through what it kept aside
-                # (a run killed between its two renames): hash-checked either way.
-                rebuilt = restore_bytes(current, candidates[0], reduced_name=name)
-                current = rebuilt
-                steps.append(RestoreStep(str(candidates[0]), len(current), sha256(current), 0))
+                return _unmatched(current, candidates, own, name)
             break
         path, manifest, appended = found
         used.add(str(path.resolve()))
@@ -108,6 +239,39 @@ def restore_chain(
         previous = [Path(p) for p in manifest.get("previous", []) if isinstance(p, str)]
         candidates = list(dict.fromkeys([*previous, *(Path(p) for p in more(current))]))
     return Restored(current, tuple(steps))
+
+
+def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: str) -> Restored:
+    """What a file that is no recorded output is: unchanged, edited, or never reduced."""
+    if own:
+        digest = sha256(data)
+        for record in own:
+            manifest = read_manifest(record)
+            if manifest is None:
+                raise RestoreError(
+                    f"{record} is damaged (no valid manifest); restore cannot go on."
+                )
+            if manifest.get("input", {}).get("sha256") == digest:
+                # The file is what this change started from: it never replaced the file
+                # (a run stopped in between), or the file was restored already.
+                return Restored(data, ())
+        raise RestoreError(
+            f"{name} was changed inside what ctx wrote (it is not the output of {own[-1]}, "
+            "nor that output with lines appended); it cannot be restored safely."
+        )
+    if candidates and candidates[0].exists():
+        # The directory the user named (or the default one) either explains why it
+        # cannot restore this file, or restores it through what it kept aside (a run
+        # killed between its two renames): hash-checked either way.
+        rebuilt = restore_bytes(data, candidates[0], reduced_name=name)
+        step = RestoreStep(str(candidates[0]), len(rebuilt), sha256(rebuilt), 0)
+        return Restored(rebuilt, (step,))
+    where = candidates[0] if candidates else "ctx's index"
+    raise RestoreError(
+        f"{name}: nothing to restore: no reduction or change of it is recorded ({where} "
+        "does not exist and no recorded output matches it)",
+        remedy=Remedy.NAME_OFFLOAD_DIR,
+    )
 
 
 def _first_match(
