@@ -105,6 +105,3 @@ class Preview:
     def count(self) -> int:
         """Number of distinct files that would be written."""
         return self._names.count
-
-
-"""The name :func:`~ctxcli.pipeline.compose.reduce_bytes` (public) takes its store by."""
