@@ -66,9 +66,6 @@ def test_no_two_library_modules_share_a_name() -> None:
     assert [n for n, count in names.items() if count > 1] == []
 
 
-# The other engineers of issue 33 shorten the CLI commands, api/, store/, sessions/ and
-# proxy/ in parallel: this passes once all of them have merged. The lead flips it.
-@pytest.mark.xfail(strict=False, reason="passes once every issue-33 branch has merged")
 def test_at_most_twelve_functions_are_longer_than_sixty_lines() -> None:
     long = sorted(
         f"{_where(path)}:{name} {fn.end_lineno - fn.lineno + 1}"  # type: ignore[operator]
