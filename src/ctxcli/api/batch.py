@@ -244,18 +244,12 @@ def _try_one(job: _Job, run: _Run) -> FileResult:
     config, on_invalid, counting = run.config, run.on_invalid, run.counting
     try:
         if run.mode == "reduce":
-            report, _ = api.reduce_file(
-                job.input,
-                job.output,
-                config=config,
-                offload_dir=job.offload_dir,
-                force=run.force,
-                on_invalid=on_invalid,
-                counting=counting,
-                return_output=False,
-            )
+            options = api.RunOptions(on_invalid=on_invalid, force=run.force, counting=counting)
+            dest = api.Destination(job.output, job.offload_dir, stream=True)
+            report = api.reduce(job.input, dest, config=config, options=options).report
             return FileResult(job.input, job.output, report)
-        report = api.stats_file(job.input, config=config, on_invalid=on_invalid, counting=counting)
+        options = api.RunOptions(on_invalid=on_invalid, counting=counting)
+        report = api.stats(job.input, config=config, options=options)
         return FileResult(job.input, None, report)
     except CtxError as exc:
         message = str(exc)

@@ -14,25 +14,28 @@ manifest next, the reduced output last, so an output never exists without what
 
 from __future__ import annotations
 
-import functools
 import os
 import secrets
 import stat
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, overload
 
 import orjson
 
-from ctxcli import api
+from ctxcli.api.commit import reduce_local
+from ctxcli.api.local import STDIO, default_offload_dir, read_input
+from ctxcli.api.options import Destination, RunOptions
+from ctxcli.api.undo import original_of
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
 from ctxcli.core.io import is_url, local_path
 from ctxcli.core.protocols import sha256
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.results import Report
-from ctxcli.services.tokens import CountOptions
+from ctxcli.store.inplace import write_atomic
 from ctxcli.store.manifest import MANIFEST, read_manifest
 from ctxcli.store.memory import blob_path
 
@@ -135,7 +138,7 @@ def write_url(url: str, data: bytes, storage_options: Mapping[str, Any] | None =
     """Write ``data`` at ``url`` whole or not at all."""
     fs, path = filesystem(url, storage_options)
     if _is_local(fs):
-        api.write_atomic(Path(path), data)
+        write_atomic(Path(path), data)
         return
     with store_errors(_cannot_write(url)):
         fs.pipe_file(path, data)
@@ -250,17 +253,13 @@ def _remote_manifest(fs: Any, path: str, url: str) -> dict[str, Any] | None:
 
 def reduce_url(
     input: str,
-    output: str | None,
+    dest: Destination,
     *,
     config: Config,
-    offload_dir: str | None = None,
-    force: bool = False,
-    on_invalid: str = "error",
-    counting: CountOptions | None = None,
-    log: Callable[[str], None] | None = None,
+    run: RunOptions,
     storage_options: Mapping[str, Any] | None = None,
 ) -> tuple[Report, bytes]:
-    """:func:`ctxcli.api.reduce_file` where the input, output or offload is a URL.
+    """:func:`ctxcli.api.reduce` where the input, output or offload is a URL.
 
     A ``file://`` URL is the local path it names. Otherwise the offload directory is
     built locally, then uploaded (texts, then the original records, then the
@@ -270,40 +269,33 @@ def reduce_url(
         OffloadError: the offload URL holds another transcript's offload (pass
             ``force`` to replace it), the output is the input, or the store failed.
     """
-    input, output, offload_dir = _local(input), _local(output), _local(offload_dir)
-    data = read_url(input, storage_options) if is_url(input) else api.read_input(input)
-    out_name = None if output in (None, api.STDIO) else output
-    root = offload_dir or api.default_offload_dir(out_name, config)
-    run = functools.partial(
-        api.reduce_file,
-        input,
-        config=config,
-        force=force,
-        on_invalid=on_invalid,
-        raw=data,
-        log=log,
-        counting=counting,
-    )
+    input, out_name = _local(input), _local(dest.output)
+    data = read_url(input, storage_options) if is_url(input) else read_input(input)
+    root = _local(dest.offload_dir) or default_offload_dir(out_name, config)
     if not is_url(root) and not (out_name and is_url(out_name)):
-        return run(out_name, offload_dir=root)
+        done = reduce_local(input, config, run, replace(dest, offload_dir=root), data)
+        return done.report, done.output
     if out_name == input:
         raise OffloadError(f"{out_name}: output would overwrite the input; choose another output.")
     fs, base = filesystem(root, storage_options) if is_url(root) else (None, root)
-    if fs is not None and not force:
+    if fs is not None and not run.force:
         _refuse_another_transcript(_remote_manifest(fs, base, root), root, data)
     with tempfile.TemporaryDirectory(prefix="ctx-url-") as tmp:
         local = Path(tmp) / "offload"
-        report, out = run(
-            None, offload_dir=local if fs is not None else root, cite_as=root.rstrip("/")
-        )
+        where = str(local) if fs is not None else root
+        here = Destination(None, where, cite_as=root.rstrip("/"), write=None)
+        done = reduce_local(input, config, run, here, data)
         if fs is not None:
             _upload_offload(fs, base, local, root)
+    report, out = done.report, done.output
     report.offload_dir = root.rstrip("/")
     if out_name is not None:
-        write_url(out_name, out, storage_options) if is_url(out_name) else api.write_atomic(
+        write_url(out_name, out, storage_options) if is_url(out_name) else write_atomic(
             Path(out_name), out
         )
-    report.output = out_name or api.STDIO
+    elif dest.write is not None:
+        dest.write(out)
+    report.output = out_name or STDIO
     return report, out
 
 
@@ -340,7 +332,7 @@ def restore_url(
     A ``file://`` URL is the local path it names.
     """
     reduced, output, offload_dir = _local(reduced), _local(output), _local(offload_dir)
-    data = read_url(reduced, storage_options) if is_url(reduced) else api.read_input(reduced)
+    data = read_url(reduced, storage_options) if is_url(reduced) else read_input(reduced)
     root = offload_dir or f"{reduced}.offload"
     if is_url(root):
         fs, base = filesystem(root, storage_options)
@@ -355,12 +347,12 @@ def restore_url(
                     ) from None
             if read_manifest(local) is None:
                 raise RestoreError(f"{root} is not a ctx offload directory (no valid {MANIFEST}).")
-            original = api.restore_file(reduced, None, offload_dir=local, raw=data)
+            original = original_of(data, reduced, local).data
     else:
-        original = api.restore_file(reduced, None, offload_dir=root, raw=data)
-    if output is not None and output != api.STDIO:
+        original = original_of(data, reduced, root).data
+    if output is not None and output != STDIO:
         if is_url(output):
             write_url(output, original, storage_options)
         else:
-            api.write_atomic(Path(output), original)
+            write_atomic(Path(output), original)
     return original

@@ -21,7 +21,6 @@ from ctxcli.report.data import (
     analyze_file,
 )
 from ctxcli.report.html import render_html
-from ctxcli.services.tokens import CountOptions
 
 __all__ = [
     "Item",
@@ -38,19 +37,23 @@ __all__ = [
 def write_report(
     input: str,
     output: str | Path,
+    destination: api.Destination | None = None,
     *,
     config: Config | None = None,
-    on_invalid: str = "error",
-    counting: CountOptions | None = None,
+    options: api.RunOptions | None = None,
 ) -> tuple[ReportData, bytes]:
     """Analyze ``input`` and write the page to ``output`` atomically (``-``: write nothing).
+
+    ``destination`` is where the reduction the page describes writes (default: stdout,
+    whose offload directory is ``./ctx-offload/<hash>``; a session reduced in place
+    writes to its change directory).
 
     Returns:
         The data shown and the page's bytes.
     """
     if str(output) != api.STDIO and Path(output).is_dir():
         raise CtxError(f"{output} is a directory; name the HTML file to write.")
-    data = analyze_file(input, config=config, on_invalid=on_invalid, counting=counting)
+    data = analyze_file(input, destination, config=config, options=options)
     page = render_html(data).encode("utf-8")
     if str(output) != api.STDIO:
         api.write_atomic(Path(output), page)

@@ -180,20 +180,28 @@ def config_dict(config: Config) -> dict[str, Any]:
 
 def analyze_file(
     input: str,
+    destination: api.Destination | None = None,
     *,
     config: Config | None = None,
-    on_invalid: str = "error",
-    counting: CountOptions | None = None,
+    options: api.RunOptions | None = None,
     top: int = TOP_ITEMS,
 ) -> ReportData:
-    """:func:`analyze_bytes` of a file (``-`` reads stdin)."""
+    """:func:`analyze_bytes` of a file (``-`` reads stdin), reduced as into ``destination``.
+
+    The destination is the one :func:`ctxcli.api.reduce` would get: the hints cite its
+    offload directory, so the numbers are those of the file a reduction writes.
+    """
+    config = config or load_config()
+    run = options or api.RunOptions()
+    raw = api.read_input(input)
     return analyze_bytes(
-        api.read_input(input),
+        raw,
         path=input,
         config=config,
-        on_invalid=on_invalid,
-        counting=counting,
+        on_invalid=run.on_invalid,
+        counting=run.counting,
         top=top,
+        root=api.offload_root(input, destination or api.Destination(), config, raw),
     )
 
 
@@ -205,8 +213,12 @@ def analyze_bytes(
     on_invalid: str = "error",
     counting: CountOptions | None = None,
     top: int = TOP_ITEMS,
+    root: str | None = None,
 ) -> ReportData:
     """Run ``ctx stats``' reduction on ``raw`` and break its totals down for the report.
+
+    ``root`` is the offload directory the hints cite (default: the one ``ctx stats`` of
+    ``raw`` on stdin names).
 
     Example::
 
@@ -216,7 +228,9 @@ def analyze_bytes(
     """
     config = config or load_config()
     # The same offload root `ctx stats` cites, so the paths match what it says.
-    offload = Preview(api.default_offload_dir(None, config, raw))
+    offload = Preview(
+        root if root is not None else api.offload_root("-", api.Destination(), config, raw)
+    )
     reduced = api.reduce_bytes(
         raw,
         config=config,

@@ -22,7 +22,7 @@ import orjson
 
 from ctxcli import api
 from ctxcli._version import __version__
-from ctxcli.core.errors import CtxError
+from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.cost.prices import PriceTable, load_price_table, resume_cost
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
@@ -195,13 +195,10 @@ def scan_session(
         cfg = cfg.with_overrides(tokenizer="approx")
     meta.update(tokens=None, resume_tokens_before=None, resume_tokens_after=None, error=None)
     try:
-        report = api.stats_file(
-            session.path,
-            config=cfg,
-            raw=raw,
-            on_invalid="keep",
-            counting=CountOptions(cache=exact, workers=1),
+        options = api.RunOptions(
+            on_invalid=OnInvalid.KEEP, counting=CountOptions(cache=exact, workers=1)
         )
+        report = api.stats(session.path, config=cfg, options=options, raw=raw)
     except CtxError as exc:
         meta["error"] = str(exc)
         return meta

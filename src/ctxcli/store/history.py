@@ -103,6 +103,16 @@ def _numbered(folder: Path) -> list[Path]:
     return sorted(found, key=lambda p: int(p.name.split("-")[0]))
 
 
+def next_change(path: Path, kind: str) -> Path:
+    """The name the next change directory of ``path`` gets; nothing is made.
+
+    What a preview cites (``ctx stats --in-place``); :func:`new_change` takes it.
+    """
+    existing = _numbered(changes_dir(path))
+    last = int(existing[-1].name.split("-")[0]) if existing else 0
+    return changes_dir(path) / f"{last + 1:04d}-{kind}"
+
+
 def new_change(path: Path, kind: str) -> Path:
     """The next change directory of ``path`` (its folder is made; the store makes the rest).
 
@@ -114,9 +124,7 @@ def new_change(path: Path, kind: str) -> Path:
     private_dir(data_dir(), tighten=True)
     folder = private_dir(changes_dir(path))
     remove_stale(folder, None, "tmp")  # what a killed run or discard left
-    existing = _numbered(folder)
-    last = int(existing[-1].name.split("-")[0]) if existing else 0
-    return folder / f"{last + 1:04d}-{kind}"
+    return next_change(path, kind)
 
 
 def legacy_changes(path: Path, raw: bytes) -> list[Path]:

@@ -1,0 +1,117 @@
+"""What a library call is asked: where the result goes, and how the run goes.
+
+Two frozen objects carry what used to be a dozen keyword switches (as black's ``Mode``
+and ``WriteBack`` do): a :class:`Destination` says where the reduced transcript and its
+offload directory go — stdout, a file, a URL, or the input itself — and
+:class:`RunOptions` how the run behaves. The front door (:mod:`ctxcli.api`) takes both
+and picks the route; ``stats`` and ``report`` take the same destination, so a preview
+names the offload directory the reduction will write.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ctxcli.api.local import STDIO
+from ctxcli.core.errors import OnInvalid
+from ctxcli.core.io import is_url, local_path
+from ctxcli.pipeline.results import Report
+from ctxcli.services.tokens import CountOptions
+from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change
+
+__all__ = ["Destination", "Reduction", "RunOptions"]
+
+
+def _location(value: str | os.PathLike[str] | None) -> str | None:
+    """A path or URL as text; a ``file://`` URL is the local path it names."""
+    if value is None:
+        return None
+    text = os.fspath(value)
+    local = local_path(text)
+    return local if local is not None else text
+
+
+@dataclass(frozen=True)
+class Destination:
+    """Where a reduction's output and its offload directory go.
+
+    Attributes:
+        output: a file path or URL; ``None`` or ``"-"`` for stdout (the bytes are
+            returned, or handed to ``write``).
+        offload_dir: where removed text goes (default: ``OUTPUT.offload``; for stdout
+            ``./ctx-offload/<hash of the input>``; in place, see ``in_place``).
+        in_place: replace the input itself. A Claude Code or Codex session keeps its
+            change records in ctx's data directory (the hints cite them there); any
+            other file (or any file given an ``offload_dir``) keeps them beside it.
+        stream: a file output is written as it is made, never held whole (the bytes
+            returned are then empty).
+        write: for stdout, called with the output before the offload directory is
+            committed, so a reader that fails leaves no orphan offload.
+        cite_as: the offload directory the hints name when it is not where the files
+            are written (an upload to object storage follows).
+    """
+
+    output: str | None = None
+    offload_dir: str | None = None
+    in_place: bool = False
+    stream: bool = False
+    write: Callable[[bytes], None] | None = field(default=None, compare=False)
+    cite_as: str | None = None
+
+    def __post_init__(self) -> None:
+        # Paths are accepted as given; file:// URLs are their local path from here on.
+        output = _location(self.output)
+        object.__setattr__(self, "output", None if output == STDIO else output)
+        object.__setattr__(self, "offload_dir", _location(self.offload_dir))
+
+    @property
+    def remote(self) -> bool:
+        """The output or the offload directory is in object storage."""
+        return is_url(self.output) or is_url(self.offload_dir)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How a run goes (what it runs is the :class:`~ctxcli.pipeline.config.Config`).
+
+    Attributes:
+        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
+        force: replace another transcript's offload directory (never other data);
+            change a session even if it looks in use.
+        counting: the count cache and worker processes (default: cache on, every core
+            for large inputs).
+        incremental: a file that grew from the one an output was made from keeps that
+            run's decisions for the prefix (the output is the same either way).
+        live_seconds: a session written to more recently than this looks in use.
+        log: receives the stages' notes meant for the user (default: the warnings).
+    """
+
+    on_invalid: OnInvalid = OnInvalid.AUTO
+    force: bool = False
+    counting: CountOptions | None = None
+    incremental: bool = True
+    live_seconds: int = DEFAULT_LIVE_SECONDS
+    log: Callable[[str], None] | None = field(default=None, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
+
+
+@dataclass
+class Reduction:
+    """What a reduction did.
+
+    Attributes:
+        report: the numbers (what ``ctx stats`` previews).
+        output: the reduced bytes (empty when written to a file as made).
+        change: for an in-place run, the change made (``change.record`` is None when the
+            file was already what the chain makes).
+        session: the file was a client's session (its record is in ctx's data directory).
+    """
+
+    report: Report
+    output: bytes = b""
+    change: Change | None = None
+    session: bool = False

@@ -1,0 +1,77 @@
+"""Undo: the original of a reduced file, through every reduction and change recorded.
+
+Where a reduction or change of a file can be recorded is :mod:`ctxcli.store.history`'s
+business; this module picks the records of one file (or of stdin) and, in place, replaces
+the file under one :class:`~ctxcli.store.inplace.InPlace` transaction.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ctxcli.api.local import STDIO, default_offload_dir, per_input_dirs
+from ctxcli.core.errors import CtxError
+from ctxcli.pipeline.config import load_config
+from ctxcli.services.session_files import is_session_path
+from ctxcli.store import history
+from ctxcli.store.history import Restored
+from ctxcli.store.index import ReductionIndex
+from ctxcli.store.inplace import InPlace
+
+__all__ = ["original_of", "restore_in_place"]
+
+
+def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Restored:
+    """Undo every reduction of ``data`` (the bytes of ``name``) that a record explains."""
+    if offload_dir is not None:
+        first = [Path(offload_dir), *per_input_dirs(Path(offload_dir))]
+        return history.restore_chain(
+            data, first, lambda content: history.index_dirs(content, None), name=name
+        )
+    if name == STDIO:
+        root = Path(default_offload_dir(None, load_config()))
+        first = [*per_input_dirs(root), *history.index_dirs(data, None)]
+        if not first:
+            raise CtxError("restoring from stdin needs the offload directory to be named.")
+        return history.restore_chain(
+            data, first, lambda content: history.index_dirs(content, None), name=name
+        )
+    path = Path(name)
+    real = os.path.realpath(path)
+    legacy = history.legacy_changes(path, data)
+    changes = [*history.changes(path)[::-1], *legacy[::-1]]
+    first = [*changes, *history.siblings(f"{name}.offload"), *history.index_dirs(data, real)]
+    own = [*(p for p in legacy if history.owns(path, p)), *history.changes(path)]
+    return history.restore_chain(
+        data,
+        first,
+        lambda content: [*changes, *history.index_dirs(content, real)],
+        name=name,
+        own=own,
+    )
+
+
+def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | None) -> Restored:
+    """Replace ``path`` by its original; discard the change directories of it that were used."""
+    if not (is_session_path(path) or history.changes(path)):
+        live = None  # a plain file is not a client's: nothing to be in use by
+    with InPlace(path, live_seconds=live, lines=False) as change:
+        restored = original_of(change.raw, str(path), offload_dir)
+        if not restored.steps:
+            return restored  # nothing to undo: the file is left as it is
+        staged = change.stage()
+        try:
+            staged.open().write(restored.data)
+            staged.close()
+            change.settle(staged)
+            change.replace(staged)
+        except BaseException:
+            staged.discard()
+            raise
+        spent = [p for p in (Path(s.offload_dir) for s in restored.steps) if history.owns(path, p)]
+        ReductionIndex().forget([str(p.resolve()) for p in spent])
+        for used in spent:
+            history.discard(used)
+        history.prune(path)
+    return restored
