@@ -8,19 +8,21 @@ module only prints what they return. stdout carries one JSON object with ``--jso
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TypeGuard
 
 import orjson
 
 from ctxcli import api
-from ctxcli.api import batch
+from ctxcli.api import RunOptions, batch
 from ctxcli.cli import console
-from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
+from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config
 
 
-def is_batch(inputs: Sequence[str] | None) -> bool:
+def is_batch(inputs: Sequence[str] | None) -> TypeGuard[Sequence[str]]:
     """True if the arguments name more than one file or a directory."""
     if not inputs:
         return False
@@ -63,19 +65,43 @@ def json_payload(results: Sequence[batch.FileResult]) -> dict[str, object]:
     return payload
 
 
+@dataclass(frozen=True)
+class View:
+    """How a command over several files shows its results (and how many run at once).
+
+    Attributes:
+        json: one JSON object on stdout instead of lines and tables on stderr.
+        quiet: print only errors.
+        allow_empty: a directory holding no transcript is not an error.
+        jobs: files handled at once.
+        fail_over: stats exits 1 when a file has more tokens than this after reduction.
+    """
+
+    json: bool = False
+    quiet: bool = False
+    allow_empty: bool = False
+    jobs: int | None = None
+    fail_over: int | None = None
+
+
+def _options(run: RunOptions, view: View, bar: Callable[[int, int], None]) -> batch.BatchOptions:
+    return batch.BatchOptions(
+        jobs=view.jobs or 1,
+        on_invalid=run.on_invalid,
+        force=run.force,
+        cache=run.counting is None or run.counting.cache,
+        allow_empty=view.allow_empty,
+        progress=lambda _r, done, total: bar(done, total),
+    )
+
+
 def reduce_batch(
     inputs: Sequence[str],
     output: str,
-    config: Config,
-    *,
     offload_dir: str | None,
-    force: bool,
-    on_invalid: str,
-    jobs: int,
-    cache: bool,
-    json: bool,
-    quiet: bool,
-    allow_empty: bool = False,
+    config: Config,
+    run: RunOptions,
+    view: View,
 ) -> int:
     """Reduce every input into the directory ``output``; return the exit code."""
     from ctxcli.cli.render import saved_pct
@@ -83,15 +109,9 @@ def reduce_batch(
     _check_inputs(inputs)
     if output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory; stdout holds only one file.")
+    json, quiet = view.json, view.quiet
     with console.progress("files", enabled=not (quiet or json)) as bar:
-        options = batch.BatchOptions(
-            jobs=jobs,
-            on_invalid=OnInvalid.of(on_invalid),
-            force=force,
-            cache=cache,
-            allow_empty=allow_empty,
-            progress=lambda _r, done, total: bar(done, total),
-        )
+        options = _options(run, view, bar)
         results = batch.reduce_many(
             inputs, output, config, offload_dir=offload_dir, options=options
         )
@@ -115,27 +135,12 @@ def reduce_batch(
     return batch.exit_code(results)
 
 
-def stats_batch(
-    inputs: Sequence[str],
-    config: Config,
-    *,
-    on_invalid: str,
-    jobs: int,
-    cache: bool,
-    json: bool,
-    fail_over: int | None,
-    allow_empty: bool = False,
-) -> int:
+def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: View) -> int:
     """Preview every input: one table row per file; return the exit code."""
     _check_inputs(inputs)
+    json, fail_over = view.json, view.fail_over
     with console.progress("files", enabled=not json) as bar:
-        options = batch.BatchOptions(
-            jobs=jobs,
-            on_invalid=OnInvalid.of(on_invalid),
-            cache=cache,
-            allow_empty=allow_empty,
-            progress=lambda _r, done, total: bar(done, total),
-        )
+        options = _options(replace(run, force=False), view, bar)
         results = batch.stats_many(inputs, config, options=options)
     for r in results:
         if r.report is None:
@@ -166,15 +171,14 @@ def stats_batch(
     return code
 
 
-def restore_batch(
-    inputs: Sequence[str], output: str, *, in_place: bool, quiet: bool, allow_empty: bool
-) -> int:
+def restore_batch(inputs: Sequence[str], output: str, in_place: bool, view: View) -> int:
     """Restore every input into the directory ``output`` (or in place); return the exit code."""
     _check_inputs(inputs)
     if not in_place and output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory (or restore in place).")
+    quiet = view.quiet
     results = batch.restore_many(
-        inputs, None if in_place else output, in_place=in_place, allow_empty=allow_empty
+        inputs, None if in_place else output, in_place=in_place, allow_empty=view.allow_empty
     )
     for r in results:
         if r.restored is None:

@@ -17,26 +17,27 @@ from ctxcli.pipeline.config import Config
 ENGINES = ("local", "ray")
 
 
-def check_engine(engine: str, in_place: bool = False) -> None:
-    """Refuse an unknown engine or options the Ray engine cannot honour."""
+def check_engine(engine: str, in_place: bool = False) -> str:
+    """The engine, after refusing an unknown one or options the Ray engine cannot honour."""
     if engine not in ENGINES:
         raise CtxError(f"--engine {engine!r} is invalid: use 'local' or 'ray'.")
     if engine == "ray" and in_place:
         raise CtxError("--engine ray writes a new dataset; pass -o instead of --in-place.")
+    return engine
 
 
 def reduce_ray(
     inputs: list[str] | None,
     output: str,
     cfg: Config,
-    *,
     offload_dir: str | None,
     column: str,
     jobs: int | None,
-    json: bool,
-    quiet: bool,
+    *,
+    view: tuple[bool, bool] = (False, False),
 ) -> None:
-    """``ctx reduce --engine ray INPUT -o OUTPUT``."""
+    """``ctx reduce --engine ray INPUT -o OUTPUT``; ``view``: (--json, --quiet)."""
+    json, quiet = view
     from ctxcli.datasets.ray import DatasetOptions, reduce_path
 
     if not inputs or len(inputs) != 1 or output == "-":

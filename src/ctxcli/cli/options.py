@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Annotated, Any
@@ -11,6 +12,7 @@ import typer.core
 
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.formats import FORMATS
+from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.engines import TOKENIZERS
 
@@ -111,3 +113,39 @@ def check_on_invalid(value: str) -> None:
     """The library's check (:meth:`OnInvalid.of`), worded with the flag."""
     if value not in {member.value for member in OnInvalid}:
         raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")
+
+
+OffloadDirOpt = Annotated[
+    str | None, typer.Option("--offload-dir", metavar="DIR", help="Where removed text goes.")
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(
+        "--engine",
+        metavar="local|ray",
+        help="local, or ray: INPUT is a JSONL/Parquet dataset reduced with Ray Data.",
+    ),
+]
+ColumnOpt = Annotated[
+    str,
+    typer.Option(
+        "--column", metavar="NAME", help="With --engine ray: the column holding trajectories."
+    ),
+]
+
+
+def command_config(
+    path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
+) -> Config:
+    """The configuration a command runs: the file or preset, with the flags on top."""
+    return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
+
+
+def one_input(inputs: list[str] | None) -> str:
+    """The one transcript a command reads: the file given, or stdin when it is piped."""
+    if inputs:
+        return inputs[0]
+    if sys.stdin.isatty():
+        raise CtxError("no INPUT given and stdin is a terminal; pass a file or pipe one with -.")
+    return "-"

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from ctxcli.api import Destination, RunOptions
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.options import (
@@ -17,8 +18,8 @@ from ctxcli.cli.options import (
     TokenizerOpt,
     check_on_invalid,
 )
-from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
-from ctxcli.core.errors import CtxError
+from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, is_session_file, session_input
+from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.pipeline.config import load_config
 from ctxcli.services.tokens import CountOptions
 
@@ -67,13 +68,11 @@ def report(
             # Imported on use: the report package is start-up time for every command.
             from ctxcli.report import write_report
 
-            data, page = write_report(
-                input,
-                output,
-                config=cfg,
-                on_invalid=on_invalid,
-                counting=CountOptions(progress=bar),
-            )
+            # The run the page describes: a session is reduced in place (its offload in
+            # ctx's data directory), any other file to stdout.
+            dest = Destination(in_place=is_session_file(input))
+            options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
+            data, page = write_report(input, output, dest, config=cfg, options=options)
         for warning in data.report.warnings:
             console.warn(warning)
         if output == "-":

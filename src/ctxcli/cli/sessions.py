@@ -5,18 +5,14 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import orjson
 import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.core.errors import CtxError, TranscriptError
-
-if TYPE_CHECKING:
-    from ctxcli.pipeline.config import Config
-    from ctxcli.services.tokens import CountOptions
+from ctxcli.core.errors import CtxError
 
 SessionOpt = Annotated[
     str | None,
@@ -260,62 +256,3 @@ def sessions(
         if os.environ.get("COLUMNS", "").isdigit():
             width = int(os.environ["COLUMNS"])
         sys.stdout.write(sessions_table(rows, width=width))
-
-
-def reduce_session_in_place(
-    source: str,
-    config: Config,
-    *,
-    force: bool,
-    live_seconds: int,
-    on_invalid: str,
-    json: bool,
-    quiet: bool,
-    counting: CountOptions,
-) -> None:
-    """``ctx reduce --session ID --in-place``: reduce, record the change, say where."""
-    from pathlib import Path
-
-    from ctxcli.api import reduce_in_place
-    from ctxcli.cli.render import saved_pct
-
-    try:
-        report, change = reduce_in_place(
-            Path(source),
-            config=config,
-            force=force,
-            live_seconds=live_seconds,
-            on_invalid=on_invalid,
-            counting=counting,
-        )
-    except TranscriptError as exc:
-        # A session the client wrote badly is what ctx doctor repairs (losslessly).
-        raise CtxError(f"{exc}, or repair the session first: ctx doctor {source} --fix") from None
-    if json:
-        payload = report.to_dict() | {"offload_dir": str(change.record) if change.record else None}
-        console.write_report(orjson.dumps(payload) + b"\n")
-        return
-    if quiet:
-        return
-    for warning in report.warnings:
-        console.warn(warning)
-    if any("not valid JSON" in w for w in report.warnings):
-        # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
-        console.warn(f"{source}: repair such lines with: ctx doctor {source} --fix")
-    path = change.path
-    if change.record is None:
-        sys.stderr.write(f"ctx: {path}: nothing to change; the file is unchanged\n")
-        return
-    before, after = report.resume_tokens_before, report.resume_tokens_after
-    if before is None or after is None:
-        before, after = report.tokens_before, report.tokens_after
-    sys.stderr.write(
-        f"ctx: {path}: reduced in place; {change.bytes_before:,} → {change.bytes_after:,} "
-        f"bytes; a resume sends {before:,} → {after:,} tokens ({saved_pct(before, after)} "
-        f"saved)\nctx: offload in {change.record}\n"
-    )
-    if change.carried_bytes:
-        sys.stderr.write(
-            f"ctx: {path}: kept {change.carried_bytes:,} bytes the client wrote meanwhile\n"
-        )
-    sys.stderr.write(f"ctx: undo with: ctx restore {path} --in-place\n")

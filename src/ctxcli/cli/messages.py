@@ -1,0 +1,139 @@
+"""What reduce, stats and restore print: one payload on stdout, the rest on stderr."""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING
+
+import orjson
+
+from ctxcli import api
+from ctxcli.cli import console
+from ctxcli.cli.batch import single_payload
+from ctxcli.cli.render import saved_pct
+
+if TYPE_CHECKING:
+    from ctxcli.report import ReportData
+
+
+def warn_all(warnings: list[str]) -> None:
+    for w in warnings:
+        console.warn(w)
+
+
+def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
+    """What ``ctx reduce`` of one file says: warnings, then the report or a summary."""
+    report = done.report
+    if not quiet:
+        warn_all(report.warnings)
+    if json:
+        payload = single_payload(report)
+        if done.change is not None:
+            record = done.change.record
+            payload["offload_dir"] = str(record) if record is not None else None
+        console.write_report(orjson.dumps(payload) + b"\n")
+        return
+    if quiet:
+        return
+    if done.session:
+        _print_session_change(done)
+        return
+    sys.stderr.write(
+        f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
+        f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
+        f"offload in {report.offload_dir}\n"
+    )
+    if report.kept_lines:
+        sys.stderr.write(
+            f"ctx: {report.input}: the first {report.kept_lines:,} lines kept from the "
+            "previous run (the file grew); the rest reduced\n"
+        )
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is not None and after is not None:
+        sys.stderr.write(
+            f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
+            f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
+            f"{report.bytes_after:,} bytes\n"
+        )
+
+
+def _print_session_change(done: api.Reduction) -> None:
+    """A session reduced in place: what a resume now sends, and how to undo it."""
+    report, change = done.report, done.change
+    assert change is not None  # a session is only ever changed in place
+    if any("not valid JSON" in w for w in report.warnings):
+        # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
+        console.warn(f"{change.path}: repair such lines with: ctx doctor {change.path} --fix")
+    if change.record is None:
+        sys.stderr.write(f"ctx: {change.path}: nothing to reduce; the file is unchanged\n")
+        return
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        before, after = report.tokens_before, report.tokens_after
+    sys.stderr.write(
+        f"ctx: {change.path}: reduced in place; {change.bytes_before:,} → "
+        f"{change.bytes_after:,} bytes; a resume sends {before:,} → {after:,} tokens "
+        f"({saved_pct(before, after)} saved)\nctx: offload in {change.record}\n"
+        f"ctx: undo with: ctx restore {change.path} --in-place\n"
+    )
+
+
+def print_stats(
+    report: api.Report, data: ReportData | None, *, json: bool, shown: tuple[bool, bool, bool]
+) -> None:
+    """What ``ctx stats`` of one file shows: warnings, then the JSON report or the tables.
+
+    ``data`` is the breakdown of the run, asked for by ``shown`` = (by tool, the largest
+    blocks, the monitors even when none fires).
+    """
+    by_tool, top, monitors = shown
+    warn_all(report.warnings)
+    if json:
+        payload = single_payload(report)
+        if data is not None and by_tool:
+            payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+        if data is not None and top:
+            payload["top"] = [it.to_dict() for it in data.top]
+        console.write_report(orjson.dumps(payload) + b"\n")
+        return
+    from ctxcli.cli.render import (
+        monitors_fired,
+        monitors_table,
+        report_table,
+        tools_table,
+        top_table,
+    )
+
+    out = console.err_console()
+    out.print(report_table(report))
+    if monitors or monitors_fired(report):
+        out.print(monitors_table(report))
+    if data is not None and by_tool:
+        out.print(tools_table(data.by_tool))
+    if data is not None and top:
+        out.print(top_table(data.top))
+
+
+def print_restored(name: str, restored: api.Restored, in_place: bool) -> None:
+    """What ``ctx restore`` says: each reduction undone; in place, the outcome."""
+    for step in restored.steps:
+        carried = f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
+        sys.stderr.write(
+            f"ctx: {name}: restored {step.restored_bytes:,} bytes "
+            f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
+        )
+    if not in_place:
+        return
+    if not restored.steps:
+        sys.stderr.write(f"ctx: {name}: nothing to undo; the file is unchanged\n")
+        return
+    last = restored.steps[-1]
+    kept = (
+        f"; kept {last.appended_bytes:,} bytes the client appended since"
+        if last.appended_bytes
+        else ""
+    )
+    sys.stderr.write(
+        f"ctx: restored {name}: {last.restored_bytes:,} bytes, sha256 {last.restored_sha256[:12]}…, "
+        f"undoing {len(restored.steps)} change(s){kept}\n"
+    )

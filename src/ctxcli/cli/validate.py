@@ -1,0 +1,123 @@
+"""``ctx validate``: parse, one library call per file, render."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import orjson
+import typer
+
+from ctxcli import api
+from ctxcli.api import STDIO
+from ctxcli.cli import boundary, console
+from ctxcli.cli.boundary import errors
+from ctxcli.cli.options import (
+    AllowEmptyOpt,
+    FormatOpt,
+    JsonOpt,
+    OnInvalidOpt,
+    check_on_invalid,
+    one_input,
+)
+from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.formats.format import Problem
+
+
+def validate(
+    inputs: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help="Transcript files, or - for stdin.", show_default=False, metavar="FILE..."
+        ),
+    ] = None,
+    format: FormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    json: JsonOpt = False,
+    allow_empty: AllowEmptyOpt = False,
+    session: SessionOpt = None,
+    last: LastOpt = False,
+    project: ProjectOpt = None,
+) -> None:
+    """Check that every tool call has its result and every result its call; exit 1 if not.
+
+    A line that is not JSON is an error here in every format (a checker reports it);
+    pass --on-invalid keep (or auto) to check the rest.
+
+    Several files are checked one after another (as pre-commit passes them); a file
+    that cannot be read is reported and the others are still checked. The exit code
+    is the worst one: 2 for an unreadable file, else 1 for a pairing problem.
+
+    Example:
+
+    \b
+        ctx validate reduced.jsonl
+    """
+
+    with errors():
+        check_on_invalid(on_invalid)
+        paths = _paths(session_input(inputs, session, last, project), allow_empty)
+        results: list[tuple[str, list[Problem] | CtxError]] = []
+        for path in paths:
+            try:
+                results.append(
+                    (path, api.validate(path, format=format or "auto", on_invalid=on_invalid))
+                )
+            except CtxError as exc:
+                if len(paths) == 1:
+                    raise
+                results.append((path, exc))
+        code = _show(results, json=json)
+        if code:
+            raise typer.Exit(code)
+
+
+def _paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
+    """Files to validate: a directory stands for its transcripts, as for reduce and stats."""
+    from ctxcli.api import batch
+
+    if not inputs:
+        return [one_input(None)]
+    paths: list[str] = []
+    for item in inputs:
+        if item != STDIO and Path(item).is_dir():
+            paths += [f for f, _ in batch.expand_inputs([item], allow_empty=allow_empty)]
+        else:
+            paths.append(item)
+    return paths
+
+
+def _show(results: list[tuple[str, list[Problem] | CtxError]], *, json: bool) -> int:
+    """Print what each file holds; the exit code: 2 for an unreadable file, else 1 for a
+    pairing problem."""
+    payloads: list[dict[str, Any]] = []
+    code = ExitCode.OK
+    for path, found in results:
+        if isinstance(found, CtxError):
+            console.error(boundary.message(found))
+            code = max(code, found.exit_code)
+            continue
+        payloads.append(
+            {"input": path, "valid": not found, "problems": [_problem(p) for p in found]}
+        )
+        if found:
+            code = max(code, ExitCode.CHECK_FAILED)
+        if not json:
+            for p in found:
+                sys.stderr.write(p.render(path) + "\n")
+            if not found:
+                sys.stderr.write(f"ctx: {path}: valid\n")
+    if json:
+        failed = len(results) - sum(1 for p in payloads if p["valid"])
+        # One shape for one file or many (as for stats and reduce): files + failed,
+        # and a single file's own entry at the top level too.
+        single = payloads[0] if len(results) == 1 and payloads else {}
+        payload = {**single, "files": payloads, "failed": failed}
+        console.write_stdout(orjson.dumps(payload) + b"\n")
+    return int(code)
+
+
+def _problem(p: Problem) -> dict[str, Any]:
+    return {"line": p.line, "kind": p.kind, "call_id": p.call_id, "message": p.message}
