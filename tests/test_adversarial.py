@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from conftest import invoke
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError
 from ctxcli.store.manifest import MANIFEST
 from transcript_builders import build, to_jsonl, tool_session, write_sessions
@@ -112,7 +112,7 @@ def test_force_refuses_the_working_or_home_directory(
     src.write_bytes(SAMPLE.read_bytes())
     target = str(Path.home()) if where == "~" else "."
     with pytest.raises(OffloadError):
-        reduce_file(src, tmp_path / "out.jsonl", offload_dir=target, force=True)
+        reduce_file(src, tmp_path / "out.jsonl", offload_dir=target, options=RunOptions(force=True))
     assert Path("keep.txt").read_text() == "precious"
 
 
@@ -120,17 +120,17 @@ def test_force_replaces_only_an_empty_or_ctx_directory(tmp_path: Path) -> None:
     Path("mine").mkdir()
     Path("mine/notes.txt").write_text("precious")
     with pytest.raises(OffloadError, match="not a ctx offload directory"):
-        reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", force=True)
+        reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", options=RunOptions(force=True))
     assert Path("mine/notes.txt").read_text() == "precious"
     Path("afile").write_text("precious")
     with pytest.raises(OffloadError, match="not a directory"):
-        reduce_file(SAMPLE, "out.jsonl", offload_dir="afile", force=True)
+        reduce_file(SAMPLE, "out.jsonl", offload_dir="afile", options=RunOptions(force=True))
     assert Path("afile").read_text() == "precious"
     # The offload of another transcript is what --force is for.
     other = tmp_path / "other.jsonl"
     other.write_text('{"role": "user", "content": "other"}\n')
     reduce_file(other, "a.jsonl", offload_dir="off")
-    reduce_file(SAMPLE, "b.jsonl", offload_dir="off", force=True)
+    reduce_file(SAMPLE, "b.jsonl", offload_dir="off", options=RunOptions(force=True))
     assert restore_file("b.jsonl", offload_dir="off") == SAMPLE.read_bytes()
 
 
@@ -225,7 +225,7 @@ def test_parallel_runs_to_one_output_leave_a_restorable_pair(tmp_path: Path) -> 
 
     def run(src: Path) -> None:
         try:
-            reduce_file(src, "out.jsonl", force=True)
+            reduce_file(src, "out.jsonl", options=RunOptions(force=True))
         except CtxError:
             pass
         except BaseException as exc:  # anything else is a bug
@@ -497,7 +497,7 @@ def commit_then_die(self, *manifest):
     os._exit(9)  # as a SIGKILL right after the offload directory's rename
 
 OffloadStore.commit = commit_then_die
-api.reduce_file(sys.argv[1], sys.argv[2], force=True)
+api.reduce_file(sys.argv[1], sys.argv[2], options=api.RunOptions(force=True))
 """
 
 
@@ -513,7 +513,7 @@ def test_kill_between_offload_and_output_rename_keeps_the_old_pair(tmp_path: Pat
     assert proc.returncode == 9
     assert restore_file("out.jsonl") == first.read_bytes()
     # The next run finishes the job and sweeps what the killed one left behind.
-    reduce_file(second, "out.jsonl", force=True)
+    reduce_file(second, "out.jsonl", options=RunOptions(force=True))
     assert restore_file("out.jsonl") == second.read_bytes()
     assert sorted(p.name for p in Path.cwd().iterdir()) == [
         "ctx.toml",

@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import invoke
-from ctxcli.api import ChangedError, reduce_in_place, restore_file, restore_transcript
+from ctxcli.api import ChangedError, RunOptions, reduce_in_place, restore_file, restore_transcript
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.dirs import cache_dir, data_dir
@@ -128,13 +128,13 @@ def test_what_the_client_writes_during_an_in_place_run(
     with _hook(_At(MOMENTS[moment], nth, client)) as at:
         if what == "rewrites a line":
             with pytest.raises(ChangedError, match="changed while ctx changed it"):
-                reduce_in_place(path, config=CHAIN, force=True)
+                reduce_in_place(path, config=CHAIN, options=RunOptions(force=True))
             assert at.fired
             assert b'"timestamp":"1999' in path.read_bytes()  # the client's, untouched
             assert changes(path) == []  # the record is undone with the change
             assert _leftovers(path.parent, changes_dir(path)) == []
             return
-        _, change = reduce_in_place(path, config=CHAIN, force=True)
+        _, change = reduce_in_place(path, config=CHAIN, options=RunOptions(force=True))
     assert at.fired
     assert change.record is not None and change.carried_bytes == len(APPENDED)
     now = path.read_bytes()
@@ -175,7 +175,7 @@ def test_a_repair_and_a_reduction_at_once_take_turns(
     original = path.read_bytes()
     runs: dict[str, Callable[[], object]] = {
         "doctor": lambda: fix_in_place(path, force=True),
-        "reduce": lambda: reduce_in_place(path, config=CHAIN, force=True),
+        "reduce": lambda: reduce_in_place(path, config=CHAIN, options=RunOptions(force=True)),
     }
     second = "reduce" if first == "doctor" else "doctor"
     started: list[threading.Thread] = []
@@ -193,7 +193,7 @@ def test_a_repair_and_a_reduction_at_once_take_turns(
     started[0].join(timeout=60)
     assert [p.name for p in changes(path)] == [f"0001-{first}", f"0002-{second}"]
     assert restore_file(path) == original
-    restore_transcript(path, in_place=True, force=True)
+    restore_transcript(path, in_place=True, options=RunOptions(force=True))
     assert path.read_bytes() == original and changes(path) == []
 
 
@@ -226,7 +226,7 @@ def test_changes_in_the_previous_layout_still_restore(layout: Layout) -> None:
     b = a.with_name("backup.jsonl")
     shutil.copy2(a, b)
     invoke(["doctor", str(a), "--fix"])
-    _, change = reduce_in_place(a, config=CHAIN, force=True)
+    _, change = reduce_in_place(a, config=CHAIN, options=RunOptions(force=True))
     assert change.record is not None
     # Where an older ctx kept them, by session id; its index did not know repairs.
     legacy = data_dir() / LEGACY / "claude_code" / CC_MCLAUDE

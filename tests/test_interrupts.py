@@ -70,7 +70,7 @@ def _run(n: int, source: Path) -> bool:
     trace = _InterruptAt(n)
     sys.settrace(trace)
     try:
-        api.reduce_file(source, "out.jsonl", return_output=False)
+        api.reduce(source, api.Destination("out.jsonl", stream=True))
     except KeyboardInterrupt:
         return True
     finally:

@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from conftest import SHARED
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
 from ctxcli.formats.anthropic import CallInput
@@ -266,10 +266,21 @@ def test_lazy_and_eager_runs_write_the_same_and_restore(
         (tmp_path / where).mkdir()
         monkeypatch.chdir(tmp_path / where)
         if where == "lazy":
-            runs.append(reduce_file(src, "out.jsonl", config=CHAINS[chain], on_invalid="keep"))
+            runs.append(
+                reduce_file(
+                    src, "out.jsonl", config=CHAINS[chain], options=RunOptions(on_invalid="keep")
+                )
+            )
         else:
             with eager():
-                runs.append(reduce_file(src, "out.jsonl", config=CHAINS[chain], on_invalid="keep"))
+                runs.append(
+                    reduce_file(
+                        src,
+                        "out.jsonl",
+                        config=CHAINS[chain],
+                        options=RunOptions(on_invalid="keep"),
+                    )
+                )
     (lazy_report, lazy_out), (eager_report, eager_out) = runs
     assert lazy_out == eager_out
     assert lazy_report.to_dict() == eager_report.to_dict()

@@ -172,9 +172,13 @@ def test_stats_are_the_same_mapped(
 
     counting = CountOptions(cache=False)
     monkeypatch.setattr(api, "MAP_MIN_BYTES", 1 << 60)
-    read = api.stats_file(synthetic, config=TIGHT, counting=counting).to_dict()
+    read = api.stats_file(
+        synthetic, config=TIGHT, options=api.RunOptions(counting=counting)
+    ).to_dict()
     monkeypatch.setattr(api, "MAP_MIN_BYTES", 0)
-    mapped = api.stats_file(synthetic, config=TIGHT, counting=counting).to_dict()
+    mapped = api.stats_file(
+        synthetic, config=TIGHT, options=api.RunOptions(counting=counting)
+    ).to_dict()
     assert mapped == read
 
 
@@ -254,6 +258,6 @@ def test_stats_of_a_file_changed_during_the_run_count_a_snapshot(
         return result
 
     monkeypatch.setattr(api, "reduce_bytes", reduce_then_append)
-    report = api.stats_file(synthetic, config=TIGHT, counting=counting)
+    report = api.stats_file(synthetic, config=TIGHT, options=api.RunOptions(counting=counting))
     assert report.bytes_before == synthetic.stat().st_size
     assert calls == [synthetic.stat().st_size - len(line), synthetic.stat().st_size]

@@ -15,7 +15,6 @@ from conftest import REPO, invoke
 from session_layout import CC_MCLAUDE, CC_SPOTTER, Layout, age, build
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
-PINNED = pytest.mark.xfail(strict=True, reason="issue 33: two routes answer differently")
 
 
 @pytest.fixture
@@ -46,7 +45,6 @@ def _tokens_after(args: list[str]) -> int:
     return int(orjson.loads(invoke(args).stdout)["tokens_after"])
 
 
-@PINNED
 def test_stats_by_tool_counts_the_run_that_reduce_makes(tmp_path: Path) -> None:
     out = str(tmp_path / "out" / "reduced.jsonl")
     plain = _tokens_after(["stats", str(SAMPLE), "-o", out, "--json"])
@@ -56,7 +54,6 @@ def test_stats_by_tool_counts_the_run_that_reduce_makes(tmp_path: Path) -> None:
     assert plain == by_tool == top == reduced
 
 
-@PINNED
 def test_stats_of_a_session_in_place_previews_the_reduce_in_place(layout: Layout) -> None:
     chain = ["--preset", "claude-code-resume"]
     preview = orjson.loads(

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import CtxError
 from transcript_builders import FORMATS, build, tool_session, write_sessions
 
@@ -187,7 +187,7 @@ def test_random_parallel_runs_leave_restorable_pairs(
 
     def run(i: int, out: str, off: str | None) -> None:
         try:
-            reduce_file(sources[i], out, offload_dir=off, force=force)
+            reduce_file(sources[i], out, offload_dir=off, options=RunOptions(force=force))
         except CtxError:
             pass  # a refusal (another transcript's offload) is fine
         except BaseException as exc:
@@ -256,7 +256,7 @@ def test_random_numbers_in_untouched_fields_keep_their_text(
         lines.append('{"meta"' + sep[1] + meta + sep[0] + text[1:])
     src = tmp_path / "in.jsonl"
     src.write_bytes(("\n".join(lines) + "\n").encode())
-    _report, out = reduce_file(src, tmp_path / "out.jsonl", force=True)
+    _report, out = reduce_file(src, tmp_path / "out.jsonl", options=RunOptions(force=True))
     assert out != src.read_bytes()
     for line in out.splitlines():
         json.loads(line, parse_constant=_refuse)

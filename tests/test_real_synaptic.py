@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from conftest import shared_transcripts
-from ctxcli.api import reduce_bytes, reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_bytes, reduce_file, restore_file
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document
 from ctxcli.pipeline.compose import ReduceOptions
@@ -52,7 +52,9 @@ def test_real_transcript(path: Path, stage: str, tmp_path: Path) -> None:
     for n in SIZES:
         config = build_config({"tokenizer": "approx", "stages": STAGES[stage](n)}, stage)
         off = tmp_path / f"off-{n}"
-        report, out = reduce_file(path, config=config, offload_dir=off, on_invalid="keep")
+        report, out = reduce_file(
+            path, config=config, offload_dir=off, options=RunOptions(on_invalid="keep")
+        )
         where = f"{path.name} {stage} n={n}"
         assert restore_file("out", offload_dir=off, raw=out) == raw, where
         new = _problems(_load(out, "out")) - before

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED, shared_transcripts
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Kind
 from ctxcli.formats import load
@@ -76,12 +76,20 @@ def test_reduce_restore_rerun_validate(path: Path, name: str, tmp_path: Path) ->
     mode = on_invalid(path)
     out_path = tmp_path / "reduced"
     report, out = reduce_file(
-        path, out_path, config=cfg, offload_dir=tmp_path / "off", on_invalid=mode
+        path,
+        out_path,
+        config=cfg,
+        offload_dir=tmp_path / "off",
+        options=RunOptions(on_invalid=mode),
     )
     assert report.format == expected_format(path.name)
     assert restore_file(out_path, offload_dir=tmp_path / "off") == raw
     _, again = reduce_file(
-        out_path, tmp_path / "again", config=cfg, offload_dir=tmp_path / "off2", on_invalid=mode
+        out_path,
+        tmp_path / "again",
+        config=cfg,
+        offload_dir=tmp_path / "off2",
+        options=RunOptions(on_invalid=mode),
     )
     assert again == out, "a second reduce must change nothing"
     assert problems(out, path) <= problems(raw, path)
@@ -104,7 +112,9 @@ def test_invalid_line_is_an_error_naming_it_when_asked() -> None:
     if not path.is_file():
         pytest.skip(f"{BROKEN} is not present")
     with pytest.raises(TranscriptError) as info:
-        reduce_file(path, None, config=TIGHT, offload_dir="unused", on_invalid="error")
+        reduce_file(
+            path, None, config=TIGHT, offload_dir="unused", options=RunOptions(on_invalid="error")
+        )
     assert info.value.line == 859
     assert f"{path}:859:" in str(info.value)
     assert not Path("unused").exists()

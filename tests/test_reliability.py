@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import OffloadError, RestoreError
 from ctxcli.store.manifest import MANIFEST, read_manifest
 
@@ -185,7 +185,7 @@ def test_refuses_foreign_directory_even_forced(tmp_path: Path) -> None:
     Path("mine/notes.txt").write_text("precious")
     for force in (False, True):
         with pytest.raises(OffloadError, match="is not a ctx offload directory"):
-            reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", force=force)
+            reduce_file(SAMPLE, "out.jsonl", offload_dir="mine", options=RunOptions(force=force))
         assert Path("mine/notes.txt").read_text() == "precious"
     assert not (Path("mine") / MANIFEST).exists()
 

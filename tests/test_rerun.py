@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import SHARED, invoke
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, RunOptions, reduce, reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.model import Conversation
 from ctxcli.pipeline.config import Config, build_config
@@ -108,9 +108,8 @@ def twin_runs(tmp: Path, start: bytes, whole: bytes, config: Config) -> tuple[Pa
         twin_runs.keepable = "rerun" in manifest  # type: ignore[attr-defined]
         Path("session.jsonl").write_bytes(whole)
         # Written as it is made (what the CLI does): the kept output, then the tail.
-        report, streamed = reduce_file(
-            "session.jsonl", "out.jsonl", config=config, return_output=False
-        )
+        done = reduce("session.jsonl", Destination("out.jsonl", stream=True), config=config)
+        report, streamed = done.report, done.output
         assert streamed == b""
         os.chdir(full)
         Path("session.jsonl").write_bytes(whole)
@@ -424,7 +423,7 @@ def test_a_manifest_naming_files_outside_is_not_trusted_by_a_rerun(tmp_path: Pat
     with pytest.raises(OffloadError, match="another transcript"):
         reduce_file("session.jsonl", "out.jsonl", config=CONFIGS["default-like"])
     report, _ = reduce_file(
-        "session.jsonl", "out.jsonl", config=CONFIGS["default-like"], force=True
+        "session.jsonl", "out.jsonl", config=CONFIGS["default-like"], options=RunOptions(force=True)
     )
     assert report.kept_lines == 0
     assert Path("session.jsonl").read_bytes() == whole  # the file it named is untouched

@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from conftest import SHARED, invoke
-from ctxcli.api import reduce_file, reduce_in_place
+from ctxcli.api import Destination, RunOptions, reduce, reduce_in_place
 from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.services.session_files import count_messages
 from ctxcli.sessions import listing
@@ -393,10 +393,16 @@ def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> Non
         tracemalloc.start()
         try:
             if run == "streamed":
-                _, change = reduce_in_place(layout.spotter, config=nothing, force=True)
+                _, change = reduce_in_place(
+                    layout.spotter, config=nothing, options=RunOptions(force=True)
+                )
             else:
-                reduce_file(
-                    twin, twin, config=nothing, in_place=True, force=True, raw=twin.read_bytes()
+                reduce(
+                    twin,
+                    Destination(in_place=True),
+                    config=nothing,
+                    options=RunOptions(force=True),
+                    raw=twin.read_bytes(),
                 )
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
@@ -411,7 +417,9 @@ def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> Non
 
 def test_reduce_in_place_reports_the_size_it_wrote(layout: Layout) -> None:
     _, change = reduce_in_place(
-        layout.spotter, config=load_config(preset="claude-code-resume"), force=True
+        layout.spotter,
+        config=load_config(preset="claude-code-resume"),
+        options=RunOptions(force=True),
     )
     assert change.record is not None and (change.record / "manifest.json").is_file()
     assert change.bytes_after == layout.spotter.stat().st_size < change.bytes_before

@@ -11,8 +11,6 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 PACKAGE = Path(__file__).resolve().parent.parent / "src" / "ctxcli"
 MAX_LINES = 60
 MAX_LONG_FUNCTIONS = 12
@@ -76,9 +74,6 @@ def test_at_most_twelve_functions_are_longer_than_sixty_lines() -> None:
     assert len(long) <= MAX_LONG_FUNCTIONS, "\n".join(long)
 
 
-# Likewise: api.reduce_file, api/remote.reduce_url and datasets/ray.reduce_path belong to
-# other branches of issue 33. The lead flips it.
-@pytest.mark.xfail(strict=False, reason="passes once every issue-33 branch has merged")
 def test_no_public_library_function_takes_more_than_eight_parameters() -> None:
     many = sorted(
         f"{_where(path)}:{name} {_parameters(fn)}"

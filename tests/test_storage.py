@@ -9,13 +9,22 @@ from pathlib import Path
 import pytest
 
 from conftest import invoke
-from ctxcli.api.remote import BlobReader, BlobWriter, read_url, reduce_url, restore_url, write_url
+from ctxcli import api
+from ctxcli.api.remote import BlobReader, BlobWriter, read_url, restore_url, write_url
 from ctxcli.core.errors import OffloadError
-from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.config import Config, build_config
 from s3_server import S3Server
 
 TIGHT = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 300}]}, "s3")
 LONG = "\n".join(f"line {i}: " + "x" * 60 for i in range(1000))
+
+
+def reduce_url(
+    source: str, output: str, *, config: Config, offload_dir: str | None = None
+) -> tuple[api.Report, bytes]:
+    """The front door with URLs: it picks the object-storage route."""
+    done = api.reduce(source, api.Destination(output, offload_dir), config=config)
+    return done.report, done.output
 
 
 def transcript(n: int = 3) -> bytes:

@@ -1,6 +1,6 @@
 """An output file is written as it is made, never held whole (issue 22, memory).
 
-``reduce_file(..., return_output=False)`` (what ``ctx reduce -o FILE`` and ``ctx batch``
+``reduce(..., Destination(FILE, stream=True))`` (what ``ctx reduce -o FILE`` and ``ctx batch``
 do) hands the format's dump the staged output file: the output never exists in memory
 beside the parsed input. It must be the very output a held run writes, with the same
 manifest, and restore.
@@ -22,7 +22,7 @@ import pytest
 import ctxcli.formats.format as format_module
 import ctxcli.formats.lines as lines_module
 from conftest import REPO, SHARED
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, reduce, reduce_file, restore_file
 from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
@@ -102,7 +102,7 @@ def test_the_output_is_never_held_whole(tmp_path: Path) -> None:
     for n, stream in enumerate((True, False)):
         tracemalloc.start()
         try:
-            reduce_file(src, tmp_path / f"out{n}.jsonl", config=NOTHING, return_output=not stream)
+            reduce(src, Destination(str(tmp_path / f"out{n}.jsonl"), stream=stream), config=NOTHING)
             peaks.append(tracemalloc.get_traced_memory()[1])
         finally:
             tracemalloc.stop()

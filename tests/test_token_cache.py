@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from conftest import invoke
-from ctxcli.api import stats_file
+from ctxcli.api import RunOptions, stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
 from ctxcli.services import counters, engines
@@ -73,7 +73,7 @@ def test_no_cache_flag_and_env_turn_it_off(
 ) -> None:
     path = tmp_path / "s.jsonl"
     path.write_bytes(_session(5))
-    stats_file(path, counting=CountOptions(cache=False))
+    stats_file(path, options=RunOptions(counting=CountOptions(cache=False)))
     assert not (cache_dir() / DB_NAME).exists()
     monkeypatch.setenv("CTX_NO_CACHE", "1")
     stats_file(path)
