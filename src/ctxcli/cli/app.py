@@ -14,6 +14,7 @@ from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.cli import batch as cli_batch
 from ctxcli.cli import boundary, console
+from ctxcli.cli import cost as cli_cost
 from ctxcli.cli import dataset as cli_dataset
 from ctxcli.cli import info as cli_info
 from ctxcli.cli import mcp as cli_mcp
@@ -635,6 +636,7 @@ app.command()(cli_info.init)
 app.command()(sessions)
 app.command()(doctor)
 app.command()(cli_report.report)
+app.command()(cli_cost.cost)
 
 
 def _version(value: bool) -> None:
