@@ -219,11 +219,8 @@ class Reducer:
         changed = first_difference(self._sent, sent)
         if (system is not None) != self._system_given or (offset and outcome.reused == 0):
             changed = 0 if self._sent else None
-        mark = _window_mark(entries, self._format.name, self._keep_rounds)
+        mark, ends = self._breakpoints(entries)
         if self._hold is not None:
-            ends = [len(sent)] + (
-                [mark + 1] if mark is not None and self._hold.policy.marked else []
-            )
             self._hold.sent(now, changed, ends)
         self._state, self._sent, self._system_given = state, sent, system is not None
         self._counter.trim(_MEMO_TEXTS)
@@ -260,8 +257,7 @@ class Reducer:
         reclaimed = sum(map(self._tokens, spliced.entries)) - sum(
             map(self._tokens, candidate.entries)
         )
-        mark = _window_mark(new, self._format.name, self._keep_rounds)
-        ends = [len(new)] + ([mark + 1] if mark is not None and hold.policy.marked else [])
+        _, ends = self._breakpoints(new)
         blocks = [len(e.message.blocks) if e.message is not None else 1 for e in new]
         start = hold.cached_until(changed, blocks, ends)
         before = [e for e in old.entries if not (offset and e.anchor == 0)]
@@ -271,6 +267,14 @@ class Reducer:
             return None
         self._ledger.retain([e.message for e in spliced.entries if e.message is not None])
         return spliced
+
+    def _breakpoints(self, entries: Sequence[Entry]) -> tuple[int | None, list[int]]:
+        """The message to suggest for a breakpoint, and the prefixes (in messages) a
+        call sending ``entries`` leaves cached: the whole, and the suggested one when
+        the caller marks it (``PrefixPolicy.marked``)."""
+        mark = _window_mark(entries, self._format.name, self._keep_rounds)
+        marked = self._hold is not None and self._hold.policy.marked and mark is not None
+        return mark, [len(entries)] + ([mark + 1] if marked and mark is not None else [])
 
     def _tokens(self, entry: Entry) -> int:
         return self._ledger.message(entry.message) if entry.message is not None else 0
@@ -292,9 +296,13 @@ def _kept_rounds(config: Config) -> int:
 
 def _window_mark(entries: Sequence[Entry], fmt: str, keep_rounds: int) -> int | None:
     """Index (in ``entries``) of the last entry before the last ``keep_rounds`` rounds."""
-    at = [i for i, e in enumerate(entries) if e.message is not None]
-    messages = tuple(entries[i].message for i in at)
-    rounds = Conversation(messages, fmt).tool_rounds()  # type: ignore[arg-type]
+    at: list[int] = []
+    messages: list[Message] = []
+    for i, entry in enumerate(entries):
+        if entry.message is not None:
+            at.append(i)
+            messages.append(entry.message)
+    rounds = Conversation(tuple(messages), fmt).tool_rounds()
     if len(rounds) < keep_rounds:
         return None
     first = at[rounds[-keep_rounds].first]
