@@ -6,6 +6,7 @@ ctx's default live chain and hold it to the issue's bar (never above the replay)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,13 @@ def test_a_chain_that_changes_nothing_prices_exactly_as_the_replay(
     assert not any(run.changed) and not any(run.held_back)
     assert run.sequence.requests == seq.requests
     assert priced(run.sequence) == priced(seq)
+
+
+def test_a_request_without_its_conversation_is_priced_as_recorded(tmp_path: Path) -> None:
+    seq = claude_session(tmp_path, 500, 3_000)
+    bare = RequestSequence(seq.name, seq.format, seq.caching,
+                           tuple(replace(r, messages=()) for r in seq.requests))  # fmt: skip
+    assert live_requests(bare, CLEAR).sequence == bare
 
 
 def test_a_chain_that_clears_an_early_result_busts_once_then_reads_less(tmp_path: Path) -> None:

@@ -128,6 +128,11 @@ def live_requests(
     with _offload_root(sequence, chain, options.offload_dir) as root:
         reducers: dict[bytes, Reducer] = {}
         for request in sequence.requests:
+            if not request.messages:  # built without its conversation: nothing to reduce
+                out.append(request)
+                changed.append(False)
+                held.append(False)
+                continue
             key = _conversation(request)
             reducer = reducers.get(key)
             if reducer is None:
