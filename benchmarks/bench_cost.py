@@ -1,11 +1,18 @@
-"""How well the cache model reproduces the recorded bills of the shared sessions.
+"""The bill of the shared sessions: recorded, replayed, and with ctx in the loop.
 
 For each Claude Code session and Codex rollout in ``../shared/transcripts`` (or the
-files given): the recorded bill (each API response once), the replay of the session as
-it ran through the prompt-cache model, their relative error, the share of each bill
-paid for cache reads, the busts (requests whose cached prefix collapsed) recorded and
-replayed, and the two constants fitted per session (hidden prompt tokens, provider
-tokens per token of ours).
+files given), three tables:
+
+1. How well the cache model reproduces the recorded bill: the recorded bill (each API
+   response once), the replay of the session as it ran, their relative error, the
+   share of each bill paid for cache reads, the busts (requests whose cached prefix
+   collapsed) recorded and replayed, and the two constants fitted per session.
+2. ctx's default live chain (the ``live`` preset with the reducer's prefix policy):
+   as ``ctx proxy`` sends today (the client's own breakpoints), and with the reducer's
+   suggested breakpoint placed too (``ReducerResult.cache_breakpoint``); then reduce in
+   place at the longest pause and resume; and what share of the replayed input is tool
+   output and tool-call arguments at all (what any chain could remove).
+3. Every shipped preset live, as ``ctx proxy --preset NAME`` would run it.
 
     .venv/bin/python benchmarks/bench_cost.py [FILE ...]
 """
@@ -14,13 +21,28 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from ctxcli.cost.counterfactual import (
+    RESUME_PRESETS,
+    Chain,
+    LiveOptions,
+    default_resume_at,
+    live_requests,
+    resumed_requests,
+)
 from ctxcli.cost.recorded import RecordedCost
-from ctxcli.cost.replay import replay_session
+from ctxcli.cost.replay import Replay, SessionReplay, price_requests, replay_session
+from ctxcli.cost.sequence import RequestSequence
+from ctxcli.pipeline.presets import preset_names
+from ctxcli.services.counters import get_counter
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "transcripts"
+TOOL_KINDS = {"tool_result", "tool_use", "function_call", "function_call_output",
+              "custom_tool_call", "custom_tool_call_output"}  # fmt: skip
 
 
 def recorded_busts(recorded: RecordedCost) -> int:
@@ -35,6 +57,139 @@ def recorded_busts(recorded: RecordedCost) -> int:
     return busts
 
 
+@dataclass
+class Session:
+    """One session replayed, and a way to price other request sequences like it."""
+
+    path: Path
+    replay: SessionReplay
+
+    def price(self, sequence: RequestSequence) -> Replay:
+        fmt = self.replay.sequence.format
+        counter = get_counter("o200k" if fmt == "codex" else "cl100k")
+        calibration = self.replay.replay.calibration
+        return price_requests(sequence, counter=counter, calibration=calibration)
+
+    def live(self, chain: Chain, marked: bool = False) -> tuple[Replay, int]:
+        run = live_requests(self.replay.sequence, chain, LiveOptions(marked=marked))
+        return self.price(run.sequence), sum(run.held_back)
+
+
+def tool_share(s: SessionReplay) -> float:
+    """Share of the replayed input tokens that are tool results and tool-call arguments."""
+    fmt = s.sequence.format
+    counter = get_counter("o200k" if fmt == "codex" else "cl100k")
+    c = s.replay.calibration
+    tool = total = 0
+    for request in s.sequence.requests:
+        kinds = _kinds(request.messages, fmt)
+        sized = [b for b in request.blocks if not b.hidden]
+        total += c.overhead_tokens
+        for block, kind in zip(sized, kinds, strict=False):
+            n = block.tokens if block.tokens is not None else counter.count(block.text)
+            n = round(n * (1 if block.tokens is not None else c.token_ratio))
+            total += n
+            tool += n if kind in TOOL_KINDS else 0
+    return tool / total if total else 0.0
+
+
+def _kinds(messages: Sequence[object], fmt: str) -> list[str]:
+    out: list[str] = []
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        if fmt == "codex":
+            if m.get("type") != "reasoning":
+                out.append(str(m.get("type", "message")))
+            else:
+                out.append("reasoning")
+            continue
+        content = m.get("content")
+        items = [content] if isinstance(content, str) else content or []
+        out += [i.get("type", "text") if isinstance(i, dict) else "text" for i in items]
+    return out
+
+
+def accuracy_table(sessions: list[Session]) -> None:
+    head = (
+        f"{'session':44} {'calls':>5} {'recorded $':>10} {'replayed $':>10} {'error':>7}  "
+        f"{'reads rec':>9} {'reads rep':>9} {'rel':>7} {'points':>6}  {'busts':>5}  "
+        f"{'hidden tok':>10} {'ratio':>5}"
+    )
+    print(head)
+    print("-" * len(head))
+    for one in sessions:
+        s = one.replay
+        c = s.replay.calibration
+        points = 100 * (s.replayed_read_share - s.recorded_read_share)
+        busts = f"{recorded_busts(s.recorded)}/{s.replay.busts}"
+        print(
+            f"{one.path.name[:44]:44} {len(s.recorded.requests):5} {s.recorded_usd:10.3f} "
+            f"{s.replayed_usd:10.3f} {s.error:+7.1%}  {s.recorded_read_share:9.1%} "
+            f"{s.replayed_read_share:9.1%} {s.read_share_error:+7.1%} {points:+6.1f}  "
+            f"{busts:>5}  {c.overhead_tokens:10,} {c.token_ratio:5.3f}"
+        )
+
+
+def default_table(sessions: list[Session]) -> None:
+    head = (
+        f"{'session':44} {'recorded $':>10} {'replayed $':>10} {'live $':>8} {'vs rep':>7} "
+        f"{'busts':>5} {'held':>5}  {'+mark $':>8} {'vs rep':>7}  {'resume $':>8} "
+        f"{'vs rep':>7}  {'tool tok':>8} {'secs':>4}"
+    )
+    print(head)
+    print("-" * len(head))
+    totals = [0.0] * 5
+    for one in sessions:
+        start = time.perf_counter()
+        s = one.replay
+        live, held = one.live(Chain.default())
+        marked, _ = one.live(Chain.default(), marked=True)
+        at = default_resume_at(s.sequence)
+        resume = s.replay
+        if at is not None:
+            chain = Chain.preset(RESUME_PRESETS[s.sequence.format])
+            resume = one.price(resumed_requests(s.sequence, chain, at))
+        rep = s.replayed_usd
+        for i, v in enumerate((s.recorded_usd, rep, live.usd, marked.usd, resume.usd)):
+            totals[i] += v
+        print(
+            f"{one.path.name[:44]:44} {s.recorded_usd:10.3f} {rep:10.3f} {live.usd:8.3f} "
+            f"{_delta(live.usd, rep):>7} {live.busts:5} {held:5}  {marked.usd:8.3f} "
+            f"{_delta(marked.usd, rep):>7}  {resume.usd:8.3f} {_delta(resume.usd, rep):>7}  "
+            f"{tool_share(s):8.1%} {time.perf_counter() - start:4.0f}"
+        )
+    rec, rep, live_t, marked_t, resume_t = totals
+    print(
+        f"{'all together':44} {rec:10.3f} {rep:10.3f} {live_t:8.3f} {_delta(live_t, rep):>7} "
+        f"{'':5} {'':5}  {marked_t:8.3f} {_delta(marked_t, rep):>7}  {resume_t:8.3f} "
+        f"{_delta(resume_t, rep):>7}"
+    )
+
+
+def preset_table(sessions: list[Session]) -> None:
+    names = preset_names()
+    head = f"{'preset (live, vs replayed)':28} " + " ".join(
+        f"{s.path.name[:12]:>12}" for s in sessions
+    )
+    print(head + f" {'all':>7}")
+    print("-" * (len(head) + 8))
+    for name in names:
+        chain = Chain.preset(name)
+        row = []
+        rep = live = 0.0
+        for one in sessions:
+            bill, _ = one.live(chain)
+            row.append(f"{_delta(bill.usd, one.replay.replayed_usd):>12}")
+            rep += one.replay.replayed_usd
+            live += bill.usd
+        print(f"{name:28} " + " ".join(row) + f" {_delta(live, rep):>7}", flush=True)
+
+
+def _delta(value: float, base: float) -> str:
+    return f"{value / base - 1:+.1%}" if base else "-"
+
+
 def main(argv: list[str]) -> int:
     paths = [Path(a) for a in argv] or sorted(
         p for p in SHARED.glob("*.jsonl") if p.name.startswith(("cc_", "codex_"))
@@ -42,26 +197,13 @@ def main(argv: list[str]) -> int:
     if not paths:
         print(f"no sessions: {SHARED} is absent", file=sys.stderr)
         return 1
-    head = (
-        f"{'session':44} {'calls':>5} {'recorded $':>10} {'replayed $':>10} {'error':>7}  "
-        f"{'reads rec':>9} {'reads rep':>9} {'rel':>7} {'points':>6}  {'busts':>5}  "
-        f"{'hidden tok':>10} {'ratio':>5} {'secs':>4}"
-    )
-    print(head)
-    print("-" * len(head))
-    for path in paths:
-        start = time.perf_counter()
-        s = replay_session(path)
-        c = s.replay.calibration
-        points = 100 * (s.replayed_read_share - s.recorded_read_share)
-        busts = f"{recorded_busts(s.recorded)}/{s.replay.busts}"
-        print(
-            f"{path.name[:44]:44} {len(s.recorded.requests):5} {s.recorded_usd:10.3f} "
-            f"{s.replayed_usd:10.3f} {s.error:+7.1%}  {s.recorded_read_share:9.1%} "
-            f"{s.replayed_read_share:9.1%} {s.read_share_error:+7.1%} {points:+6.1f}  "
-            f"{busts:>5}  {c.overhead_tokens:10,} {c.token_ratio:5.3f} "
-            f"{time.perf_counter() - start:4.1f}"
-        )
+    sessions = [Session(p, replay_session(p)) for p in paths]
+    print("The cache model against the recorded bills\n")
+    accuracy_table(sessions)
+    print("\nctx's default live chain (preset live, prefix policy on)\n")
+    default_table(sessions)
+    print("\nEvery preset live, as ctx proxy --preset NAME runs it\n")
+    preset_table(sessions)
     return 0
 
 

@@ -11,6 +11,15 @@ from typing import Any
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
 
 
+class Words:
+    """A token counter that counts words: exact, readable expectations."""
+
+    name = "words"
+
+    def count(self, text: str) -> int:
+        return len(text.split())
+
+
 def stamp(seconds: float) -> str:
     """An ISO timestamp ``seconds`` after T0, as the clients write it."""
     return (T0 + timedelta(seconds=seconds)).isoformat().replace("+00:00", "Z")

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SHARED
-from cost_sessions import ClaudeSession, CodexRollout, stamp, text, tool_use, usage
+from cost_sessions import ClaudeSession, CodexRollout, Words, stamp, text, tool_use, usage
 from ctxcli.cost._jsonl import seconds
 from ctxcli.cost.cache import TTL, CachePolicy
 from ctxcli.cost.prices import TokenUsage
@@ -25,13 +25,6 @@ from ctxcli.cost.replay import (
     replay_session,
 )
 from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence, block_key
-
-
-class Words:
-    """A token counter that counts words: exact, readable expectations."""
-
-    def count(self, text: str) -> int:
-        return len(text.split())
 
 
 def texts(request: Request) -> list[str]:

@@ -38,6 +38,7 @@ def test_shipped_presets() -> None:
         "codex-resume",
         "eino",
         "keep-terms",
+        "live",
         "mini-swe-agent",
         "reasonblocks",
         "swe-agent",
@@ -54,6 +55,7 @@ def test_shipped_presets() -> None:
             "update_usage",
         ],
         "eino": ["truncate_tool_output", "clear_tool_results"],
+        "live": ["truncate_tool_output", "clear_tool_results"],
         "keep-terms": [
             "dedupe_outputs",
             "clear_thinking",
@@ -106,8 +108,8 @@ def test_unknown_preset_is_one_sentence_with_the_fix(tmp_path: Path) -> None:
     assert result.stdout == ""
     assert result.stderr == (
         "ctx: error: unknown preset 'claude-code-resum'; did you mean 'claude-code-resume'? "
-        "valid presets: claude-code-resume, codex-resume, eino, keep-terms, mini-swe-agent, "
-        "reasonblocks, swe-agent, synaptic. "
+        "valid presets: claude-code-resume, codex-resume, eino, keep-terms, live, "
+        "mini-swe-agent, reasonblocks, swe-agent, synaptic. "
         "Run 'ctx presets' to see what each does.\n"
     )
     (tmp_path / "ctx.toml").write_text('preset = "einoo"\n')

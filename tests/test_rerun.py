@@ -364,7 +364,7 @@ def test_script_cut_and_merge_rebuild_the_script() -> None:
 
 @pytest.mark.slow
 def test_the_exact_in_process_reducer_sends_what_a_full_reduction_would(tmp_path: Path) -> None:
-    """The same settled-prefix mechanism, in the agent loop (ctxcli.Reducer(exact=True))."""
+    """The same settled-prefix mechanism, in the agent loop (ctxcli.Reducer(prefix_policy="exact"))."""
     from ctxcli import Reducer
 
     path = REAL[0]
@@ -372,11 +372,13 @@ def test_the_exact_in_process_reducer_sends_what_a_full_reduction_would(tmp_path
         pytest.skip(f"{path} is not here (../shared/transcripts)")
     messages = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     config = CONFIGS["default-like"]
-    live = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", exact=True)
+    live = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", prefix_policy="exact")
     settled = []
     for n in range(20, len(messages) + 1, 15):
         sent = live.reduce(messages[:n]).messages
-        fresh = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", exact=True)
+        fresh = Reducer(
+            config, api="anthropic", offload_dir=tmp_path / "off", prefix_policy="exact"
+        )
         assert sent == fresh.reduce(messages[:n]).messages, n
         settled.append(live._state.settled)
     assert settled[-1] and settled == sorted(settled)

@@ -23,17 +23,22 @@ Example::
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+from ctxcli.agent.prefix_policy import HoldBack, PrefixPolicy
 from ctxcli.core.errors import ConfigError
+from ctxcli.core.model import Conversation, Message
 from ctxcli.formats.anthropic import Anthropic
 from ctxcli.formats.format import Format
+from ctxcli.formats.lines import Record
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
-from ctxcli.pipeline.config import Config, StageConfig, build_config, default_config
+from ctxcli.pipeline.config import Config, StageConfig, build_config
 from ctxcli.pipeline.incremental import (
+    Entry,
     IncrementOptions,
     PrefixState,
     first_difference,
@@ -44,7 +49,7 @@ from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.live import LiveOffload
 
-__all__ = ["Reducer", "ReducerResult"]
+__all__ = ["PrefixPolicy", "Reducer", "ReducerResult"]
 
 Api = Literal["openai_chat", "anthropic", "openai_responses"]
 
@@ -74,6 +79,14 @@ class ReducerResult:
         stages: what each stage did in this call.
         sources: for each message sent, the index of the given message it stands
             for (None for a message a stage created, a summary say).
+        held_back: the chain proposed a change to messages already sent and the
+            prefix policy kept them as sent (the change did not pay yet).
+        cache_breakpoint: index of the message before the rounds of tool use the
+            chain keeps, where the chain's next change will start: a ``cache_control``
+            breakpoint on it (besides the one on the last message) lets the provider
+            read everything before that change from its cache (see
+            :class:`~ctxcli.agent.prefix_policy.PrefixPolicy` ``marked``). None
+            before there are such rounds.
     """
 
     messages: list[dict[str, Any]]
@@ -84,6 +97,8 @@ class ReducerResult:
     offloaded: list[str]
     stages: list[StageReport] = field(default_factory=list)
     sources: list[int | None] = field(default_factory=list)
+    held_back: bool = False
+    cache_breakpoint: int | None = None
 
     @property
     def tokens_saved(self) -> int:
@@ -95,7 +110,8 @@ class Reducer:
     """Reduce a growing message list on every model call, keeping earlier decisions.
 
     Args:
-        config: the chain and settings (default: ctx's default chain, or ``preset``).
+        config: the chain and settings (default: the ``live`` preset, the chain chosen
+            by the prompt-cache bill, or ``preset``).
         preset: a shipped chain (``ctx presets``); with ``config``, it replaces the
             config's chain and keeps its other settings.
         offload_dir: where removed texts go: a directory (default: the config's
@@ -109,11 +125,15 @@ class Reducer:
             shared prefix by comparing them (fast); False keeps only their digests and
             what was sent (less memory: a long-lived proxy), and hashes every message
             on each call instead.
-        exact: send on every call what reducing the whole list at once would send
-            (the stages' settled decisions are kept, the rest decided again); by
-            default earlier decisions are kept for everything already sent, which
-            changes the sent prefix less often (better for the prompt cache) but may
-            clear less than a full reduction.
+        prefix_policy: when a message already sent may change. Earlier decisions are
+            kept for everything already sent, and the chain runs again over that; when
+            it proposes to change a sent message (a budget crossed again, say), the
+            change busts the provider's prompt cache. ``"auto"`` (default) makes it only
+            when it pays (:class:`~ctxcli.agent.prefix_policy.PrefixPolicy` for the
+            ``api``: Anthropic's or OpenAI's cache prices), and holds it back
+            otherwise; a :class:`PrefixPolicy` says how; None makes every change at
+            once; ``"exact"`` sends on every call what reducing the whole list at once
+            would send (the stages' settled decisions kept, the rest decided again).
 
     Not thread-safe: use one reducer per conversation (they may share a directory).
     """
@@ -128,7 +148,7 @@ class Reducer:
         tokenizer: str | None = None,
         read_tool: str | None = None,
         keep_originals: bool = True,
-        exact: bool = False,
+        prefix_policy: PrefixPolicy | Literal["auto", "exact"] | None = "auto",
     ) -> None:
         if api not in _FORMATS:
             raise ConfigError(
@@ -148,7 +168,10 @@ class Reducer:
         self._ledger = TokenLedger(self._counter)
         self._state = PrefixState()
         self._keep_originals = keep_originals
-        self._exact = exact
+        self._exact = prefix_policy == "exact"
+        policy = PrefixPolicy.for_api(api) if prefix_policy == "auto" else prefix_policy
+        self._hold = HoldBack(policy) if isinstance(policy, PrefixPolicy) else None
+        self._keep_rounds = _kept_rounds(config)
         self._system_given = False
         self._sent: list[dict[str, Any]] = []
         self.notes: list[str] = []
@@ -159,11 +182,15 @@ class Reducer:
         """The absolute path or URL that hints cite."""
         return self.offload.root
 
-    def reduce(self, messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> ReducerResult:
+    def reduce(
+        self, messages: Sequence[Mapping[str, Any]], *, system: Any = None, at: float | None = None
+    ) -> ReducerResult:
         """The messages to send for this call, and what reducing them did.
 
         ``system`` is the Anthropic ``system`` parameter (or an OpenAI system prompt
         kept outside the list); it counts towards the budget and is never changed.
+        ``at`` is when the call is made, in seconds (default: now): the prefix policy
+        knows from it whether the provider's cache is still warm.
 
         Raises:
             TranscriptError: a message is not of the reducer's ``api`` shape.
@@ -188,6 +215,10 @@ class Reducer:
             ctx=ctx,
             options=options,
         )
+        now = time.time() if at is None else at
+        held = self._hold_back(state, outcome.reused, offset, now)
+        if held is not None:
+            state = held
         entries = state.entries
         if offset:
             # The system record is the only entry standing for input 0.
@@ -196,30 +227,122 @@ class Reducer:
         changed = first_difference(self._sent, sent)
         if (system is not None) != self._system_given or (offset and outcome.reused == 0):
             changed = 0 if self._sent else None
+        mark, ends = self._breakpoints(entries)
+        if self._hold is not None:
+            self._hold.sent(now, changed, ends)
         self._state, self._sent, self._system_given = state, sent, system is not None
         self._counter.trim(_MEMO_TEXTS)
         return ReducerResult(
             messages=sent,
             tokens_before=outcome.tokens_before,
-            tokens_after=outcome.tokens_after,
+            tokens_after=sum(self._tokens(e) for e in state.entries),
             reused=max(0, outcome.reused - offset),
             changed_prefix_at=changed,
             offloaded=self.offload.take_written(),
             stages=outcome.stages,
             sources=[None if e.source is None else e.source - offset for e in entries],
+            held_back=held is not None,
+            cache_breakpoint=mark,
         )
+
+    def _hold_back(
+        self, candidate: PrefixState, shared: int, offset: int, now: float
+    ) -> PrefixState | None:
+        """What was sent before plus the candidate's new part, when the candidate's
+        change to the sent prefix does not pay (None: send the candidate)."""
+        hold, old = self._hold, self._state
+        if hold is None or self._exact or not old.entries:
+            return None
+        new = [e for e in candidate.entries if not (offset and e.anchor == 0)]
+        changed = first_difference(self._sent, [e.data for e in new])
+        if changed is None:
+            return None
+        # The client changed its own history, or the cache expired: nothing to keep.
+        if shared < len(old.chain) or hold.is_cold(now):
+            return None
+        spliced = _splice(old, candidate, shared)
+        # (The system record, if any, is in both and cancels out.)
+        reclaimed = sum(map(self._tokens, spliced.entries)) - sum(
+            map(self._tokens, candidate.entries)
+        )
+        _, ends = self._breakpoints(new)
+        blocks = [len(e.message.blocks) if e.message is not None else 1 for e in new]
+        start = hold.cached_until(changed, blocks, ends)
+        before = [e for e in old.entries if not (offset and e.anchor == 0)]
+        rewritten = sum(self._tokens(e) for e in before[start:])
+        whole = start == 0
+        if hold.accept(reclaimed_tokens=reclaimed, rewritten_tokens=rewritten, whole=whole):
+            return None
+        self._ledger.retain([e.message for e in spliced.entries if e.message is not None])
+        return spliced
+
+    def _breakpoints(self, entries: Sequence[Entry]) -> tuple[int | None, list[int]]:
+        """The message to suggest for a breakpoint, and the prefixes (in messages) a
+        call sending ``entries`` leaves cached: the whole, and the suggested one when
+        the caller marks it (``PrefixPolicy.marked``)."""
+        mark = _window_mark(entries, self._format.name, self._keep_rounds)
+        marked = self._hold is not None and self._hold.policy.marked and mark is not None
+        return mark, [len(entries)] + ([mark + 1] if marked and mark is not None else [])
+
+    def _tokens(self, entry: Entry) -> int:
+        return self._ledger.message(entry.message) if entry.message is not None else 0
 
     def reset(self) -> None:
         """Forget every decision: the next call starts a new conversation."""
         self._state = PrefixState()
         self._sent = []
         self._system_given = False
-        self._ledger.retain(())
+        if self._hold is not None:
+            self._hold.reset()
+
+
+def _kept_rounds(config: Config) -> int:
+    """Rounds of tool use the chain keeps as they are (the largest ``keep_rounds``)."""
+    kept = [getattr(sc.options, "keep_rounds", 0) for sc in config.stages]
+    return max([k for k in kept if isinstance(k, int)], default=0) or 1
+
+
+def _window_mark(entries: Sequence[Entry], fmt: str, keep_rounds: int) -> int | None:
+    """Index (in ``entries``) of the last entry before the last ``keep_rounds`` rounds."""
+    at: list[int] = []
+    messages: list[Message] = []
+    for i, entry in enumerate(entries):
+        if entry.message is not None:
+            at.append(i)
+            messages.append(entry.message)
+    rounds = Conversation(tuple(messages), fmt).tool_rounds()
+    if len(rounds) < keep_rounds:
+        return None
+    first = at[rounds[-keep_rounds].first]
+    return first - 1 if first > 0 else None
+
+
+def _splice(old: PrefixState, candidate: PrefixState, shared: int) -> PrefixState:
+    """``candidate`` with the entries of the first ``shared`` input records as ``old``
+    sent them: its decisions for the new records, the old ones for the rest."""
+    entries: list[Entry] = list(old.kept_entries(shared))
+    for entry in candidate.entries:
+        if entry.anchor < shared:
+            continue  # the candidate's change to the sent prefix, held back
+        pos = len(entries)
+        rec = entry.record
+        if rec.line != pos + 1:  # moved: the candidate dropped or added a message before it
+            msg: Message | None = rec.message
+            rec = Record(b"", pos + 1, rec.data)
+            rec.message = None if msg is None else replace(msg, key=pos)
+        entries.append(Entry(rec, entry.anchor, entry.created))
+    return replace(candidate, entries=entries, settled=None)
+
+
+LIVE_PRESET = "live"
+"""The chain a reducer runs when given none: the one the prompt-cache bill chose."""
 
 
 def _resolve_config(config: Config | None, preset: str | None) -> Config:
     if preset is None:
-        return config if config is not None else default_config()
+        if config is not None:
+            return config
+        preset = LIVE_PRESET
     settings: dict[str, Any] = {}
     if config is not None:
         settings = config.settings.model_dump(exclude_unset=True, exclude={"preset"})

@@ -15,6 +15,7 @@ import typer
 import typer.core
 
 from ctxcli._version import __version__
+from ctxcli.cli import cost as cli_cost
 from ctxcli.cli import info as cli_info
 from ctxcli.cli import mcp as cli_mcp
 from ctxcli.cli import proxy as cli_proxy
@@ -49,6 +50,7 @@ app.command()(cli_info.init)
 app.command()(sessions)
 app.command()(doctor)
 app.command()(cli_report.report)
+app.command()(cli_cost.cost)
 
 
 def _version(value: bool) -> None:

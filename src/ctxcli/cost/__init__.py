@@ -1,16 +1,19 @@
 """What a session costs in dollars: recorded, replayed through a prompt-cache model, and
-(later) with ctx in the loop.
+with ctx in the loop.
 
 - :mod:`.prices`: the one price table (USD per million tokens, per kind of token).
 - :mod:`.recorded`: the bill a session file records, each API response once.
 - :mod:`.cache`: the provider's prompt cache as a model (TTLs, breakpoints, reads).
 - :mod:`.sequence` and :mod:`.replay`: a session's requests as data, and their price
-  through the cache model::
+  through the cache model.
+- :mod:`.counterfactual`: the requests a live reducer (``ctx proxy``, ``Reducer``) or a
+  reduced and resumed file would have sent instead.
+- :mod:`.session`: all of it for one session, what ``ctx cost`` shows::
 
-      from ctxcli.cost import replay_session
+      from ctxcli.cost import session_cost
 
-      session = replay_session("session.jsonl")
-      print(session.recorded_usd, session.replayed_usd, session.error)
+      cost = session_cost("session.jsonl")
+      print(cost.recorded_usd, cost.replayed_usd, cost.with_ctx_usd)
 """
 
 from __future__ import annotations
@@ -47,10 +50,27 @@ _LAZY = {
     "fit_calibration": "replay",
     "price_requests": "replay",
     "replay_session": "replay",
+    "Chain": "counterfactual",
+    "LiveOptions": "counterfactual",
+    "LiveRun": "counterfactual",
+    "live_requests": "counterfactual",
+    "resumed_requests": "counterfactual",
+    "ChainCost": "session",
+    "CostOptions": "session",
+    "RequestCost": "session",
+    "SessionCost": "session",
+    "session_cost": "session",
 }
 
 if TYPE_CHECKING:
     from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
+    from ctxcli.cost.counterfactual import (
+        Chain,
+        LiveOptions,
+        LiveRun,
+        live_requests,
+        resumed_requests,
+    )
     from ctxcli.cost.prices import (
         ModelPrice,
         PriceTable,
@@ -71,6 +91,13 @@ if TYPE_CHECKING:
         replay_session,
     )
     from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence, block_key
+    from ctxcli.cost.session import (
+        ChainCost,
+        CostOptions,
+        RequestCost,
+        SessionCost,
+        session_cost,
+    )
 
 
 def __getattr__(name: str) -> Any:
@@ -89,6 +116,13 @@ __all__ = [
     "CacheOutcome",
     "CachePolicy",
     "Calibration",
+    "Chain",
+    "ChainCost",
+    "CostOptions",
+    "LiveOptions",
+    "LiveRun",
+    "RequestCost",
+    "SessionCost",
     "ModelPrice",
     "PriceTable",
     "PromptCache",
@@ -104,9 +138,12 @@ __all__ = [
     "build_requests",
     "fit_calibration",
     "input_price",
+    "live_requests",
     "load_price_table",
     "price_requests",
     "recorded_cost",
     "replay_session",
     "resume_cost",
+    "resumed_requests",
+    "session_cost",
 ]

@@ -29,6 +29,8 @@ from ctxcli.cost.cache import TTL
 from ctxcli.cost.sequence import Block, BuildOptions, Request, block_key
 
 Records = Sequence[tuple[int, dict[str, Any]]]
+BlockMemo = dict[int, tuple[Any, Block]]
+"""id(content object) -> (the object, its block); the object is held so its id stays its."""
 
 # An image's tokens: Anthropic's ~(width*height)/750, at its usual ~1.15 megapixel cap.
 IMAGE_TOKENS = 1600
@@ -40,30 +42,57 @@ def claude_code_requests(
     """The requests of ``calls``, each with the messages before it."""
     ttl: TTL = options.ttl or ("1h" if any(c.usage.cache_write_1h for c in calls) else "5m")
     chains = _Chains(records)
+    memo: BlockMemo = {}
     requests = []
     for call in calls:
         messages = chains.messages_before(call.index)
         sent = chains.sent_at(call.index)
         agent = records[call.index][1].get("agentId")
         hidden = Block(block_key("claude_code:client prompt", str(agent or "")), hidden=True)
-        blocks: list[Block] = [hidden]
-        ends: list[int] = []
-        for message in messages:
-            blocks.extend(message)
-            ends.append(len(blocks) - 1)
-        marks = [0] + ends[-options.message_breakpoints :] if options.message_breakpoints else [0]
+        blocks, marks = message_blocks(hidden, messages, options.message_breakpoints, ttl, memo)
         requests.append(
             Request(
                 key=call.key,
                 at=sent if sent is not None else call.at,
                 model=call.model,
-                blocks=tuple(blocks),
-                breakpoints=tuple((i, ttl) for i in sorted(set(marks))),
+                blocks=blocks,
+                breakpoints=marks,
                 output_tokens=call.usage.output,
                 recorded=call.usage,
+                messages=tuple(messages),
             )
         )
     return requests
+
+
+def message_blocks(
+    hidden: Block,
+    messages: Sequence[dict[str, Any]],
+    trailing: int,
+    ttl: TTL,
+    memo: BlockMemo | None = None,
+    mark: int | None = None,
+) -> tuple[tuple[Block, ...], tuple[tuple[int, TTL], ...]]:
+    """The blocks of Anthropic ``messages`` after the client's hidden prompt, and the
+    breakpoints Claude Code sets: its system prompt and the last block of the last
+    ``trailing`` messages (and of message ``mark``, when given). ``memo`` keeps the
+    block of each content object seen (the same objects come back request after
+    request)."""
+    memo = {} if memo is None else memo
+    blocks: list[Block] = [hidden]
+    ends: list[int] = []
+    for message in messages:
+        role = str(message.get("role"))
+        for item in _content_items(message.get("content")):
+            hit = memo.get(id(item))
+            if hit is None or hit[0] is not item:
+                hit = memo[id(item)] = (item, item_block(role, item))
+            blocks.append(hit[1])
+        ends.append(len(blocks) - 1)
+    marks = [0] + ends[-trailing:] if trailing else [0]
+    if mark is not None and 0 <= mark < len(ends) and ends[mark] > 0:
+        marks.append(ends[mark])
+    return tuple(blocks), tuple((i, ttl) for i in sorted(set(marks)))
 
 
 class _Chains:
@@ -83,7 +112,7 @@ class _Chains:
                 last = i
             for tid in _result_ids(record):
                 self.result_at.setdefault(tid, i)
-        self._blocks: dict[int, tuple[str, tuple[Block, ...]]] = {}
+        self._content: dict[int, list[Any]] = {}
 
     def chain(self, start: int) -> list[int]:
         """Records before ``start`` along its parents, root first."""
@@ -108,22 +137,41 @@ class _Chains:
         i = self.by_uuid.get(parent, -1) if isinstance(parent, str) else -1
         return seconds(self.records[i][1].get("timestamp")) if i >= 0 else None
 
-    def messages_before(self, start: int) -> list[tuple[Block, ...]]:
-        """The API messages sent with the call whose first record is ``start``."""
+    def messages_before(self, start: int) -> list[dict[str, Any]]:
+        """The API messages sent with the call whose first record is ``start``: the
+        records' ``message.content``, those of consecutive records of one role merged
+        into one message (as the client sends them)."""
         chain = [i for i in self.chain(start) if self._visible(i)]
         chain = self._with_lost_results(chain, start)
-        messages: list[tuple[Block, ...]] = []
-        role = None
+        runs: list[tuple[str, list[int]]] = []
         for i in chain:
-            r, blocks = self._record_blocks(i)
-            if not blocks:
+            if not self._items(i):
                 continue
-            if r == role:
-                messages[-1] = messages[-1] + blocks
+            role = str(self.records[i][1].get("type"))
+            if runs and runs[-1][0] == role:
+                runs[-1][1].append(i)
             else:
-                messages.append(blocks)
-                role = r
+                runs.append((role, [i]))
+        messages: list[dict[str, Any]] = []
+        for role, run in runs:
+            if len(run) == 1:
+                content = self.records[run[0]][1]["message"].get("content")
+            else:
+                content = [item for i in run for item in self._items(i)]
+            messages.append({"role": role, "content": content})
         return messages
+
+    def _items(self, i: int) -> list[Any]:
+        """Record ``i``'s content as a list of blocks, made once (a string becomes a text
+        block: the same bytes to the API, and the same object request after request)."""
+        items = self._content.get(i)
+        if items is None:
+            content = self.records[i][1]["message"].get("content")
+            items = self._content[i] = [
+                {"type": "text", "text": c} if isinstance(c, str) else c
+                for c in _content_items(content)
+            ]
+        return items
 
     def _with_lost_results(self, chain: list[int], start: int) -> list[int]:
         """``chain`` with the tool results that hang off it put back in place."""
@@ -158,28 +206,25 @@ class _Chains:
             hidden or record.get("isApiErrorMessage") or message.get("model") == SYNTHETIC_MODEL
         )
 
-    def _record_blocks(self, i: int) -> tuple[str, tuple[Block, ...]]:
-        cached = self._blocks.get(i)
-        if cached is None:
-            record = self.records[i][1]
-            role = str(record.get("type"))
-            cached = (role, tuple(_blocks(role, record["message"].get("content"))))
-            self._blocks[i] = cached
-        return cached
 
-
-def _blocks(role: str, content: Any) -> list[Block]:
+def _content_items(content: Any) -> list[Any]:
+    """The content items of a message: a non-empty string is one, a list its objects."""
     if isinstance(content, str):
-        return [Block(block_key(role, "text", content), content)] if content else []
-    out = []
-    for block in iter_dicts(content):
-        raw = orjson.dumps(block, option=orjson.OPT_SORT_KEYS)
-        key = block_key(role, raw)
-        if block.get("type") == "image":
-            out.append(Block(key, tokens=IMAGE_TOKENS))
-        else:
-            out.append(Block(key, _text(block, raw)))
-    return out
+        return [content] if content else []
+    return list(iter_dicts(content))
+
+
+def item_block(role: str, item: Any) -> Block:
+    """The block of one content item of a ``role`` message: a string content or a bare
+    text block (the same bytes to the API), an image, or any other block."""
+    if isinstance(item, str):
+        return Block(block_key(role, "text", item), item)
+    if item.keys() == {"type", "text"} and item["type"] == "text":
+        return Block(block_key(role, "text", str(item["text"])), str(item["text"]))
+    raw = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    if item.get("type") == "image":
+        return Block(block_key(role, raw), tokens=IMAGE_TOKENS)
+    return Block(block_key(role, raw), _text(item, raw))
 
 
 def _text(block: dict[str, Any], raw: bytes) -> str:

@@ -14,13 +14,14 @@ rollouts fit this within 1%: 09-24 is 16% off when they are kept).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from ctxcli.cost._calls import Call
+from ctxcli.cost._claude_code import BlockMemo
 from ctxcli.cost._jsonl import iter_dicts, seconds
 from ctxcli.cost.sequence import Block, Request, block_key
 
@@ -54,6 +55,8 @@ def codex_requests(records: Records, calls: Sequence[Call]) -> list[Request]:
     requests: list[Request] = []
     open_call: int | None = None  # a call whose outputs may follow
     sent: float | None = None  # when the last input item was logged
+    sizes: dict[bytes, Block] = {}  # reasoning items whose call is known, by key
+    memo: BlockMemo = {}
     for i, (_, record) in enumerate(records):
         kind = record.get("type")
         payload = record.get("payload")
@@ -76,32 +79,58 @@ def codex_requests(records: Records, calls: Sequence[Call]) -> list[Request]:
                 if not item.from_model or item.owner is not None:
                     break
                 item.owner = n
-            requests.append(_request(calls[n], n, items, calls, sent))
+            _size_reasoning(items, calls, sizes)
+            payloads = tuple(it.payload for it in items if it.owner != n)
+            requests.append(_request(calls[n], payloads, item_blocks(payloads, sizes, memo), sent))
             open_call = n
     return requests
 
 
-def _request(
-    call: Call, n: int, items: list[_Item], calls: Sequence[Call], sent: float | None
-) -> Request:
-    last_user = max((k for k, it in enumerate(items) if it.user_turn), default=-1)
+def item_blocks(
+    items: Sequence[Any], sizes: Mapping[bytes, Block], memo: BlockMemo
+) -> tuple[Block, ...]:
+    """The blocks of the Responses input ``items`` as the API bills them: the client's
+    hidden prompt, then each item, except the reasoning items before the last user
+    message (the API drops them) and those of unknown size (``sizes``: by key)."""
+    last_user = max((k for k, it in enumerate(items) if _is_user(it)), default=-1)
     blocks = [HIDDEN]
-    for k, item in enumerate(items):
-        if item.owner == n:
-            continue  # this call's own output
-        if item.payload.get("type") == "reasoning":
-            if k < last_user or item.owner is None:
-                continue  # dropped by the API at a new user turn
-            item.block = item.block or _reasoning_block(item, items, calls)
-        if item.block is not None:
-            blocks.append(item.block)
+    for k, payload in enumerate(items):
+        reasoning = isinstance(payload, dict) and payload.get("type") == "reasoning"
+        if reasoning:
+            block = sizes.get(_key(payload)) if k >= last_user else None
+        else:
+            hit = memo.get(id(payload))
+            if hit is None or hit[0] is not payload:
+                hit = memo[id(payload)] = (payload, _item_block(payload))
+            block = hit[1]
+        if block is not None:
+            blocks.append(block)
+    return tuple(blocks)
+
+
+def _size_reasoning(items: list[_Item], calls: Sequence[Call], sizes: dict[bytes, Block]) -> None:
+    """Size the reasoning items whose call is known (once each)."""
+    for item in items:
+        if (
+            item.payload.get("type") == "reasoning"
+            and item.owner is not None
+            and item.block is None
+        ):
+            item.block = _reasoning_block(item, items, calls)
+            sizes[item.block.key] = item.block
+
+
+def _request(
+    call: Call, items: tuple[Any, ...], blocks: tuple[Block, ...], sent: float | None
+) -> Request:
     return Request(
         key=call.key,
         at=sent if sent is not None else call.at,  # the call starts once its input is in
         model=call.model,
-        blocks=tuple(blocks),
+        blocks=blocks,
         output_tokens=call.usage.output,
         recorded=call.usage,
+        messages=items,
     )
 
 
@@ -110,19 +139,33 @@ def _reasoning_block(item: _Item, items: list[_Item], calls: Sequence[Call]) -> 
     owner = item.owner if item.owner is not None else -1
     siblings = sum(1 for it in items if it.owner == owner and it.payload.get("type") == "reasoning")
     tokens = calls[owner].reasoning_tokens // max(siblings, 1)
-    raw = orjson.dumps(item.payload, option=orjson.OPT_SORT_KEYS)
-    return Block(block_key("codex", raw), tokens=tokens)
+    return Block(_key(item.payload), tokens=tokens)
+
+
+def _key(payload: Any) -> bytes:
+    return block_key("codex", orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
+
+
+def _is_user(payload: Any) -> bool:
+    return (
+        isinstance(payload, dict)
+        and payload.get("role") == "user"
+        and payload.get("type", "message") == "message"
+    )
 
 
 def _item(payload: dict[str, Any]) -> _Item:
     kind = payload.get("type")
     role = payload.get("role")
     from_model = kind in MODEL_ITEMS or (kind == "message" and role == "assistant")
-    block = None
-    if kind != "reasoning":
-        raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-        block = Block(block_key("codex", raw), _text(payload, raw))
-    return _Item(payload, block, from_model, kind == "message" and role == "user")
+    return _Item(payload, None, from_model, kind == "message" and role == "user")
+
+
+def _item_block(payload: Any) -> Block:
+    """The block of one item that is no reasoning item: its text as the model reads it."""
+    raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    data = payload if isinstance(payload, dict) else {}
+    return Block(block_key("codex", raw), _text(data, raw))
 
 
 def _text(payload: dict[str, Any], raw: bytes) -> str:

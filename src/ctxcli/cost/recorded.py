@@ -89,7 +89,9 @@ def recorded_from_lines(lines: Lines, *, prices: PriceTable | None = None) -> Re
     fmt = session_format(lines.records)
     if fmt is None:
         raise TranscriptError(
-            lines.name, None, "not a Claude Code session or a Codex rollout: no usage to price"
+            lines.name,
+            None,
+            "not a Claude Code session or a Codex rollout, the files that record what each call cost: nothing to price",
         )
     skipped = 0
     if fmt == "codex":

@@ -114,7 +114,9 @@ def _requests_of(lines: Lines, options: BuildOptions | None) -> RequestSequence:
     fmt = session_format(lines.records)
     if fmt is None:
         raise TranscriptError(
-            lines.name, None, "not a Claude Code session or a Codex rollout: nothing to replay"
+            lines.name,
+            None,
+            "not a Claude Code session or a Codex rollout, the files that record each call: nothing to replay",
         )
     if fmt == "codex":
         requests = codex_requests(lines.records, codex_calls(lines.records))

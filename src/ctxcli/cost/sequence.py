@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from ctxcli.cost._jsonl import SessionFormat
 from ctxcli.cost.cache import TTL
@@ -65,6 +65,9 @@ class Request:
             (Anthropic; empty under automatic caching).
         output_tokens: tokens the model answered, as recorded.
         recorded: the usage the file records for this call, when it is a real one.
+        messages: the conversation the blocks were made from, as the client sent it:
+            Anthropic messages (Claude Code) or Responses input items (Codex), what a
+            reducer in the loop (:mod:`ctxcli.cost.counterfactual`) is given.
     """
 
     key: str
@@ -74,6 +77,7 @@ class Request:
     breakpoints: tuple[tuple[int, TTL], ...] = ()
     output_tokens: int = 0
     recorded: TokenUsage | None = None
+    messages: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

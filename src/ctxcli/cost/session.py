@@ -1,0 +1,266 @@
+"""A session's bill four ways: as recorded, as replayed, with ctx live, reduced and resumed.
+
+:func:`session_cost` is what ``ctx cost`` calls: it replays the session through the
+cache model (:func:`ctxcli.cost.replay.replay_session`, which fits the two constants),
+then prices, with the same model and constants, the requests each chain would have
+sent live (:func:`ctxcli.cost.counterfactual.live_requests`) and the requests after a
+reduce-in-place and resume (:func:`ctxcli.cost.counterfactual.resumed_requests`).
+
+Example:
+    >>> cost = session_cost("session.jsonl")  # doctest: +SKIP
+    >>> f"{cost.recorded_usd:.2f} {cost.replayed_usd:.2f} {cost.with_ctx_usd:.2f}"  # doctest: +SKIP
+    '9.53 8.99 5.81'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ctxcli.cost._jsonl import Source
+from ctxcli.cost.counterfactual import (
+    RESUME_PRESETS,
+    Chain,
+    LiveOptions,
+    default_resume_at,
+    live_requests,
+    resumed_requests,
+)
+from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table
+from ctxcli.cost.recorded import RecordedRequest
+from ctxcli.cost.replay import (
+    Replay,
+    ReplayedRequest,
+    SessionReplay,
+    price_requests,
+    replay_session,
+)
+from ctxcli.cost.sequence import BuildOptions, RequestSequence
+from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens import TokenCounter
+
+__all__ = ["ChainCost", "CostOptions", "RequestCost", "SessionCost", "session_cost"]
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    """What :func:`session_cost` prices, and how.
+
+    Attributes:
+        chains: the chains to run live (default: ctx's live default chain); the first
+            is the one reported as ``with_ctx``.
+        resume: the chain of the reduce-and-resume scenario: ``"auto"`` the format's
+            resume preset (``claude-code-resume``, ``codex-resume``), None none.
+        resume_at: the request the resumed client sends first (default: the one after
+            the session's longest pause).
+        live: how the live reducer runs (its prefix policy, breakpoints).
+        prices: the price table (default: the built-in one, or ``$CTX_PRICES``).
+        build: how the recorded requests are rebuilt from the file.
+        counter: our token counter (default: ``cl100k``, ``o200k`` for Codex).
+    """
+
+    chains: tuple[Chain, ...] = ()
+    resume: Chain | Literal["auto"] | None = "auto"
+    resume_at: int | None = None
+    live: LiveOptions = field(default_factory=LiveOptions)
+    prices: PriceTable | None = None
+    build: BuildOptions | None = None
+    counter: TokenCounter | None = None
+
+
+@dataclass(frozen=True)
+class ChainCost:
+    """The session priced with one chain in the loop.
+
+    Attributes:
+        name: the chain's name (a preset, or a config file).
+        mode: ``live`` (ctx proxy / Reducer on every call) or ``resume`` (the file
+            reduced once, before request ``resume_at``, then resumed).
+        replay: the priced requests.
+        changed: per request, the reducer changed messages it had sent (live).
+        held_back: per request, the prefix policy held back a change (live).
+        resume_at: the first request of the resumed client (resume).
+    """
+
+    name: str
+    mode: Literal["live", "resume"]
+    replay: Replay
+    changed: tuple[bool, ...] = ()
+    held_back: tuple[bool, ...] = ()
+    resume_at: int | None = None
+
+    @property
+    def usd(self) -> float:
+        """The bill."""
+        return self.replay.usd
+
+    @property
+    def busts(self) -> int:
+        """Requests whose cached prefix collapsed."""
+        return self.replay.busts
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape of this bill's totals."""
+        return {
+            "name": self.name,
+            "mode": self.mode,
+            "usd": round(self.usd, 6),
+            "busts": self.busts,
+            "changes": sum(self.changed),
+            "held_back": sum(self.held_back),
+            "resume_at": self.resume_at,
+            "usage": usage_dict(self.replay.usage),
+        }
+
+
+@dataclass(frozen=True)
+class RequestCost:
+    """One request priced every way (``with_ctx``: the first chain's)."""
+
+    index: int
+    recorded: RecordedRequest | None
+    replayed: ReplayedRequest
+    with_ctx: ReplayedRequest
+    changed: bool
+    held_back: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape of one request."""
+        recorded = self.recorded
+        return {
+            "n": self.index,
+            "key": self.replayed.key,
+            "at": self.replayed.at,
+            "model": self.replayed.model,
+            "recorded_usd": _usd(recorded.usd if recorded is not None else None),
+            "replayed_usd": _usd(self.replayed.usd),
+            "with_ctx_usd": _usd(self.with_ctx.usd),
+            "recorded": usage_dict(recorded.usage) if recorded is not None else None,
+            "replayed": {**usage_dict(self.replayed.usage), "bust": self.replayed.bust},
+            "with_ctx": {
+                **usage_dict(self.with_ctx.usage),
+                "bust": self.with_ctx.bust,
+                "changed": self.changed,
+                "held_back": self.held_back,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class SessionCost:
+    """A session's bill as recorded, as replayed, with each chain and after a resume."""
+
+    session: SessionReplay
+    chains: tuple[ChainCost, ...]
+    resume: ChainCost | None = None
+
+    @property
+    def name(self) -> str:
+        """The session file."""
+        return self.session.sequence.name
+
+    @property
+    def recorded_usd(self) -> float:
+        """The bill the file records."""
+        return self.session.recorded_usd
+
+    @property
+    def replayed_usd(self) -> float:
+        """The bill of the session replayed as it ran."""
+        return self.session.replayed_usd
+
+    @property
+    def with_ctx_usd(self) -> float:
+        """The bill with the first chain live."""
+        return self.chains[0].usd
+
+    def requests(self) -> list[RequestCost]:
+        """Each request priced every way, in order (the timeline ``ctx report`` draws)."""
+        recorded = self.session.recorded.requests
+        live = self.chains[0]
+        out = []
+        for n, replayed in enumerate(self.session.replay.requests):
+            rec = recorded[n] if n < len(recorded) and recorded[n].key == replayed.key else None
+            out.append(
+                RequestCost(
+                    n,
+                    rec,
+                    replayed,
+                    live.replay.requests[n],
+                    live.changed[n] if live.changed else False,
+                    live.held_back[n] if live.held_back else False,
+                )
+            )
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        """The stable JSON shape ``ctx cost --json`` prints."""
+        s = self.session
+        calibration = s.replay.calibration
+        return {
+            "session": self.name,
+            "format": s.sequence.format,
+            "calls": len(s.replay.requests),
+            "recorded_usd": round(self.recorded_usd, 6),
+            "replayed_usd": round(self.replayed_usd, 6),
+            "with_ctx_usd": round(self.with_ctx_usd, 6),
+            "chain": self.chains[0].name,
+            "replay_error": round(s.error, 6),
+            "calibration": {
+                "overhead_tokens": calibration.overhead_tokens,
+                "token_ratio": round(calibration.token_ratio, 6),
+            },
+            "recorded": {"usage": usage_dict(s.recorded.usage)},
+            "replayed": {"usage": usage_dict(s.replay.usage), "busts": s.replay.busts},
+            "chains": [c.to_dict() for c in self.chains],
+            "resume": self.resume.to_dict() if self.resume is not None else None,
+            "requests": [r.to_dict() for r in self.requests()],
+        }
+
+
+def session_cost(source: Source, options: CostOptions | None = None) -> SessionCost:
+    """Price a Claude Code session or Codex rollout as recorded, replayed and with ctx.
+
+    Raises:
+        TranscriptError: the file is neither a Claude Code session nor a Codex rollout.
+        ConfigError: a chain or the price table is invalid.
+    """
+    options = options or CostOptions()
+    table = options.prices if options.prices is not None else load_price_table()
+    session = replay_session(source, counter=options.counter, prices=table, options=options.build)
+    sequence = session.sequence
+    counter = options.counter or get_counter("o200k" if sequence.format == "codex" else "cl100k")
+
+    def priced(requests: RequestSequence) -> Replay:
+        calibration = session.replay.calibration
+        return price_requests(requests, counter=counter, calibration=calibration, prices=table)
+
+    chains = []
+    for chain in options.chains or (Chain.default(),):
+        run = live_requests(sequence, chain, options.live)
+        replay = priced(run.sequence)
+        chains.append(ChainCost(chain.name, "live", replay, run.changed, run.held_back))
+    resume = None
+    at = options.resume_at if options.resume_at is not None else default_resume_at(sequence)
+    if options.resume is not None and at is not None:
+        chosen = options.resume
+        chain = Chain.preset(RESUME_PRESETS[sequence.format]) if chosen == "auto" else chosen
+        replay = priced(resumed_requests(sequence, chain, at, options.live.offload_dir))
+        resume = ChainCost(chain.name, "resume", replay, resume_at=at)
+    return SessionCost(session, tuple(chains), resume)
+
+
+def usage_dict(usage: TokenUsage) -> dict[str, int]:
+    """Tokens by kind, as JSON."""
+    return {
+        "input_tokens": usage.input_total,
+        "uncached": usage.input,
+        "cache_read": usage.cache_read,
+        "cache_write_5m": usage.cache_write_5m,
+        "cache_write_1h": usage.cache_write_1h,
+        "output": usage.output,
+    }
+
+
+def _usd(value: float | None) -> float | None:
+    return round(value, 6) if value is not None else None
