@@ -6,8 +6,12 @@ ctx's default live chain and hold it to the issue's bar (never above the replay)
 
 from __future__ import annotations
 
+import fcntl
+import sys
+import threading
 from dataclasses import replace
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -25,6 +29,7 @@ from ctxcli.cost.replay import Calibration, Replay, build_requests, price_reques
 from ctxcli.cost.sequence import RequestSequence
 from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.config import build_config
+from ctxcli.store.live import LiveOffload
 
 CALIBRATION = Calibration(overhead_tokens=2_000, token_ratio=1.0)
 
@@ -206,3 +211,43 @@ def test_the_default_live_chain_saves_at_least_a_quarter_on_the_shared_sessions(
     live = sum(_cost(n).with_ctx_usd for n in names)
     # Measured: -29.0% with Claude Code's own breakpoints (README, make bench).
     assert live / replayed - 1 <= -0.25, f"{live / replayed - 1:+.1%}"
+
+
+def test_two_replays_of_one_session_at_once_take_turns(tmp_path: Path) -> None:
+    """The offload root of a replay has a fixed path (hints cite it, so it is priced): a
+    second replay of the same session and chain waits instead of emptying it."""
+    seq = claude_session(tmp_path, 500, 3_000)
+    alone = live_requests(seq, CLEAR, LiveOptions(prefix_policy=None))
+    other: list[object] = []
+    waiting = threading.Event()
+
+    def watch(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "c_call" and arg is fcntl.flock:
+            waiting.set()
+
+    def second() -> None:
+        sys.setprofile(watch)
+        try:
+            other.append(live_requests(seq, CLEAR, LiveOptions(prefix_policy=None)))
+        finally:
+            sys.setprofile(None)
+            waiting.set()
+
+    thread = threading.Thread(target=second)
+    done_meanwhile: list[int] = []
+
+    def first_write(frame: FrameType, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is LiveOffload._create.__code__:
+            sys.setprofile(None)
+            thread.start()
+            waiting.wait(60)  # the second replay waits for the lock, or is done
+            done_meanwhile.append(len(other))
+
+    sys.setprofile(first_write)
+    try:
+        first = live_requests(seq, CLEAR, LiveOptions(prefix_policy=None))
+    finally:
+        sys.setprofile(None)
+    thread.join(60)
+    assert done_meanwhile == [0]  # it did not run while the first one wrote
+    assert first == alone and other == [alone]

@@ -38,6 +38,7 @@ from ctxcli.cost.sequence import Block, Request, RequestSequence
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.incremental import record_digest
 from ctxcli.services.dirs import cache_dir, private_dir
+from ctxcli.store.lock import path_lock
 
 __all__ = [
     "LIVE_PRESET",
@@ -254,8 +255,12 @@ def _offload_root(sequence: RequestSequence, chain: Chain, given: Path | None) -
         return
     name = hashlib.blake2b(f"{sequence.name}\0{chain.name}".encode(), digest_size=8).hexdigest()
     root = private_dir(cache_dir() / "cost") / name
-    shutil.rmtree(root, ignore_errors=True)
-    try:
-        yield root
-    finally:
+    # The path is fixed (hints cite it, so its tokens are part of the price): two
+    # replays of one session and chain at once take turns instead of emptying it
+    # under each other.
+    with path_lock(root):
         shutil.rmtree(root, ignore_errors=True)
+        try:
+            yield root
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
