@@ -182,35 +182,47 @@ def _sessions() -> list[str]:
     return [p.name for p in sorted(SHARED.glob("*.jsonl")) if p.name.startswith(("cc_", "codex_"))]
 
 
-_COSTS: dict[str, SessionCost] = {}
+_COSTS: dict[tuple[str, bool], SessionCost] = {}
 
 
-def _cost(name: str) -> SessionCost:
+def _cost(name: str, marked: bool = False) -> SessionCost:
     path = SHARED / name
     if not path.is_file():
         pytest.skip("../shared/transcripts is absent")
-    if name not in _COSTS:
-        _COSTS[name] = session_cost(path, CostOptions(resume=None))
-    return _COSTS[name]
+    if (name, marked) not in _COSTS:
+        live = LiveOptions(marked=marked)
+        _COSTS[name, marked] = session_cost(path, CostOptions(resume=None, live=live))
+    return _COSTS[name, marked]
 
 
+@pytest.mark.parametrize("marked", [False, True], ids=["client-breakpoints", "marked"])
 @pytest.mark.parametrize("name", _sessions())
-def test_the_default_live_chain_never_prices_a_session_above_its_replay(name: str) -> None:
-    cost = _cost(name)
+def test_the_default_live_chain_never_prices_a_session_above_its_replay(
+    name: str, marked: bool
+) -> None:
+    cost = _cost(name, marked)
     assert cost.chains[0].name == "live"
     assert cost.with_ctx_usd <= cost.replayed_usd + 1e-9, (
         f"{cost.with_ctx_usd:.3f} > {cost.replayed_usd:.3f}"
     )
 
 
-def test_the_default_live_chain_saves_at_least_a_quarter_on_the_shared_sessions() -> None:
+@pytest.mark.parametrize(
+    ("marked", "at_least"), [(False, 0.20), (True, 0.30)], ids=["client-breakpoints", "marked"]
+)
+def test_what_the_default_live_chain_saves_on_the_shared_sessions(
+    marked: bool, at_least: float
+) -> None:
     names = [n for n in _sessions() if (SHARED / n).is_file()]
     if not names:
         pytest.skip("../shared/transcripts is absent")
-    replayed = sum(_cost(n).replayed_usd for n in names)
-    live = sum(_cost(n).with_ctx_usd for n in names)
-    # Measured: -29.0% with Claude Code's own breakpoints (README, make bench).
-    assert live / replayed - 1 <= -0.25, f"{live / replayed - 1:+.1%}"
+    replayed = sum(_cost(n, marked).replayed_usd for n in names)
+    live = sum(_cost(n, marked).with_ctx_usd for n in names)
+    # Measured on the six sessions: -24.6% with Claude Code's own breakpoints, -31.8% when
+    # the caller also marks ReducerResult.cache_breakpoint. Before the
+    # hints cited call ids (clear/toolu_... rather than clear/7: Eino's naming), -29.3%
+    # and -35.3%: a cleared result's hint is read from the cache on every later call.
+    assert live / replayed - 1 <= -at_least, f"{live / replayed - 1:+.1%}"
 
 
 def test_two_replays_of_one_session_at_once_take_turns(tmp_path: Path) -> None:
