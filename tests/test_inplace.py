@@ -104,7 +104,8 @@ APPENDED = (
 @given(
     what=st.sampled_from(["appends a line", "finishes a line", "rewrites a line"]),
     moment=st.sampled_from(sorted(MOMENTS)),
-    nth=st.integers(0, 40),
+    # The chain offloads 29 texts of this session: the nth is one of them.
+    nth=st.integers(0, 28),
 )
 def test_what_the_client_writes_during_an_in_place_run(
     layout: Layout, what: str, moment: str, nth: int

@@ -20,13 +20,14 @@ from typing import Any
 import pytest
 
 import ctxcli.api as api
+import ctxcli.api.commit as commit
 import ctxcli.store.disk as disk
 import ctxcli.store.inplace as inplace
 
 # The functions that create, fill, rename and clean up the output's temporary file and the
 # offload directory's staging directory, by module.
 WRITE_PATH = {
-    os.path.realpath(api.__file__): {"_reduce_and_commit", "_commit"},
+    os.path.realpath(commit.__file__): {"reduce_and_commit", "_commit"},
     os.path.realpath(inplace.__file__): {"open", "close", "replace", "discard", "_name"},
     os.path.realpath(disk.__file__): {"__init__"},
 }

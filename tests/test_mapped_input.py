@@ -20,8 +20,10 @@ import pytest
 
 from conftest import REPO, shared_transcripts
 from ctxcli import api
+from ctxcli.api import commit, local
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import FAULT_AROUND, RELEASE_BYTES, Pages, release
+from ctxcli.core.protocols import sha256
 from ctxcli.pipeline import compose as reducer
 from ctxcli.pipeline.config import build_config, default_config
 
@@ -42,7 +44,7 @@ TIGHT = build_config(
 @pytest.fixture
 def mapped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Map every regular file, however small."""
-    monkeypatch.setattr(api, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(local, "MAP_MIN_BYTES", 0)
 
 
 @pytest.fixture
@@ -85,7 +87,7 @@ def test_released_pages_still_read_the_same(synthetic: Path, mapped: None) -> No
     release(data, 8192)
     release(data)
     assert data[:] == before
-    assert api.digest(data) == api.sha256(before)
+    assert local.digest(data) == sha256(before)
 
 
 def _resident_kb(path: Path) -> int:
@@ -145,12 +147,12 @@ def _reduce_both(
 ) -> tuple[bytes, bytes]:
     """The output read and mapped, both written to ``tmp_path/out.jsonl`` (hints cite it)."""
     out = tmp_path / "out.jsonl"
-    monkeypatch.setattr(api, "MAP_MIN_BYTES", 1 << 60)
+    monkeypatch.setattr(local, "MAP_MIN_BYTES", 1 << 60)
     _, read = api.reduce_file(path, out, **kw)  # type: ignore[arg-type]
     manifest = _manifest(out)
     shutil.rmtree(f"{out}.offload")
     out.unlink()
-    monkeypatch.setattr(api, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(local, "MAP_MIN_BYTES", 0)
     _, mapped = api.reduce_file(path, out, **kw)  # type: ignore[arg-type]
     assert _manifest(out) == manifest
     assert out.read_bytes() == mapped
@@ -171,11 +173,11 @@ def test_stats_are_the_same_mapped(
     from ctxcli.services.tokens import CountOptions
 
     counting = CountOptions(cache=False)
-    monkeypatch.setattr(api, "MAP_MIN_BYTES", 1 << 60)
+    monkeypatch.setattr(local, "MAP_MIN_BYTES", 1 << 60)
     read = api.stats_file(
         synthetic, config=TIGHT, options=api.RunOptions(counting=counting)
     ).to_dict()
-    monkeypatch.setattr(api, "MAP_MIN_BYTES", 0)
+    monkeypatch.setattr(local, "MAP_MIN_BYTES", 0)
     mapped = api.stats_file(
         synthetic, config=TIGHT, options=api.RunOptions(counting=counting)
     ).to_dict()
@@ -189,7 +191,7 @@ def test_real_transcripts_are_the_same_mapped(
 ) -> None:
     mode = "keep" if path.name == "cc_mclaude_c76e5be5.jsonl" else "error"
     read, mapped = _reduce_both(
-        path, tmp_path, monkeypatch, config=default_config(), on_invalid=mode
+        path, tmp_path, monkeypatch, config=default_config(), options=api.RunOptions(mode)
     )
     assert mapped == read
     assert api.restore_file(tmp_path / "out.jsonl") == path.read_bytes()
@@ -205,7 +207,7 @@ def _while_reducing(monkeypatch: pytest.MonkeyPatch, change: object) -> None:
             change()  # type: ignore[operator]
             return result
 
-        monkeypatch.setattr(api, name, reduce_then_change)
+        monkeypatch.setattr(commit, name, reduce_then_change)
 
 
 def test_a_file_rewritten_during_the_run_is_refused(

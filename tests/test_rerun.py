@@ -258,7 +258,7 @@ def test_changed_config_output_or_prefix_run_in_full(tmp_path: Path) -> None:
     # An edited output is not trusted.
     assert grow("c.jsonl", edit_output=True) == 0
     # incremental=False, or the setting off, runs in full.
-    assert grow("d.jsonl", incremental=False) == 0
+    assert grow("d.jsonl", options=RunOptions(incremental=False)) == 0
     assert grow("e.jsonl", default.with_overrides(incremental=False)) == 0
     outputs = {
         Path(n).read_bytes().replace(f"{n}.offload".encode(), b"OFFLOAD")

@@ -9,7 +9,8 @@ import pytest
 from rich.console import Console
 
 from ctxcli.api import Report
-from ctxcli.cli.render import monitors_table, report_rows, report_table, saved_pct
+from ctxcli.cli.messages import saved_pct
+from ctxcli.cli.render import monitors_table, report_rows, report_table
 from ctxcli.pipeline.run import StageReport
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"

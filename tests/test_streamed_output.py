@@ -22,7 +22,7 @@ import pytest
 import ctxcli.formats.format as format_module
 import ctxcli.formats.lines as lines_module
 from conftest import REPO, SHARED
-from ctxcli.api import Destination, reduce, reduce_file, restore_file
+from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
@@ -60,7 +60,7 @@ def _input(name: str) -> bytes:
     return (SHARED / name).read_bytes()
 
 
-def _run(tmp: Path, where: str, raw: bytes, suffix: str, **kw: Any) -> tuple[Any, bytes, Path]:
+def _run(tmp: Path, where: str, raw: bytes, suffix: str, stream: bool) -> tuple[Any, bytes, Path]:
     # The same relative output name in each directory: texts cite their offload dir.
     (tmp / where).mkdir()
     src = tmp / where / f"in{suffix}"
@@ -68,7 +68,8 @@ def _run(tmp: Path, where: str, raw: bytes, suffix: str, **kw: Any) -> tuple[Any
     cwd = Path.cwd()
     try:
         os.chdir(tmp / where)
-        report, out = reduce_file(src.name, f"out{suffix}", config=CHAIN, **kw)
+        done = reduce(src.name, Destination(f"out{suffix}", stream=stream), config=CHAIN)
+        report, out = done.report, done.output
     finally:
         os.chdir(cwd)
     return report, out, tmp / where
@@ -78,8 +79,8 @@ def _run(tmp: Path, where: str, raw: bytes, suffix: str, **kw: Any) -> tuple[Any
 def test_a_streamed_output_is_the_held_one_and_restores(name: str, tmp_path: Path) -> None:
     raw = _input(name)
     suffix = Path(name).suffix if name != "synthetic" else ".jsonl"
-    report, out, streamed = _run(tmp_path, "streamed", raw, suffix, return_output=False)
-    held_report, held_out, held = _run(tmp_path, "held", raw, suffix)
+    report, out, streamed = _run(tmp_path, "streamed", raw, suffix, stream=True)
+    held_report, held_out, held = _run(tmp_path, "held", raw, suffix, stream=False)
     assert out == b""
     written = (streamed / f"out{suffix}").read_bytes()
     assert written == held_out == (held / f"out{suffix}").read_bytes()

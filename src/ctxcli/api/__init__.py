@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ctxcli.api import remote
 from ctxcli.api.commit import in_place_root, reduce_local
 from ctxcli.api.commit import reduce_in_place as _in_place
 from ctxcli.api.local import (
@@ -28,8 +28,6 @@ from ctxcli.api.options import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
 from ctxcli.core.errors import CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path
-from ctxcli.formats.format import Problem
-from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Reduced, Report
@@ -38,6 +36,9 @@ from ctxcli.services.tokens import CountOptions
 from ctxcli.store.history import Restored
 from ctxcli.store.inplace import Change, ChangedError, LiveSessionError, write_atomic
 from ctxcli.store.naming import Preview
+
+if TYPE_CHECKING:
+    from ctxcli.formats.format import Problem
 
 __all__ = [
     "STDIO",
@@ -107,6 +108,8 @@ def reduce(
         check_output(name, dest.output, in_place=True)
         return _in_place(Path(name), config, run, dest, _bytes(raw))
     if is_url(name) or dest.remote:
+        from ctxcli.api import remote  # object storage: only for a URL
+
         report, output = remote.reduce_url(name, dest, config=config, run=run)
         return Reduction(report, output)
     return reduce_local(name, config, run, dest, raw)
@@ -213,6 +216,8 @@ def restore(
     run = options or RunOptions()
     name = _name(source)
     if is_url(name) or dest.remote:
+        from ctxcli.api import remote  # object storage: only for a URL
+
         data = remote.restore_url(name, dest.output, offload_dir=dest.offload_dir)
         return Restored(data, ())
     if dest.in_place:
@@ -332,6 +337,8 @@ def validate(
         TranscriptError: the file cannot be read or parsed (a line that is not JSON is an
             error unless ``on_invalid`` keeps it).
     """
+    from ctxcli.formats.validate import validate_bytes
+
     name = _name(source)
     data = raw if raw is not None else read_input(name)
     return validate_bytes(data, name, format=format, on_invalid=OnInvalid.of(on_invalid))

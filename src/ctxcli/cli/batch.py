@@ -104,7 +104,7 @@ def reduce_batch(
     view: View,
 ) -> int:
     """Reduce every input into the directory ``output``; return the exit code."""
-    from ctxcli.cli.render import saved_pct
+    from ctxcli.cli.messages import saved_pct
 
     _check_inputs(inputs)
     if output == api.STDIO:

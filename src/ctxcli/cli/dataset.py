@@ -47,7 +47,7 @@ def reduce_ray(
     if json:
         console.write_report(orjson.dumps(summary.to_dict()) + b"\n")
     elif not quiet:
-        from ctxcli.cli.render import saved_pct
+        from ctxcli.cli.messages import saved_pct
 
         s = summary
         sys.stderr.write(

@@ -10,10 +10,16 @@ import orjson
 from ctxcli import api
 from ctxcli.cli import console
 from ctxcli.cli.batch import single_payload
-from ctxcli.cli.render import saved_pct
 
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
+
+
+def saved_pct(before: int, after: int) -> str:
+    """Share saved, as a percentage string."""
+    if before <= 0:
+        return "0.0%"
+    return f"{100.0 * (before - after) / before:.1f}%"
 
 
 def warn_all(warnings: list[str]) -> None:
@@ -65,7 +71,7 @@ def _print_session_change(done: api.Reduction) -> None:
         # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
         console.warn(f"{change.path}: repair such lines with: ctx doctor {change.path} --fix")
     if change.record is None:
-        sys.stderr.write(f"ctx: {change.path}: nothing to reduce; the file is unchanged\n")
+        sys.stderr.write(f"ctx: {change.path}: nothing to change; the file is unchanged\n")
         return
     before, after = report.resume_tokens_before, report.resume_tokens_after
     if before is None or after is None:

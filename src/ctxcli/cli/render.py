@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.cli.messages import saved_pct
 from ctxcli.core.monitors import MONITOR_HELP
 
 if TYPE_CHECKING:
@@ -13,13 +14,6 @@ if TYPE_CHECKING:
     from ctxcli.api.batch import FileResult
     from ctxcli.pipeline.results import Report
     from ctxcli.report.data import Item, ToolRow
-
-
-def saved_pct(before: int, after: int) -> str:
-    """Share saved, as a percentage string."""
-    if before <= 0:
-        return "0.0%"
-    return f"{100.0 * (before - after) / before:.1f}%"
 
 
 def report_rows(report: Report) -> list[tuple[str, ...]]:
