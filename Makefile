@@ -9,6 +9,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# The distribution was called ctxcli before it took its own name (ctxcli on PyPI is
+	@# another project): drop an old editable install of it and its metadata in src/.
+	-@$(BIN)/pip uninstall --quiet --yes ctxcli >/dev/null 2>&1
+	rm -rf src/ctxcli.egg-info
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
