@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, shared_transcripts
+from conftest import REPO, corpus, shared_transcripts
 from ctxcli import api
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import FAULT_AROUND, RELEASE_BYTES, Pages, release
@@ -178,7 +178,7 @@ def test_stats_are_the_same_mapped(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_real_transcripts_are_the_same_mapped(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -112,7 +112,7 @@ def test_token_budget_hook(staged: dict[str, Path]) -> None:
     assert "notes.txt" not in over.stderr
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_validate_hook_on_real_transcripts() -> None:
     """cc_mclaude has one malformed line (859, see MANIFEST.md): reported, the rest still checked."""
     names = [

@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import SHARED, shared_transcripts
+from conftest import corpus, shared_transcripts
 from ctxcli.core.errors import RestoreError, TranscriptError
 from ctxcli.core.protocols import sha256
 from ctxcli.datasets.rows import BlobStore, RowReducer, blob_path, reduce_row, restore_row
@@ -117,8 +117,7 @@ def test_store_writes_nothing_and_cites_fixed_length_paths(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present")
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_real_transcripts_round_trip_as_text_and_values(path: Path) -> None:
     reducer = RowReducer(TIGHT, on_invalid="keep")
     raw = path.read_bytes()

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, SHARED
+from conftest import REPO, need_shared
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.formats import base
 from ctxcli.formats.base import Format
@@ -54,9 +54,7 @@ INPUTS = [
 def _input(name: str) -> bytes:
     if name == "synthetic":
         return generate(1024 * 1024, seed=3)
-    if not SHARED.is_dir():
-        pytest.skip("../shared/transcripts is absent")
-    return (SHARED / name).read_bytes()
+    return (need_shared() / name).read_bytes()
 
 
 def _run(tmp: Path, where: str, raw: bytes, suffix: str, **kw: Any) -> tuple[Any, bytes, Path]:
