@@ -28,6 +28,11 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# The wheel installed into a fresh virtualenv with its dependencies from PyPI, and the
+# pre-commit hooks installed from this checkout.
+test-network: $(STAMP)
+	$(BIN)/python -m pytest -m network
+
 # Ray Data in local mode (2 CPUs): the `ray` extra, then the tests marked `ray`, under a
 # timeout so a hung Ray never outlives the run.
 $(VENV)/.ray-installed: $(STAMP)
@@ -37,7 +42,7 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-browser test-ray e2e-proxy e2e
+test-all: test test-network test-browser test-ray e2e-proxy e2e
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's

@@ -1,8 +1,9 @@
 """The sdist and wheel `make dist` builds: complete, and working when installed alone.
 
-Slow: builds both (the wheel from the sdist, as `python -m build` does) and installs the
-wheel into a fresh virtualenv, dependencies from PyPI through pip's cache. Nothing from
-the source tree or the dev virtualenv is importable there.
+Network (make test-network, not make test): builds both (the wheel from the sdist, as
+`python -m build` does, its build backend from PyPI) and installs the wheel into a fresh
+virtualenv, dependencies from PyPI through pip's cache. Nothing from the source tree or the
+dev virtualenv is importable there.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ SHIPPED = ("ctxcli/py.typed", "ctxcli/ctx.schema.json")
 DIST = "ctx-lossless"  # "ctxcli" on PyPI is another project
 FILE_STEM = "ctx_lossless"  # the distribution name as file names spell it
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 def _run(args: list[str | Path], cwd: Path, env: dict[str, str]) -> str:
