@@ -65,14 +65,14 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests/e2e
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts
-	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/ruff check src tests scripts sample_transcripts
+	$(BIN)/ruff format --check src tests scripts sample_transcripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 fix: $(STAMP)
-	$(BIN)/ruff check --fix src tests scripts
-	$(BIN)/ruff format src tests scripts
+	$(BIN)/ruff check --fix src tests scripts sample_transcripts
+	$(BIN)/ruff format src tests scripts sample_transcripts
 
 # The peers (LangChain, reasonblocks) come from the optional `bench` extra; if they
 # cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more;
@@ -124,4 +124,4 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache $(DEMO_VENV)

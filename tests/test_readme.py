@@ -8,12 +8,14 @@ must name the test that runs it instead (real clients, object storage, a Ray clu
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
@@ -23,6 +25,16 @@ BLOCK = re.compile(
     r"(<!-- readme-test: skip (?P<skip>[^>]*)-->\s*\n)?```console\n(?P<body>.*?)```", re.S
 )
 EXPECT = re.compile(r"#\s*exit (\d+)\b")
+SAMPLES = REPO / "sample_transcripts"
+
+
+def _load(name: str, path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, REPO / path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault(name, module)
+    spec.loader.exec_module(module)
+    return module
 
 
 def readme_commands() -> tuple[list[str], list[str]]:
@@ -88,3 +100,24 @@ def test_every_readme_command_runs_as_written(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0 and result.stdout.endswith("README-OK\n"), result.stderr[-3000:]
+
+
+def test_samples_regenerate_byte_for_byte() -> None:
+    """The bundled samples are what sample_transcripts/make_samples.py makes, every time."""
+    make = _load("make_samples", "sample_transcripts/make_samples.py")
+    names = sorted(p.name for p in SAMPLES.iterdir() if p.suffix in (".jsonl", ".traj"))
+    assert names == sorted(make.SAMPLES)
+    for name, build in make.SAMPLES.items():
+        assert build() == (SAMPLES / name).read_bytes(), f"{name}: run make_samples.py"
+        assert build() == build()
+
+
+def test_the_samples_have_what_the_readme_shows() -> None:
+    """Tool calls, a compaction and a malformed line (Claude Code); reasoning (Codex)."""
+    cc = (SAMPLES / "claude_code_session.jsonl").read_bytes()
+    assert b'"subtype": "compact_boundary"' in cc and b'"type": "tool_use"' in cc
+    assert sum(b"\\[REDACTED" in line for line in cc.splitlines()) == 1
+    codex = (SAMPLES / "codex_rollout.jsonl").read_bytes()
+    assert b'"encrypted_content"' in codex and b'"custom_tool_call"' in codex
+    traj = (SAMPLES / "sweagent_function_calling.traj").read_text(encoding="utf-8")
+    assert traj.count('"message_type": "observation"') > 10  # more than swe-agent keeps
