@@ -114,7 +114,8 @@ eval-peers: $(VENV)/.bench-installed
 schema: $(STAMP)
 	$(BIN)/python scripts/generate_schema.py
 
-# Regenerate the marked blocks of README.md (stage table, ctx --help, ctx stats, plugin).
+# Regenerate the marked blocks of README.md (stage table, ctx --help, the plugins, and the
+# output of every `$` line in a run block: the README runs in a scratch checkout).
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py
 

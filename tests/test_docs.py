@@ -37,10 +37,14 @@ def _section(title: str) -> str:
 
 
 def test_generated_blocks_are_current() -> None:
-    """Stage table, `ctx --help`, `ctx stats` and the plugin example match the code."""
+    """Stage table, `ctx --help` and the plugin examples match the code.
+
+    The output under the `$` lines (`run` blocks) is compared by tests/test_readme.py.
+    """
     text = README.read_text(encoding="utf-8")
     gen = _gen_docs()
-    assert sorted({m["name"] for m in gen.BLOCK.finditer(text)}) == sorted(gen.GENERATORS)
+    names = {m["name"] for m in gen.BLOCK.finditer(text)} - {gen.RUN}
+    assert sorted(names) == sorted(gen.GENERATORS)
     assert gen.render(text) == text, "README.md is stale: run 'make docs' and commit it"
 
 
