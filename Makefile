@@ -3,8 +3,9 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_VENV := .venv-demo
 
-.PHONY: setup demo test test-all test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: setup demo test test-all test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -18,13 +19,23 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-demo: $(STAMP)
-	@mkdir -p build
-	$(BIN)/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
-	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
+# What a user gets: the package alone (no dev toolchain) in a venv of its own, rebuilt
+# when the sources change; then one reduction of a bundled sample, and its one number.
+$(DEMO_VENV)/.installed: pyproject.toml $(shell find src -name '*.py' -o -name '*.toml' -o -name '*.json')
+	$(PY) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install --quiet .
+	touch $@
 
-# The default suite (under ~10 minutes on 2 cores). The suites that need a browser, the
-# real clients or Ray have targets of their own; `make test-all` (what CI runs) runs them all.
+demo: $(DEMO_VENV)/.installed
+	@mkdir -p build
+	$(DEMO_VENV)/bin/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
+	$(DEMO_VENV)/bin/ctx restore build/demo.reduced.jsonl -o build/demo.restored.jsonl
+	cmp build/demo.restored.jsonl sample_transcripts/openai_chat_support.jsonl && echo "restored byte for byte"
+
+# The default suite (under ~10 minutes on 2 cores). The suites that need the network, a
+# browser, the real clients or Ray have targets of their own; `make test-all` (what CI
+# runs) runs them all. Tests on ../shared/transcripts skip without it (CTX_REQUIRE_SHARED=1
+# makes them fail instead).
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
