@@ -134,6 +134,7 @@ def test_restore_in_place_keeps_the_file_mode(tmp_path: Path) -> None:
     assert session.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.real_data
 def test_two_pipes_do_not_collide_and_both_restore(tmp_path: Path) -> None:
     """`cat a | ctx reduce - > out1; cat b | ctx reduce - > out2`: both succeed and restore."""
     a = SAMPLE.read_bytes()
@@ -302,6 +303,7 @@ def test_format_and_preset_list_and_complete_their_choices() -> None:
         assert out.split() == [expected], (words, out)
 
 
+@pytest.mark.real_data
 def test_restore_a_directory_mirrors_reduce(tmp_path: Path) -> None:
     src = tmp_path / "runs"
     (src / "sub").mkdir(parents=True)
