@@ -3,26 +3,46 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DEMO_VENV := .venv-demo
 
-.PHONY: setup demo test test-all test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: setup demo test test-all test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@# The distribution was called ctxcli before it took its own name (ctxcli on PyPI is
+	@# another project): drop an old editable install of it and its metadata in src/.
+	-@$(BIN)/pip uninstall --quiet --yes ctxcli >/dev/null 2>&1
+	rm -rf src/ctxcli.egg-info
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
 
-demo: $(STAMP)
-	@mkdir -p build
-	$(BIN)/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
-	$(BIN)/ctx stats sample_transcripts/openai_chat_support.jsonl
+# What a user gets: the package alone (no dev toolchain) in a venv of its own, rebuilt
+# when the sources change; then one reduction of a bundled sample, and its one number.
+$(DEMO_VENV)/.installed: pyproject.toml $(shell find src -name '*.py' -o -name '*.toml' -o -name '*.json')
+	$(PY) -m venv $(DEMO_VENV)
+	$(DEMO_VENV)/bin/pip install --quiet .
+	touch $@
 
-# The default suite (under ~10 minutes on 2 cores). The suites that need a browser, the
-# real clients or Ray have targets of their own; `make test-all` (what CI runs) runs them all.
+demo: $(DEMO_VENV)/.installed
+	@mkdir -p build
+	$(DEMO_VENV)/bin/ctx reduce sample_transcripts/openai_chat_support.jsonl -o build/demo.reduced.jsonl --force
+	$(DEMO_VENV)/bin/ctx restore build/demo.reduced.jsonl -o build/demo.restored.jsonl
+	cmp build/demo.restored.jsonl sample_transcripts/openai_chat_support.jsonl && echo "restored byte for byte"
+
+# The default suite (under ~10 minutes on 2 cores). The suites that need the network, a
+# browser, the real clients or Ray have targets of their own; `make test-all` (what CI
+# runs) runs them all. Tests on ../shared/transcripts skip without it (CTX_REQUIRE_SHARED=1
+# makes them fail instead).
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The wheel installed into a fresh virtualenv with its dependencies from PyPI, and the
+# pre-commit hooks installed from this checkout.
+test-network: $(STAMP)
+	$(BIN)/python -m pytest -m network
 
 # Ray Data in local mode (2 CPUs): the `ray` extra, then the tests marked `ray`, under a
 # timeout so a hung Ray never outlives the run.
@@ -33,7 +53,7 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-browser test-ray e2e-proxy e2e
+test-all: test test-network test-browser test-ray e2e-proxy e2e
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
@@ -56,14 +76,14 @@ e2e: $(STAMP)
 	$(BIN)/python -m pytest -m e2e tests/e2e
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests scripts
-	$(BIN)/ruff format --check src tests scripts
+	$(BIN)/ruff check src tests scripts sample_transcripts
+	$(BIN)/ruff format --check src tests scripts sample_transcripts
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
 fix: $(STAMP)
-	$(BIN)/ruff check --fix src tests scripts
-	$(BIN)/ruff format src tests scripts
+	$(BIN)/ruff check --fix src tests scripts sample_transcripts
+	$(BIN)/ruff format src tests scripts sample_transcripts
 
 # The peers (LangChain, reasonblocks) come from the optional `bench` extra; if they
 # cannot be installed the bench says so and measures ctx alone. BENCH_MB=100 for more;
@@ -106,7 +126,8 @@ eval-peers: $(VENV)/.bench-installed
 schema: $(STAMP)
 	$(BIN)/python scripts/generate_schema.py
 
-# Regenerate the marked blocks of README.md (stage table, ctx --help, ctx stats, plugin).
+# Regenerate the marked blocks of README.md (stage table, ctx --help, the plugins, and the
+# output of every `$` line in a run block: the README runs in a scratch checkout).
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py
 
@@ -116,4 +137,4 @@ dist: $(STAMP)
 	$(BIN)/python -m build --outdir dist .
 
 clean:
-	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache
+	rm -rf build dist .pytest_cache .mypy_cache .ruff_cache $(DEMO_VENV)

@@ -4,12 +4,14 @@ A block is everything between ``<!-- [[[ctx:NAME]]] -->`` and ``<!-- [[[end]]] -
 
 - ``stages``: the stage table, from the registry (built-in stages only);
 - ``help``: the output of ``ctx --help``;
-- ``stats``: the output of a real ``ctx stats session.jsonl`` run on the bundled sample;
 - ``plugin``: the example plugin package in tests/plugin_example (which the tests install);
-- ``format_plugin``: the example format plugin in tests/plugin_format_example (likewise).
+- ``format_plugin``: the example format plugin in tests/plugin_format_example (likewise);
+- ``run``: a console block whose ``$`` lines keep their text and get, below each, what
+  the command printed (stdout and stderr) when every ``$`` line of the README ran in order
+  in a scratch checkout (see :func:`run_readme`).
 
-With --check, write nothing and exit 1 with a diff if a block is stale;
-tests/test_docs.py runs the same comparison.
+With --check, write nothing and exit 1 with a diff if a block is stale. tests/test_docs.py
+compares the fast blocks; tests/test_readme.py runs the README and compares the ``run`` ones.
 """
 
 from __future__ import annotations
@@ -21,13 +23,13 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
-SAMPLE = ROOT / "sample_transcripts" / "openai_chat_support.jsonl"
 PLUGIN = ROOT / "tests" / "plugin_example"
 FORMAT_PLUGIN = ROOT / "tests" / "plugin_format_example"
 BLOCK = re.compile(
@@ -86,26 +88,6 @@ def help_block() -> str:
     return f"```text\n$ ctx --help\n{result.stdout.rstrip()}\n```\n"
 
 
-def stats_block() -> str:
-    """A real ``ctx stats session.jsonl`` on the bundled sample, as a user would type it."""
-    with tempfile.TemporaryDirectory() as tmp:
-        shutil.copyfile(SAMPLE, Path(tmp) / "session.jsonl")
-        env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
-        env.update(DOCS_ENV)
-        done = subprocess.run(
-            [sys.executable, "-m", "ctxcli", "stats", "session.jsonl"],
-            cwd=tmp,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
-    if done.returncode != 0 or done.stdout:
-        raise SystemExit(f"ctx stats failed ({done.returncode}): {done.stderr}")
-    table = "\n".join(line.rstrip() for line in done.stderr.splitlines())
-    return f"```console\n$ ctx stats session.jsonl\n{table}\n```\n"
-
-
 def _package_block(folder: Path, module: str) -> str:
     """An example plugin's two files, verbatim."""
     pyproject = (folder / "pyproject.toml").read_text(encoding="utf-8")
@@ -129,30 +111,181 @@ def format_plugin_block() -> str:
 GENERATORS: dict[str, Callable[[], str]] = {
     "stages": stages_block,
     "help": help_block,
-    "stats": stats_block,
     "plugin": plugin_block,
     "format_plugin": format_plugin_block,
 }
 
 
-def render(text: str) -> str:
-    """``text`` with every generated block rewritten."""
+RUN = "run"
+"""The block name of a console block whose commands' output is generated."""
+CONSOLE = re.compile(
+    r"(<!-- readme-test: skip (?P<skip>[^>]*)-->\s*\n)?```console\n(?P<body>.*?)```", re.S
+)
+EXPECT = re.compile(r"#\s*exit (\d+)\b")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A ``$`` line of the README: the command as written, its exit code, where it shows."""
+
+    line: str
+    code: int
+    shown: bool
+
+
+def readme_commands(text: str) -> tuple[list[Command], list[str]]:
+    """The ``$`` commands to run, in order, and the reasons of the blocks that are skipped.
+
+    A trailing ``# exit N`` says the command is expected to fail with N; a block after
+    ``<!-- readme-test: skip REASON -->`` is not run. A command inside a ``run`` block
+    shows what it printed.
+    """
+    runs = [m.span() for m in BLOCK.finditer(text) if m["name"] == RUN]
+    commands: list[Command] = []
+    skipped: list[str] = []
+    for match in CONSOLE.finditer(text):
+        if match["skip"]:
+            skipped.append(match["skip"].strip())
+            continue
+        shown = any(a <= match.start() < b for a, b in runs)
+        for line in match["body"].splitlines():
+            if line.startswith("$ "):
+                expected = EXPECT.search(line)
+                commands.append(Command(line[2:], int(expected[1]) if expected else 0, shown))
+    return commands, skipped
+
+
+def _script(commands: list[Command], out: Path) -> str:
+    """Bash that runs ``commands`` in one shell (state carries over, as for a reader)."""
+    lines = ["set -u", 'fail() { echo "README command failed ($1, wanted $2): $3" >&2; exit 97; }']
+    for n, cmd in enumerate(commands):
+        quoted = cmd.line.replace("'", "'\\''")
+        # The newline before `}` ends a trailing `# comment` of the command.
+        lines.append(f"{{ {cmd.line}\n}} >'{out}/{n}.out' 2>&1")
+        lines.append(f"rc=$?; printf %s \"$HOME\" >'{out}/{n}.home'")
+        lines.append(f"[ $rc -eq {cmd.code} ] || fail $rc {cmd.code} '{quoted}'")
+    return "\n".join(lines) + "\necho README-OK\n"
+
+
+SCRATCH = Path("/tmp/ctx-readme")
+"""Where the README runs. The hints ctx writes cite absolute paths, and how many tokens a
+path takes depends on its characters, not only its length: the numbers the README shows
+hold for this one path (a lock keeps two runs from sharing it)."""
+
+
+@contextmanager
+def scratch_checkout() -> Iterator[Path]:
+    """A checkout at :data:`SCRATCH` to run the README in, with its own HOME beside it."""
+    import fcntl
+
+    with open(f"{SCRATCH}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+        try:
+            work = SCRATCH / "checkout"
+            work.mkdir(parents=True)
+            (SCRATCH / "home").mkdir()
+            for name in ("sample_transcripts", "docs", "tests", "pyproject.toml", "README.md"):
+                (work / name).symlink_to(ROOT / name)
+            (work / ".venv").symlink_to(Path(sys.executable).parent.parent)
+            yield work
+        finally:
+            shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
+def _env(root: Path) -> dict[str, str]:
+    """The environment of a reader with a fresh HOME, no plugins and no colour."""
+    drop = ("CTX_", "XDG_", "CLAUDE_", "CODEX_", "ANTHROPIC_", "OPENAI_", "FORCE_COLOR", "LC_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(DOCS_ENV)
+    del env["CTX_NO_CACHE"]  # as a reader runs it
+    env.update(HOME=str(root / "home"), TMPDIR=str(root), LC_ALL="C.UTF-8", TZ="UTC")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return env
+
+
+def run_readme(text: str) -> list[str]:
+    """Run every ``$`` line of ``text`` in order; what each printed, as the README shows it.
+
+    Paths are shown as a reader sees them: the scratch checkout as ``.``, HOME as ``~``.
+    Raises SystemExit naming the command that did not exit as the README says.
+    """
+    commands, _ = readme_commands(text)
+    with scratch_checkout() as work:
+        out = work.parent / "out"
+        out.mkdir()
+        done = subprocess.run(
+            ["bash", "-c", _script(commands, out)],
+            cwd=work,
+            env=_env(work.parent),
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0 or not done.stdout.endswith("README-OK\n"):
+            raise SystemExit(done.stderr[-3000:] or f"README script exit {done.returncode}")
+        return [_shown(out, n, work) for n in range(len(commands))]
+
+
+def _shown(out: Path, n: int, work: Path) -> str:
+    text = (out / f"{n}.out").read_text(encoding="utf-8", errors="replace")
+    home = (out / f"{n}.home").read_text(encoding="utf-8")
+    for path, shown in sorted(((home, "~"), (str(work), ".")), key=lambda p: -len(p[0])):
+        text = text.replace(path, shown)
+    return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
+
+
+def render_runs(text: str, outputs: list[str]) -> str:
+    """``text`` with each ``run`` block's commands followed by what they printed."""
+    commands, _ = readme_commands(text)
+    printed = iter(outputs)
+    by_line = iter(commands)
+
+    def block(match: re.Match[str]) -> str:
+        if match["name"] != RUN:
+            return match[0]
+        body: list[str] = []
+        for line in match["body"].splitlines():
+            if not line.startswith("$ "):
+                continue
+            cmd = next(by_line)
+            while not cmd.shown:  # commands of the blocks before this one
+                next(printed)
+                cmd = next(by_line)
+            body.append(line)
+            shown = next(printed)
+            if shown:
+                body.append(shown)
+        return match["open"] + "```console\n" + "\n".join(body) + "\n```\n" + match["close"]
+
+    return BLOCK.sub(block, text)
+
+
+def render(text: str, *, run: bool = False) -> str:
+    """``text`` with every generated block rewritten (``run`` blocks only when ``run``)."""
     names = [m["name"] for m in BLOCK.finditer(text)]
-    unknown = sorted(set(names) - set(GENERATORS))
+    unknown = sorted(set(names) - set(GENERATORS) - {RUN})
     if unknown:
         raise SystemExit(f"README.md: unknown generated block(s): {', '.join(unknown)}")
-    bodies = {name: GENERATORS[name]() for name in set(names)}
-    return BLOCK.sub(lambda m: m["open"] + bodies[m["name"]] + m["close"], text)
+    bodies = {name: GENERATORS[name]() for name in set(names) - {RUN}}
+    fresh = BLOCK.sub(
+        lambda m: m[0] if m["name"] == RUN else m["open"] + bodies[m["name"]] + m["close"], text
+    )
+    return render_runs(fresh, run_readme(fresh)) if run else fresh
 
 
 def main() -> int:
     """Rewrite README.md, or with --check report whether it is current."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    parser.add_argument(
+        "--no-run", action="store_true", help="leave the run blocks (the README is not run)"
+    )
     args = parser.parse_args()
     os.environ.update(DOCS_ENV)
     current = README.read_text(encoding="utf-8")
-    fresh = render(current)
+    fresh = render(current, run=not args.no_run)
     if fresh == current:
         print("README.md is up to date", file=sys.stderr)
         return 0

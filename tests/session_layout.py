@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
+from conftest import SHARED, need_shared
 
 CC_MCLAUDE = "c76e5be5-ffd2-4901-a935-885527c83a61"
 CC_SPOTTER = "4d5611e5-241a-462a-8d15-5122611a9569"
@@ -34,12 +34,6 @@ class Layout:
     def data(self) -> Path:
         """ctx's data directory under this HOME."""
         return self.home / ".local" / "share" / "ctx"
-
-
-def need_shared() -> None:
-    """Skip when ../shared/transcripts is not there (a bare clone)."""
-    if not (SHARED / "cc_mclaude_c76e5be5.jsonl").is_file():
-        pytest.skip("../shared/transcripts is not available here")
 
 
 def age(path: Path, seconds: float) -> None:

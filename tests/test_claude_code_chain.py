@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 
 from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
@@ -101,6 +102,7 @@ def test_the_chain_follows_parent_links_not_file_order(tmp_path: Path) -> None:
     assert report["resume_tokens_before"] == report["tokens_before"]
 
 
+@pytest.mark.real_data
 def test_real_2_1_sessions_resume_after_their_boundary() -> None:
     raw = (SHARED / "cc_spotter_4d5611e5.jsonl").read_bytes()
     datas = [orjson.loads(x) for x in raw.splitlines()]

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke
+from conftest import SHARED, corpus, invoke
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
@@ -52,8 +52,7 @@ def empty_assistant_records(data: bytes) -> list[int]:
     return empty
 
 
-@pytest.mark.skipif(not FILES, reason="../shared/transcripts is absent")
-@pytest.mark.parametrize("source", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("source", corpus(FILES, "a Claude Code session (cc_*.jsonl)"))
 def test_resume_preset_on_a_real_session(source: Path) -> None:
     raw = source.read_bytes()
     args = ["--preset", "claude-code-resume", "--on-invalid", "keep"]

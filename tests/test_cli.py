@@ -215,7 +215,7 @@ def test_validate_reports_orphans(tmp_path: Path) -> None:
     assert f"{f}:3: tool call 'c1' (x) has no result" in result.stderr
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_taubench_done_when(tmp_path: Path) -> None:
     """Issue 2's acceptance run on the real tau-bench transcript, through a pipe too."""
     src = SHARED / "oai_taubench_airline_task2_trial1.jsonl"

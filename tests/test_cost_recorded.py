@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED, shared_transcripts
+from conftest import SHARED, need_shared, shared_transcripts
 from cost_sessions import ClaudeSession, CodexRollout, text, tool_use, usage
 from ctxcli.core.errors import TranscriptError
 from ctxcli.cost.prices import TokenUsage
@@ -102,8 +102,7 @@ def _sessions(prefix: str) -> list[Path]:
 
 
 def _need_shared() -> None:
-    if not SHARED.is_dir():
-        pytest.skip("../shared/transcripts is absent")
+    need_shared()
 
 
 def _claude_independent(path: Path) -> tuple[int, dict[str, int]]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from cost_sessions import ClaudeSession, CodexRollout, Words, stamp, text, tool_use, usage
 from ctxcli.cost._jsonl import seconds
 from ctxcli.cost.cache import TTL, CachePolicy
@@ -248,9 +248,7 @@ _REPLAYS: dict[str, SessionReplay] = {}
 
 
 def _replay(name: str) -> SessionReplay:
-    path = SHARED / name
-    if not path.is_file():
-        pytest.skip("../shared/transcripts is absent")
+    path = need_shared() / name
     if name not in _REPLAYS:
         _REPLAYS[name] = replay_session(path)
     return _REPLAYS[name]

@@ -66,7 +66,7 @@ def test_bpe_openai_counts_equal_tiktoken_on_edge_cases() -> None:
 
 
 @needs_bpe
-@pytest.mark.skipif(not shared_transcripts(), reason="../shared/transcripts is absent")
+@pytest.mark.real_data
 def test_bpe_openai_counts_equal_tiktoken_on_real_transcripts() -> None:
     texts = _real_texts()
     assert len(texts) > 1000

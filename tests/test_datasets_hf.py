@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
 from dataset_rows import CONFIG, message_rows, text_rows
 
 datasets = pytest.importorskip(
@@ -15,7 +14,7 @@ datasets = pytest.importorskip(
 )
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present"),
+    pytest.mark.real_data,
 ]
 
 

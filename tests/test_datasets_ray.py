@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED, invoke
+from conftest import invoke
 from dataset_rows import CONFIG, message_rows, text_rows, write_jsonl
 
 pytestmark = [
@@ -21,7 +21,7 @@ pytestmark = [
     # Ray's own modules warn about Ray's own deprecated settings.
     pytest.mark.filterwarnings("ignore::DeprecationWarning:ray"),
     pytest.mark.filterwarnings("ignore::FutureWarning:ray"),
-    pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present"),
+    pytest.mark.real_data,
 ]
 
 

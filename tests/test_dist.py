@@ -1,8 +1,9 @@
 """The sdist and wheel `make dist` builds: complete, and working when installed alone.
 
-Slow: builds both (the wheel from the sdist, as `python -m build` does) and installs the
-wheel into a fresh virtualenv, dependencies from PyPI through pip's cache. Nothing from
-the source tree or the dev virtualenv is importable there.
+Network (make test-network, not make test): builds both (the wheel from the sdist, as
+`python -m build` does, its build backend from PyPI) and installs the wheel into a fresh
+virtualenv, dependencies from PyPI through pip's cache. Nothing from the source tree or the
+dev virtualenv is importable there.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from conftest import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SHIPPED = ("ctxcli/py.typed", "ctxcli/ctx.schema.json")
+DIST = "ctx-lossless"  # "ctxcli" on PyPI is another project
+FILE_STEM = "ctx_lossless"  # the distribution name as file names spell it
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.network]
 
 
 def _run(args: list[str | Path], cwd: Path, env: dict[str, str]) -> str:
@@ -40,8 +43,8 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_sdist_and_wheel_hold_the_package_data(dist: Path) -> None:
-    (sdist,) = dist.glob("ctxcli-*.tar.gz")
-    (wheel,) = dist.glob("ctxcli-*-py3-none-any.whl")
+    (sdist,) = dist.glob(f"{FILE_STEM}-*.tar.gz")
+    (wheel,) = dist.glob(f"{FILE_STEM}-*-py3-none-any.whl")
     with tarfile.open(sdist) as tar:
         names = tar.getnames()
     root = names[0].split("/")[0]
@@ -52,19 +55,27 @@ def test_sdist_and_wheel_hold_the_package_data(dist: Path) -> None:
         wheel_names = zf.namelist()
         entry_points = next(n for n in wheel_names if n.endswith(".dist-info/entry_points.txt"))
         assert "ctx = " in zf.read(entry_points).decode()
+        metadata = zf.read(next(n for n in wheel_names if n.endswith(".dist-info/METADATA")))
+    from ctxcli._version import __version__
+
+    headers = metadata.decode().split("\n\n")[0].splitlines()
+    assert f"Name: {DIST}" in headers and f"Version: {__version__}" in headers
     for path in SHIPPED:
         assert path in wheel_names
     assert not [n for n in wheel_names if n.startswith("tests/")]
 
 
 def test_wheel_works_in_a_fresh_virtualenv(dist: Path, tmp_path: Path) -> None:
-    (wheel,) = dist.glob("ctxcli-*-py3-none-any.whl")
+    (wheel,) = dist.glob(f"{FILE_STEM}-*-py3-none-any.whl")
     venv = tmp_path / "venv"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
     _run([sys.executable, "-m", "venv", venv], tmp_path, env)
     bin_dir = venv / "bin"
     _run([bin_dir / "python", "-m", "pip", "install", "--quiet", wheel], tmp_path, env)
+    installed = _run([bin_dir / "python", "-m", "pip", "list", "--format=freeze"], tmp_path, env)
+    names = {line.split("==")[0].lower() for line in installed.splitlines()}
+    assert DIST in names and "ctxcli" not in names
     ctx = bin_dir / "ctx"
     work = tmp_path / "run"
     work.mkdir()

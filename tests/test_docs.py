@@ -37,11 +37,72 @@ def _section(title: str) -> str:
 
 
 def test_generated_blocks_are_current() -> None:
-    """Stage table, `ctx --help`, `ctx stats` and the plugin example match the code."""
+    """Stage table, `ctx --help` and the plugin examples match the code.
+
+    The output under the `$` lines (`run` blocks) is compared by tests/test_readme.py.
+    """
     text = README.read_text(encoding="utf-8")
     gen = _gen_docs()
-    assert sorted({m["name"] for m in gen.BLOCK.finditer(text)}) == sorted(gen.GENERATORS)
+    names = {m["name"] for m in gen.BLOCK.finditer(text)} - {gen.RUN}
+    assert sorted(names) == sorted(gen.GENERATORS)
     assert gen.render(text) == text, "README.md is stale: run 'make docs' and commit it"
+
+
+# Where a `pip install` names a package: a command, a hint in an error, a docstring.
+PIP_INSTALL = re.compile(r"\bpip[3x]? install([^\n`\"#;|&()]*)")
+# What a hint may install besides ctx itself: the pip it upgrades, and the third-party
+# packages ctx depends on (a hint about one of them names it).
+DIST = "ctx-lossless"
+
+
+def _our_dependencies() -> set[str]:
+    import tomllib
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    specs = [*project["dependencies"], *sum(project["optional-dependencies"].values(), [])]
+    return {_dist_name(s) for s in specs}
+
+
+def _dist_name(spec: str) -> str:
+    """``'Foo_Bar[x]>=1'`` -> ``foo-bar`` (PEP 503 normalised, extras and version dropped)."""
+    name = re.split(r"[\[<>=!~;@ ]", spec.strip("'\""), maxsplit=1)[0]
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _install_hints() -> list[tuple[str, str]]:
+    """(file, package) for every package a `pip install` in what users read names."""
+    files = [README, REPO / "Makefile", REPO / ".ci" / "run", *REPO.glob("docs/*.md")]
+    files += [*(REPO / "src").rglob("*.py"), *(REPO / "scripts").glob("*")]
+    hints = []
+    for path in files:
+        for match in PIP_INSTALL.finditer(path.read_text(encoding="utf-8")):
+            for word in match[1].split():
+                word = word.lstrip("'\"").rstrip("'\".,:")
+                if not word or word.startswith(("-", "$", "/", ".")):
+                    continue  # a flag, or a local path (a checkout, a built wheel)
+                hints.append((str(path.relative_to(REPO)), word))
+    return hints
+
+
+def test_every_install_hint_names_our_distribution() -> None:
+    """`ctxcli` on PyPI is someone else's: no hint may install it (or any other stranger)."""
+    allowed = {DIST, "pip"} | _our_dependencies()
+    hints = _install_hints()
+    assert any(name == f"{DIST}[proxy]" for _, name in hints)  # the scan sees the hints
+    strangers = [(f, n) for f, n in hints if _dist_name(n) not in allowed]
+    assert strangers == []
+    for example in ("plugin_example", "plugin_format_example"):
+        pyproject = (REPO / "tests" / example / "pyproject.toml").read_text(encoding="utf-8")
+        assert f'dependencies = ["{DIST}"]' in pyproject
+
+
+def test_the_installed_distribution_is_ctx_lossless() -> None:
+    """Metadata lookups by name find ctx under its own name, at the version ctx prints."""
+    from importlib.metadata import version
+
+    from ctxcli import __version__
+
+    assert version(DIST) == __version__
 
 
 def test_stage_table_lists_every_builtin_stage() -> None:

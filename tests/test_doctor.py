@@ -96,6 +96,7 @@ def test_fix_all_skips_a_live_session_and_repairs_the_others(layout: Layout) -> 
     assert repaired["healthy"] is True and repaired["fixed"]
 
 
+@pytest.mark.real_data
 def test_fix_needs_an_agent_session(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
     path.write_bytes((SHARED / "oai_taubench_airline_task2_trial1.jsonl").read_bytes())
@@ -240,6 +241,7 @@ def test_each_repair_restores_byte_for_byte(
     assert invoke(["restore", str(path)]).stdout_bytes == raw
 
 
+@pytest.mark.real_data
 def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> None:
     lines = (SHARED / "codex_agentcmd_2025-09-25T08-02-05.jsonl").read_bytes().splitlines(True)
     at = next(i for i, line in enumerate(lines) if b'"type":"function_call_output"' in line)

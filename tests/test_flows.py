@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke, shared_transcripts
+from conftest import SHARED, corpus, invoke, need_shared, shared_transcripts
 
 CC = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
@@ -21,8 +21,7 @@ SMALL = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'
 
 
 def _session(tmp_path: Path) -> Path:
-    if not CC.exists():
-        pytest.fail(f"{CC} is missing: the flow tests need ../shared/transcripts")
+    need_shared()
     path = tmp_path / "S.jsonl"
     path.write_bytes(CC.read_bytes())
     return path
@@ -135,6 +134,7 @@ def test_restore_in_place_keeps_the_file_mode(tmp_path: Path) -> None:
     assert session.stat().st_mode & 0o777 == 0o640
 
 
+@pytest.mark.real_data
 def test_two_pipes_do_not_collide_and_both_restore(tmp_path: Path) -> None:
     """`cat a | ctx reduce - > out1; cat b | ctx reduce - > out2`: both succeed and restore."""
     a = SAMPLE.read_bytes()
@@ -161,7 +161,7 @@ def test_restore_finds_a_moved_output_through_the_ledger(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_stats_equals_the_file_reduce_writes(path: Path, tmp_path: Path) -> None:
     """Preview equals result: same flags, same numbers, on every real transcript."""
     common = ["--on-invalid", "keep"]
@@ -249,7 +249,9 @@ def test_monitors_table_only_when_one_fires_or_asked(tmp_path: Path) -> None:
     asked = invoke(["stats", str(SAMPLE), "--monitors"])
     assert "agent monitors" in asked.stderr
     # The real mini-swe-agent run made 157 tool calls: its call_count monitor fires.
-    busy = invoke(["stats", str(SHARED / "minisweagent_sqlfluff-1733_deepseek-chat.traj.json")])
+    busy = invoke(
+        ["stats", str(need_shared() / "minisweagent_sqlfluff-1733_deepseek-chat.traj.json")]
+    )
     assert "agent monitors" in busy.stderr
 
 
@@ -301,6 +303,7 @@ def test_format_and_preset_list_and_complete_their_choices() -> None:
         assert out.split() == [expected], (words, out)
 
 
+@pytest.mark.real_data
 def test_restore_a_directory_mirrors_reduce(tmp_path: Path) -> None:
     src = tmp_path / "runs"
     (src / "sub").mkdir(parents=True)

@@ -33,7 +33,7 @@ TIGHT = build_config(
 SWE = SHARED / "sweagent_marshmallow-1867_fc.traj"
 TAU = SHARED / "oai_taubench_airline_task2_trial1.jsonl"
 MINI = SHARED / "minisweagent_sqlfluff-1733_deepseek-chat.traj.json"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is absent")
+needs_shared = pytest.mark.real_data
 
 
 def round_trip(raw: bytes, tmp_path: Path, name: str = "in.json") -> tuple[bytes, Any]:

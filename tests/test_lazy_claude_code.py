@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import SHARED
+from conftest import need_shared
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
@@ -254,10 +254,8 @@ def test_lazy_and_eager_runs_write_the_same_and_restore(
 ) -> None:
     if name == "synthetic":
         raw = _session([f"{i} " + "ok\n" * (400 * i) for i in range(12)])
-    elif SHARED.is_dir():
-        raw = (SHARED / name).read_bytes()
     else:
-        pytest.skip("../shared/transcripts is absent")
+        raw = (need_shared() / name).read_bytes()
     src = tmp_path / "in.jsonl"
     src.write_bytes(raw)
     runs = []

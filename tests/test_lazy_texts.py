@@ -22,7 +22,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, SHARED
+from conftest import REPO, need_shared
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, LazyBlock
 from ctxcli.core.monitors import conversation_monitors
@@ -141,10 +141,8 @@ def test_a_lazy_run_restores_and_matches_an_eager_one(
 ) -> None:
     if name == "synthetic":
         raw = generate(2 * 1024 * 1024, seed=7)
-    elif SHARED.is_dir():
-        raw = (SHARED / name).read_bytes()
     else:
-        pytest.skip("../shared/transcripts is absent")
+        raw = (need_shared() / name).read_bytes()
     src = tmp_path / "in.jsonl"
     src.write_bytes(raw)
     runs = []

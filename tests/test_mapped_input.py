@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, shared_transcripts
+from conftest import REPO, corpus, shared_transcripts
 from ctxcli import api
 from ctxcli.api import commit, local
 from ctxcli.core.errors import TranscriptError
@@ -185,7 +185,7 @@ def test_stats_are_the_same_mapped(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_real_transcripts_are_the_same_mapped(
     path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -277,7 +277,7 @@ def test_unflagged_error_text_counts_as_error() -> None:
     assert steps_of(conv)[0].is_error
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_claude_code_transcript_has_a_revert_read_from_dict_arguments() -> None:
     raw = (SHARED / "cc_spotter_4d5611e5.jsonl").read_bytes()
     conv = load(raw, "cc_spotter").conversation

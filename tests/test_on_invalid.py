@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke
+from conftest import SHARED, invoke, need_shared
 from ctxcli.api import reduce_file
 from ctxcli.api.batch import BatchOptions, stats_many
 from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
@@ -20,9 +20,7 @@ BROKEN_CC = SHARED / "cc_mclaude_c76e5be5.jsonl"  # line 859 is not JSON (redact
 
 
 def _break_line(name: str, tmp_path: Path, line: int) -> Path:
-    src = SHARED / name
-    if not src.is_file():
-        pytest.skip(f"{name} is not present")
+    src = need_shared() / name
     lines = src.read_bytes().splitlines(keepends=True)
     lines[line - 1] = lines[line - 1][:40] + b"\\[oops" + lines[line - 1][40:]
     out = tmp_path / name
@@ -30,18 +28,16 @@ def _break_line(name: str, tmp_path: Path, line: int) -> Path:
     return out
 
 
+@pytest.mark.real_data
 def test_claude_code_keeps_the_bad_line_by_default(tmp_path: Path) -> None:
-    if not BROKEN_CC.is_file():
-        pytest.skip(f"{BROKEN_CC.name} is not present")
     result = invoke(["reduce", str(BROKEN_CC), "-o", str(tmp_path / "out.jsonl")])
     assert f"{BROKEN_CC}:859: not valid JSON" in result.stderr
     bad = BROKEN_CC.read_bytes().splitlines(keepends=True)[858]
     assert bad in (tmp_path / "out.jsonl").read_bytes().splitlines(keepends=True)
 
 
+@pytest.mark.real_data
 def test_claude_code_stops_when_asked(tmp_path: Path) -> None:
-    if not BROKEN_CC.is_file():
-        pytest.skip(f"{BROKEN_CC.name} is not present")
     args = ["reduce", str(BROKEN_CC), "-o", str(tmp_path / "out.jsonl"), "--on-invalid", "error"]
     result = invoke(args, code=2)
     assert f"{BROKEN_CC}:859:" in result.stderr

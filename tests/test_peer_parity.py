@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, shared_transcripts
+from conftest import corpus, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
@@ -30,7 +30,7 @@ from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs 
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present"),
+    pytest.mark.real_data,
 ]
 
 WITH_TOOLS = [p for p in shared_transcripts() if not p.name.startswith("codex_agent-history")]
@@ -39,7 +39,7 @@ COUNTER = get_counter("cl100k")
 
 
 @pytest.mark.parametrize(("trigger", "keep"), [(0, 3), (30000, 3)])
-@pytest.mark.parametrize("path", WITH_TOOLS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(WITH_TOOLS, "a transcript with tool calls"))
 def test_clear_saves_at_least_what_langchain_saves(path: Path, trigger: int, keep: int) -> None:
     pytest.importorskip("langchain", reason="cannot install langchain here (bench extra)")
     conv = load(path.read_bytes(), str(path)).conversation
@@ -52,7 +52,7 @@ def test_clear_saves_at_least_what_langchain_saves(path: Path, trigger: int, kee
     assert ours <= theirs
 
 
-@pytest.mark.parametrize("path", CLAUDE_CODE, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(CLAUDE_CODE, "a Claude Code session (cc_*)"))
 def test_claude_code_preset_beats_cozempic(path: Path) -> None:
     pytest.importorskip("cozempic", reason="cannot install cozempic here")
     raw = path.read_bytes()

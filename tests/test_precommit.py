@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +18,7 @@ import yaml
 from conftest import REPO, SHARED, invoke
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
+README = REPO / "README.md"
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 ORPHAN = (
     '{"role": "user", "content": "hi"}\n'
@@ -51,6 +54,68 @@ def test_manifest_passes_pre_commits_own_schema() -> None:
     for hook in _hooks().values():
         assert hook["language"] == "python"
         assert hook.get("pass_filenames", True)
+
+
+def _readme_config() -> str:
+    """The .pre-commit-config.yaml the README shows."""
+    section = README.read_text(encoding="utf-8").split("## Checking transcripts in git", 1)[1]
+    (block,) = re.findall(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", section, re.S)
+    return block
+
+
+def _pre_commit(args: list[str], repo: Path) -> subprocess.CompletedProcess[str]:
+    """pre-commit in ``repo``, its cache inside it, the ctx of this venv on PATH."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PRE_COMMIT", "GIT_"))}
+    env["PRE_COMMIT_HOME"] = str(repo.parent / "pre-commit-cache")
+    env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+    return subprocess.run(
+        [sys.executable, "-m", "pre_commit", *args],
+        cwd=repo,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+
+
+def _repository(tmp_path: Path, files: dict[str, Path]) -> Path:
+    """A scratch git repository holding copies of ``files``."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "init", "-q", str(repo)], check=True, timeout=60)
+    for name, path in files.items():
+        shutil.copyfile(path, repo / f"{name}{path.suffix}")
+    return repo
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_the_readme_config_runs_the_hooks(tmp_path: Path, staged: dict[str, Path]) -> None:
+    """The README's `repo: local` snippet is a valid config, and the hooks run with it."""
+    repo = _repository(tmp_path, staged)
+    (repo / ".pre-commit-config.yaml").write_text(_readme_config(), encoding="utf-8")
+    checked = _pre_commit(["validate-config", ".pre-commit-config.yaml"], repo)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    clean = _pre_commit(["run", "--files", "good.jsonl", "other.ndjson", "notes.txt"], repo)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert re.search(r"ctx validate\.+Passed", clean.stdout), clean.stdout
+    assert re.search(r"ctx token budget\.+Passed", clean.stdout), clean.stdout
+    broken = _pre_commit(["run", "--files", "good.jsonl", "orphan.jsonl"], repo)
+    assert broken.returncode == 1
+    assert "orphan.jsonl:2: tool result 'call_9' has no matching tool call" in broken.stdout
+
+
+@pytest.mark.network
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_try_repo_installs_the_hooks_from_a_checkout(
+    tmp_path: Path, staged: dict[str, Path]
+) -> None:
+    """What .pre-commit-hooks.yaml says: pre-commit installs ctx from a clone and runs it."""
+    repo = _repository(tmp_path, staged)
+    done = _pre_commit(["try-repo", str(REPO), "ctx-validate", "--files", "orphan.jsonl"], repo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "orphan.jsonl:2: tool result 'call_9' has no matching tool call" in done.stdout
 
 
 @pytest.fixture
@@ -112,7 +177,7 @@ def test_token_budget_hook(staged: dict[str, Path]) -> None:
     assert "notes.txt" not in over.stderr
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_validate_hook_on_real_transcripts() -> None:
     """cc_mclaude has one malformed line (859, see MANIFEST.md): reported, the rest still checked."""
     names = [

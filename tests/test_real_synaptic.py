@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import shared_transcripts
+from conftest import corpus, shared_transcripts
 from ctxcli.api import RunOptions, reduce_bytes, reduce_file, restore_file
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document
@@ -30,7 +30,7 @@ STAGES: dict[str, Any] = {
 }
 FILES = shared_transcripts()
 
-pytestmark = pytest.mark.skipif(not FILES, reason="../shared/transcripts is not present")
+pytestmark = pytest.mark.real_data
 
 
 def _load(raw: bytes, name: str) -> Document:
@@ -44,7 +44,7 @@ def _problems(doc: Document) -> Counter[tuple[str, str | None]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", sorted(STAGES))
-@pytest.mark.parametrize("path", FILES, ids=[p.name for p in FILES])
+@pytest.mark.parametrize("path", corpus(FILES))
 def test_real_transcript(path: Path, stage: str, tmp_path: Path) -> None:
     raw = path.read_bytes()
     # Every shared transcript loads today; one that stops loading is a failure.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, shared_transcripts
+from conftest import SHARED, corpus, shared_transcripts
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Kind
@@ -20,7 +20,7 @@ from ctxcli.pipeline.config import Config, build_config, default_config
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present"),
+    pytest.mark.real_data,
 ]
 
 FILES = shared_transcripts()
@@ -61,7 +61,7 @@ def problems(raw: bytes, path: Path) -> set[tuple[str, str | None]]:
     }
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(FILES))
 def test_detected_format(path: Path) -> None:
     doc = load(path.read_bytes(), str(path), on_invalid=on_invalid(path))
     assert doc.format.name == expected_format(path.name)
@@ -69,7 +69,7 @@ def test_detected_format(path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(FILES))
 def test_reduce_restore_rerun_validate(path: Path, name: str, tmp_path: Path) -> None:
     cfg: Config = CONFIGS[name]
     raw = path.read_bytes()
@@ -109,8 +109,6 @@ def test_reduce_restore_rerun_validate(path: Path, name: str, tmp_path: Path) ->
 
 def test_invalid_line_is_an_error_naming_it_when_asked() -> None:
     path = SHARED / BROKEN
-    if not path.is_file():
-        pytest.skip(f"{BROKEN} is not present")
     with pytest.raises(TranscriptError) as info:
         reduce_file(
             path, None, config=TIGHT, offload_dir="unused", options=RunOptions(on_invalid="error")
@@ -122,8 +120,6 @@ def test_invalid_line_is_an_error_naming_it_when_asked() -> None:
 
 def test_invalid_line_kept_with_a_warning(tmp_path: Path) -> None:
     path = SHARED / BROKEN
-    if not path.is_file():
-        pytest.skip(f"{BROKEN} is not present")
     raw = path.read_bytes()
     # Claude Code reads past a bad line, so by default ctx does too (on_invalid "auto").
     report, out = reduce_file(path, tmp_path / "out", config=TIGHT, offload_dir=tmp_path / "off")

@@ -22,7 +22,7 @@ from eval import evaluate, floor_of  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present"),
+    pytest.mark.real_data,
 ]
 
 FLOOR = Path(__file__).with_name("recall_floor.json")

@@ -137,14 +137,13 @@ def test_public_api_is_importable_from_the_package() -> None:
         assert getattr(ctxcli, name) is not None, name
 
 
-def _shared_cases() -> list[Path]:
-    from conftest import shared_transcripts
+def _shared_cases() -> list[Any]:
+    from conftest import corpus, shared_transcripts
 
-    return shared_transcripts()
+    return corpus(shared_transcripts())
 
 
-@pytest.mark.skipif(not _shared_cases(), reason="../shared/transcripts not present")
-@pytest.mark.parametrize("path", _shared_cases(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _shared_cases())
 def test_real_transcripts_reduce_the_same_in_memory(path: Path, tmp_path: Path) -> None:
     """Every format: parsed records (or the one JSON document) reduce as the file does."""
     import orjson

@@ -11,18 +11,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conftest import need_shared
 from ctxcli import Reducer
 from ctxcli.agent.reducer import _FORMATS
 from ctxcli.formats.validate import check_document
 from ctxcli.pipeline.config import build_config
 
-SHARED = Path(__file__).resolve().parent.parent.parent / "shared" / "transcripts"
-
 
 def _lines(name: str) -> list[Any]:
-    path = SHARED / name
-    if not path.is_file():
-        pytest.skip(f"{path} is absent (the shared transcripts are not on this machine)")
+    path = need_shared() / name
     return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
 
 
@@ -30,6 +27,8 @@ def _codex_items(name: str) -> list[Any]:
     """A Codex rollout's Responses items: what the Agents SDK or Codex sends the model."""
     return [r["payload"] for r in _lines(name) if r.get("type") == "response_item"]
 
+
+pytestmark = pytest.mark.real_data
 
 CASES = {
     "anthropic": lambda: _lines("anthropic_derived_from_cc_mclaude_3cfce0ff.jsonl"),

@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import FIXTURES, invoke, shared_transcripts
+from conftest import FIXTURES, corpus, invoke, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.core.monitors import monitor_scores, monitor_series, steps_of
 from ctxcli.formats import load
@@ -123,7 +123,7 @@ def test_monitor_series_equals_the_monitors_of_every_prefix() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_monitor_series_on_real_transcripts(path: Path) -> None:
     steps = steps_of(load(path.read_bytes(), str(path), on_invalid="keep").conversation)
     series = monitor_series(steps, points=40)

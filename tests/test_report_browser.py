@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, SHARED, invoke, shared_transcripts
+from conftest import REPO, SHARED, corpus, invoke, shared_transcripts
 from ctxcli.pipeline.config import load_config
 from test_report import session
 
@@ -145,8 +145,7 @@ def test_a_long_session_is_binned_and_says_so(browser: Any, tmp_path: Path) -> N
     assert "bars of 2 consecutive messages each" in page and "not 1,403 single messages" in page
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not here")
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_report_of_real_transcripts_in_chromium(browser: Any, tmp_path: Path, path: Path) -> None:
     out = tmp_path / "report.html"
     # One of them has a line that is not JSON: ctx stats needs --on-invalid keep as well.
@@ -154,9 +153,7 @@ def test_report_of_real_transcripts_in_chromium(browser: Any, tmp_path: Path, pa
     check_page(browser, out, path, ["--on-invalid", "keep"])
 
 
-@pytest.mark.skipif(
-    not (SHARED / "cc_spotter_4d5611e5.jsonl").exists(), reason="../shared/transcripts is not here"
-)
+@pytest.mark.real_data
 def test_report_with_the_resume_preset_in_chromium(browser: Any, tmp_path: Path) -> None:
     # Seven stages, whole messages dropped before the compaction: still the same numbers.
     path = SHARED / "cc_spotter_4d5611e5.jsonl"

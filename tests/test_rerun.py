@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED, invoke
+from conftest import SHARED, invoke, need_shared
 from ctxcli.api import Destination, RunOptions, reduce, reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.model import Conversation
@@ -156,10 +156,7 @@ def assert_same_as_a_full_run(here: Path, whole: bytes, config: Config) -> None:
 
 
 def _claude_code_session() -> bytes:
-    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/transcripts)")
-    return path.read_bytes()
+    return (need_shared() / "cc_mclaude_c76e5be5.jsonl").read_bytes()
 
 
 def cut_at(data: bytes, fraction: float) -> bytes:
@@ -169,6 +166,7 @@ def cut_at(data: bytes, fraction: float) -> bytes:
 
 
 @pytest.mark.slow
+@pytest.mark.real_data
 @pytest.mark.parametrize("path", REAL, ids=lambda p: p.name)
 @pytest.mark.parametrize("name", sorted(CONFIGS))
 @settings(
@@ -181,8 +179,6 @@ def cut_at(data: bytes, fraction: float) -> bytes:
 def test_real_transcript_cut_anywhere_reduces_like_a_full_run(
     path: Path, name: str, fraction: float, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/transcripts)")
     whole = path.read_bytes()
     grown, full = twin_runs(
         tmp_path_factory.mktemp("rerun"), cut_at(whole, fraction), whole, CONFIGS[name]
@@ -363,13 +359,12 @@ def test_script_cut_and_merge_rebuild_the_script() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.real_data
 def test_the_exact_in_process_reducer_sends_what_a_full_reduction_would(tmp_path: Path) -> None:
     """The same settled-prefix mechanism, in the agent loop (ctxcli.Reducer(prefix_policy="exact"))."""
     from ctxcli import Reducer
 
     path = REAL[0]
-    if not path.exists():
-        pytest.skip(f"{path} is not here (../shared/transcripts)")
     messages = [orjson.loads(line) for line in path.read_bytes().splitlines()]
     config = CONFIGS["default-like"]
     live = Reducer(config, api="anthropic", offload_dir=tmp_path / "off", prefix_policy="exact")

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED, shared_transcripts
+from conftest import corpus, shared_transcripts
 from ctxcli.api.remote import BlobReader, BlobWriter
 from ctxcli.core.errors import RestoreError, TranscriptError
 from ctxcli.core.protocols import sha256
@@ -129,8 +129,7 @@ def test_store_writes_nothing_and_cites_fixed_length_paths(tmp_path: Path) -> No
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts is not present")
-@pytest.mark.parametrize("path", shared_transcripts(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", corpus(shared_transcripts()))
 def test_real_transcripts_round_trip_as_text_and_values(path: Path) -> None:
     reducer = RowReducer(TIGHT, on_invalid="keep")
     raw = path.read_bytes()

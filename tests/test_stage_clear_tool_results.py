@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.core.hints import clear_hint, is_cleared, is_ctx_marked, is_truncated
 from ctxcli.core.model import Block, Conversation, Kind, Message
@@ -43,8 +43,7 @@ def _results(conv: Conversation) -> list[str]:
 
 
 def _real(path: Path) -> Conversation:
-    if not path.is_file():
-        pytest.skip(f"{path.name} is not present")
+    need_shared()
     return load(path.read_bytes(), str(path)).conversation
 
 

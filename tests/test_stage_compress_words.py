@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED
+from conftest import SHARED, need_shared
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Block, Conversation, Kind, Message
@@ -314,7 +314,7 @@ def test_reduce_restore_and_rerun(tmp_path: Path) -> None:
     assert not reduce_bytes(data, config=config).report.changed
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_real_transcript_keeps_paths_and_numbers() -> None:
     raw = (SHARED / "minisweagent_sqlfluff-1733_deepseek-chat.traj.json").read_bytes()
     conv = load(raw, "mini").conversation
@@ -365,9 +365,7 @@ def test_a_text_mid_cutoff_calls_old_is_old() -> None:
 
 
 def test_real_transcript_tiers_match_reasonblocks() -> None:
-    path = SHARED / "sweagent_marshmallow-1867_fc.traj"
-    if not path.is_file():
-        pytest.skip(f"{path.name} is not present")
+    path = need_shared() / "sweagent_marshmallow-1867_fc.traj"
     conv = load(path.read_bytes(), str(path)).conversation
     ages = model_call_ages(conv)
     out = compress_words(conv, CompressWordsOptions(**RB), _ctx()).conversation
@@ -391,9 +389,7 @@ def test_real_transcript_tiers_match_reasonblocks() -> None:
 def test_rerun_on_real_transcripts_changes_nothing(name: str, tokenizer: str) -> None:
     # A text left alone because compressing it saved nothing must stay alone on a
     # rerun, although the compressed texts around it changed the word statistics.
-    path = SHARED / name
-    if not path.is_file():
-        pytest.skip(f"{name} is not present")
+    path = need_shared() / name
     stage = {"use": "compress_words", "recent_cutoff": 1, "mid_cutoff": 2, "min_content_words": 10}
     config = build_config({"tokenizer": tokenizer, "stages": [stage]}, "test")
     once = reduce_bytes(path.read_bytes(), config=config).output

@@ -140,7 +140,7 @@ def test_empty_text_is_rejected() -> None:
         build_config({"stages": [{"use": "nudge_early_exit", "text": ""}]}, "ctx.toml")
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_real_hedging_agent() -> None:
     # deepseek on sqlfluff-1733: "going in circles", "same error", "Let me revert" late
     # in a 157-call run; its last call (the submission) has no result yet, so look at

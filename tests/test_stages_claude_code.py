@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, SHARED
+from conftest import FIXTURES, need_shared
 from ctxcli.api import Report, reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.usage import is_usage_stub
@@ -439,9 +439,7 @@ def test_validate_reports_a_second_root(tmp_path: Path) -> None:
 def test_constant_envelope_fields_stay_on_the_first_record_only(tmp_path: Path) -> None:
     # cozempic's envelope-strip, done losslessly: the value is kept once, and the
     # restore pack holds every original record.
-    src = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
-    if not src.is_file():
-        pytest.skip(f"{src.name} is not present")
+    src = need_shared() / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
     fields = ["cwd", "version", "gitBranch", "slug", "userType"]
     stage = {"use": "prune_sidecars", "records": [], "constant_fields": [*fields, "uuid"]}
     config = build_config({"stages": [stage]}, "t")

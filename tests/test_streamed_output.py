@@ -21,7 +21,7 @@ import pytest
 
 import ctxcli.formats.format as format_module
 import ctxcli.formats.lines as lines_module
-from conftest import REPO, SHARED
+from conftest import REPO, need_shared
 from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
@@ -55,9 +55,7 @@ INPUTS = [
 def _input(name: str) -> bytes:
     if name == "synthetic":
         return generate(1024 * 1024, seed=3)
-    if not SHARED.is_dir():
-        pytest.skip("../shared/transcripts is absent")
-    return (SHARED / name).read_bytes()
+    return (need_shared() / name).read_bytes()
 
 
 def _run(tmp: Path, where: str, raw: bytes, suffix: str, stream: bool) -> tuple[Any, bytes, Path]:

@@ -44,11 +44,10 @@ def shared(prefix: str) -> list[Path]:
 
 
 def require_shared() -> None:
-    """Skip the calling test when the real transcripts are not beside the checkout."""
-    import pytest
+    """Skip the calling test without the real transcripts (fail under CTX_REQUIRE_SHARED=1)."""
+    from conftest import need_shared
 
-    if not SHARED.is_dir():
-        pytest.skip(f"{SHARED} is absent (the real transcripts live beside the checkout)")
+    need_shared()
 
 
 def session_id_of(path: Path) -> str:

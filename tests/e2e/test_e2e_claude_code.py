@@ -30,6 +30,8 @@ from harness import (
     shared,
 )
 
+from conftest import corpus
+
 pytestmark = pytest.mark.e2e
 
 MESSAGES = "/v1/messages"
@@ -48,9 +50,7 @@ def _needs_client() -> None:
     require("claude")
 
 
-@pytest.mark.parametrize(
-    "session", [p for p in SESSIONS if p.name not in BROKEN], ids=lambda p: p.name
-)
+@pytest.mark.parametrize("session", corpus([p for p in SESSIONS if p.name not in BROKEN]))
 def test_original_and_reduced_resume(session: Path, tmp_path: Path) -> None:
     reduced, stats = reduced_copy(session, "claude-code-resume", tmp_path)
     before = resume_claude(tmp_path / "orig", session).accepted_turn(MESSAGES, "original")
@@ -67,7 +67,7 @@ def test_original_and_reduced_resume(session: Path, tmp_path: Path) -> None:
     assert abs(measured - predicted) <= 0.10, (measured, predicted)
 
 
-@pytest.mark.parametrize("session", [p for p in SESSIONS if p.name in BROKEN], ids=lambda p: p.name)
+@pytest.mark.parametrize("session", corpus([p for p in SESSIONS if p.name in BROKEN]))
 def test_malformed_line_breaks_the_original(session: Path, tmp_path: Path) -> None:
     # Known damage: what the client makes of it is what the real API rejects.
     run = resume_claude(tmp_path / "orig", session)
@@ -76,7 +76,7 @@ def test_malformed_line_breaks_the_original(session: Path, tmp_path: Path) -> No
     assert rejected and "first message must use" in str(rejected[0].error), run.describe()
 
 
-@pytest.mark.parametrize("session", [p for p in SESSIONS if p.name in BROKEN], ids=lambda p: p.name)
+@pytest.mark.parametrize("session", corpus([p for p in SESSIONS if p.name in BROKEN]))
 def test_malformed_session_resumes_after_doctor_fix(session: Path, tmp_path: Path) -> None:
     """ctx doctor --fix makes it resumable, reduced too; ctx restore gives the damage back."""
     fixed = tmp_path / "fixed" / session.name

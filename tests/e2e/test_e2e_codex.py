@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from harness import measure, reduced_copy, require, require_shared, resume_codex, shared
 
+from conftest import corpus
 from support.fake_api import is_compaction
 
 pytestmark = pytest.mark.e2e
@@ -39,7 +40,7 @@ def _has_tool_calls(path: Path) -> bool:
     return b'"function_call"' in path.read_bytes() or b'"custom_tool_call"' in path.read_bytes()
 
 
-@pytest.mark.parametrize("rollout", ROLLOUTS, ids=lambda p: p.name)
+@pytest.mark.parametrize("rollout", corpus(ROLLOUTS, "a Codex rollout (codex_*)"))
 def test_original_and_reduced_resume(rollout: Path, tmp_path: Path) -> None:
     reduced, stats = reduced_copy(rollout, "codex-resume", tmp_path)
     orig_run = resume_codex(tmp_path / "orig", rollout)

@@ -18,6 +18,8 @@ from typing import Any
 import pytest
 from harness import reduced_copy, require, require_shared, shared
 
+from conftest import no_corpus
+
 pytestmark = pytest.mark.e2e
 
 
@@ -44,7 +46,7 @@ CASES = [
     pytest.param(tracker, path, id=f"{tracker}-{path.name}")
     for tracker, (prefix, _preset, _place) in TRACKERS.items()
     for path in shared(prefix)
-]
+] or [no_corpus("a Claude Code or Codex session", arity=2)]
 
 
 def report_of(tracker: str, session: Path, home: Path, report: str) -> Any:

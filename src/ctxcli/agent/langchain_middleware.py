@@ -1,6 +1,6 @@
 """LangChain v1 middleware: ctx's chain on every model call of a ``create_agent`` loop.
 
-``pip install 'ctxcli[langchain]'``, then::
+``pip install 'ctx-lossless[langchain]'``, then::
 
     from langchain.agents import create_agent
     from ctxcli.agent.langchain_middleware import CtxMiddleware

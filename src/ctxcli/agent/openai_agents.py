@@ -1,6 +1,6 @@
 """OpenAI Agents SDK: ctx's chain as the run's ``call_model_input_filter``.
 
-``pip install 'ctxcli[agents]'``, then::
+``pip install 'ctx-lossless[agents]'``, then::
 
     from agents import Agent, RunConfig, Runner
     from ctxcli.agent.openai_agents import CtxInputFilter

@@ -1,8 +1,8 @@
 """Object storage (``s3://``, ``gs://``, ``file://`` ...) for inputs, outputs and offloads.
 
-Any fsspec URL works where a path does; the filesystem comes from fsspec (``pip install
-ctx[s3]`` brings s3fs; credentials and ``AWS_ENDPOINT_URL`` come from the environment as
-for any AWS tool). :mod:`ctxcli.api` stays about local files: this module reduces into a
+Any fsspec URL works where a path does; the filesystem comes from fsspec
+(``pip install 'ctx-lossless[s3]'`` brings s3fs; credentials and ``AWS_ENDPOINT_URL`` come
+from the environment as for any AWS tool). :mod:`ctxcli.api` stays about local files: this module reduces into a
 private local directory, then uploads.
 
 Writes never leave a half object: an object store shows an object only once its upload
@@ -107,7 +107,7 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         import fsspec
     except ImportError:
         raise CtxError(
-            f"{url}: reading URLs needs fsspec; install it with pip install 'ctxcli[s3]'."
+            f"{url}: reading URLs needs fsspec; install it with pip install 'ctx-lossless[s3]'."
         ) from None
     try:
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))

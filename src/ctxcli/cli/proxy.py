@@ -55,7 +55,7 @@ def load_proxy() -> Any:
     except ImportError as exc:
         raise CtxError(
             f"the proxy needs the 'proxy' extra ({exc.name} is missing): "
-            "pip install 'ctxcli[proxy]'"
+            "pip install 'ctx-lossless[proxy]'"
         ) from None
     return proxy
 

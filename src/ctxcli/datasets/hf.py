@@ -1,4 +1,4 @@
-"""Reduce Hugging Face ``datasets.Dataset``s of trajectories (``pip install 'ctxcli[hf]'``).
+"""Reduce Hugging Face ``datasets.Dataset``s of trajectories (``pip install 'ctx-lossless[hf]'``).
 
 The same row-level reduction as :mod:`ctxcli.datasets.ray`, run by
 ``Dataset.map(batched=True)`` (``num_proc`` processes; each builds its reducer, and so

@@ -1,4 +1,4 @@
-"""Reduce datasets of trajectories with Ray Data (``pip install 'ctxcli[ray]'``).
+"""Reduce datasets of trajectories with Ray Data (``pip install 'ctx-lossless[ray]'``).
 
 :func:`reduce_dataset` maps :class:`ReduceBatch`, an actor class, over a
 ``ray.data.Dataset`` with ``map_batches``: each actor builds one
@@ -74,7 +74,7 @@ def _ray() -> Any:
         import ray.data  # noqa: F401
     except ImportError:
         raise CtxError(
-            "the Ray engine needs Ray Data; install it with pip install 'ctxcli[ray]'."
+            "the Ray engine needs Ray Data; install it with pip install 'ctx-lossless[ray]'."
         ) from None
     return ray
 

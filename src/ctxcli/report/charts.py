@@ -15,7 +15,7 @@ from ctxcli.report.data import MessageRow, ReportData
 
 MISSING = (
     "the HTML report needs altair and vl-convert-python; install them with "
-    "pip install 'ctxcli[report]'."
+    "pip install 'ctx-lossless[report]'."
 )
 
 MAX_BARS = 1200
