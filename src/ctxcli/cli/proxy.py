@@ -34,8 +34,8 @@ ClearOpt = Annotated[
         "--clear-at-least",
         min=0,
         help=(
-            "Change already-sent (cached) messages only when the change reclaims at least this "
-            "many tokens; above it, only when the change pays for the cache it busts."
+            "Change already-sent (cached) messages only when the change pays for the cache "
+            "it busts and reclaims at least this many tokens."
         ),
     ),
 ]
