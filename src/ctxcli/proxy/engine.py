@@ -34,7 +34,6 @@ from ctxcli.proxy.conversations import (
 from ctxcli.proxy.routes import Provider, check_settings
 from ctxcli.proxy.shapes import (
     Api,
-    canonical,
     conversation_key,
     history_key,
     prompt_blocks,
@@ -247,9 +246,6 @@ class ProxyCore:
             read_tool=self.settings.read_tool if api == "anthropic" else None,
             prefix_policy=prefix_policy(api, self.settings.clear_at_least),
         )
-
-    def count_messages(self, messages: list[Any]) -> int:
-        return sum(self.count_text(canonical(m).decode()) for m in messages)
 
     def prepare(self, api: Api, raw: bytes) -> Prepared:
         """The body to forward for ``raw``; never raises for a body it cannot handle."""
