@@ -20,16 +20,20 @@ import httpx
 import pytest
 
 from ctxcli.core.errors import CtxError
-from ctxcli.proxy.billing import CacheModel, Prices
 from ctxcli.proxy.conversations import ConversationStore
 from ctxcli.proxy.engine import STATS_FILE, ProxyCore, ProxySettings
 from ctxcli.proxy.mcp_server import build_server, read_stats, retrieve
 from ctxcli.proxy.rules import rejection
 from ctxcli.proxy.server import ProxyServer
-from ctxcli.proxy.shapes import Block, breakpoint_positions, place_breakpoints
+from ctxcli.proxy.shapes import (
+    breakpoint_positions,
+    place_breakpoints,
+    strip_cache_control,
+)
 from support.fake_api import FakeServer, MessagesAPI, OpenAIAPI, ScriptedAgent, Step
 
 CC = {"type": "ephemeral"}
+MODEL = "claude-sonnet-4-5-20250929"
 SYSTEM = [{"type": "text", "text": "You are a coding agent. " * 100, "cache_control": CC}]
 
 
@@ -40,17 +44,19 @@ def file_text(i: int, lines: int = 300) -> str:
 class Agent:
     """Builds successive Claude-Code-shaped request bodies of one growing conversation."""
 
-    def __init__(self, lines: int = 300) -> None:
+    def __init__(self, lines: int = 300, tools: list[dict[str, Any]] | None = None) -> None:
         self.messages: list[dict[str, Any]] = [
             {"role": "user", "content": [{"type": "text", "text": "Read every file."}]}
         ]
         self.lines = lines
         self.turn = 0
+        self.tools = tools
 
     def body(self) -> dict[str, Any]:
         messages = copy.deepcopy(self.messages)
         messages[-1]["content"][-1]["cache_control"] = CC
-        return {"model": "claude-x", "max_tokens": 64, "system": SYSTEM, "messages": messages}
+        body = {"model": MODEL, "max_tokens": 64, "system": SYSTEM, "messages": messages}
+        return {**body, "tools": self.tools} if self.tools else body
 
     def step(self) -> None:
         i = self.turn
@@ -111,12 +117,11 @@ def test_sent_messages_keep_their_bytes_until_a_cut_worth_making(tmp_path: Path)
 
 
 def _plain(messages: list[Any]) -> list[Any]:
-    from ctxcli.proxy.shapes import strip_cache_control
 
     return strip_cache_control(messages)
 
 
-def test_a_small_cut_is_held_back_and_the_cached_prefix_kept(tmp_path: Path) -> None:
+def test_a_cut_under_the_floor_is_held_back_and_the_cached_prefix_kept(tmp_path: Path) -> None:
     eager, _, _ = core_for(tmp_path / "a", clear_at_least=0)
     patient, _, _ = core_for(tmp_path / "b", clear_at_least=10**9)
     run_agent(eager, 20)
@@ -200,18 +205,6 @@ def test_conversations_are_bounded_and_expire() -> None:
     assert store.keys() == ["c", "d"] and store.expired == 2
 
 
-def test_cache_model_reads_what_an_earlier_breakpoint_wrote() -> None:
-    model = CacheModel(len, Prices())
-    a = [Block(b"s", "x" * 100, True), Block(b"u1", "y" * 50, True)]
-    first = model.price(a)
-    assert (first.cache_read, first.cache_write, first.uncached) == (0, 150, 0)
-    second = model.price([a[0], Block(b"u1", "y" * 50, False), Block(b"u2", "z" * 10, True)])
-    assert (second.cache_read, second.cache_write) == (150, 10)
-    changed = model.price([a[0], Block(b"u1x", "w" * 50, True)])
-    assert (changed.cache_read, changed.cache_write) == (100, 50)
-    assert changed.weighted(Prices()) == pytest.approx(100 * 0.1 + 50 * 1.25)
-
-
 # -- HTTP -------------------------------------------------------------------------------
 
 
@@ -232,6 +225,7 @@ def test_http_streaming_and_json_pass_through(
     with ProxyServer(core) as server:
         body = {
             **agent.body(),
+            "system": SYSTEM * 2,  # over the 1,024 tokens the API caches at least
             "tools": [{"name": "Read", "input_schema": {}}],
             "metadata": {"user_id": "u"},
             "x_unknown": 1,
@@ -405,8 +399,12 @@ class _Breaks:
     """A reducer whose output the API would reject (its first message is the assistant's)."""
 
     offloaded: list[str] = []
+    reused = 0
+    changed_prefix_at = None
+    held_back = False
+    cache_breakpoint = None
 
-    def reduce(self, messages: Any, *, system: Any = None) -> Any:
+    def reduce(self, messages: Any, *, system: Any = None, at: float | None = None) -> Any:
         self.messages = list(messages[1:]) or list(messages)
         return self
 
@@ -443,7 +441,7 @@ def test_ctx_proxy_command_serves_stats(tmp_path: Path) -> None:
                 assert proc.poll() is None and time.monotonic() < deadline
                 time.sleep(0.2)
         assert stats["requests"] == 0 and stats["offload_dir"] == str(tmp_path)
-        assert stats["preset"] == "eino"
+        assert stats["preset"] == "live"
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=30)
@@ -473,8 +471,12 @@ class _DropsToolAnswers:
     """A reducer whose output Chat Completions would reject: calls left without answers."""
 
     offloaded: list[str] = []
+    reused = 0
+    changed_prefix_at = None
+    held_back = False
+    cache_breakpoint = None
 
-    def reduce(self, messages: Any, *, system: Any = None) -> Any:
+    def reduce(self, messages: Any, *, system: Any = None, at: float | None = None) -> Any:
         self.messages = [m for m in messages if m.get("role") != "tool"]
         return self
 

@@ -82,8 +82,8 @@ def test_claude_code_through_ctx_wrap(claude: str, tmp_path: Path) -> None:
     assert mine["cache_write"] == fake.totals.cache_write
     assert mine["uncached"] == fake.totals.input_tokens
     assert stats["upstream_usage"]["cache_read_input_tokens"] == fake.totals.cache_read
-    # The history sent stays under the eino preset's budget (clear_tool_results max_tokens
-    # 30,000), give or take the newest round, which the preset always keeps.
+    # The history sent stays under 30,000 tokens (the default live preset clears every
+    # result but the newest round's once that pays), give or take the newest round.
     budget = 30_000 + max(
         sum(b[1] for b in cache_blocks({"messages": [m]})) for m in fake.bodies[-1]["messages"]
     )

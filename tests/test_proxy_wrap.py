@@ -43,7 +43,7 @@ def small_body() -> dict[str, Any]:
 
 
 def big_body(rounds: int = 14) -> dict[str, Any]:
-    """A conversation over the eino preset's 30,000-token budget: old results get cleared."""
+    """A conversation of 14 large tool rounds: the default preset clears the old results."""
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Read every file."}]
     for i in range(rounds):
         text = "\n".join(f"def f_{i}_{n}(x): return x * {n}  # line {n}" for n in range(300))

@@ -73,7 +73,9 @@ def check_page(browser: Any, page_path: Path, source: Path, extra: list[str]) ->
                                 steps: c.dataset.steps, width: box.width, height: box.height}];
                }))"""
         )
-        assert set(marks) == {"chart-timeline", "chart-tools", "chart-stages", "chart-monitors"}
+        charts = {"chart-timeline", "chart-tools", "chart-stages", "chart-monitors"}
+        # A Claude Code session or Codex rollout also gets the cost timeline.
+        assert set(marks) - {"chart-cost"} == charts
         for name, m in marks.items():
             assert m["width"] > 200 and m["height"] > 40, (name, m)
             if name == "chart-monitors" and m["steps"] == "0":
@@ -122,6 +124,33 @@ def check_page(browser: Any, page_path: Path, source: Path, extra: list[str]) ->
         BUILD.mkdir(exist_ok=True)
         page.screenshot(path=str(BUILD / f"report-{source.name}.png"), full_page=True)
         return stats
+    finally:
+        page.close()
+
+
+@pytest.mark.skipif(
+    not (SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl").exists(),
+    reason="../shared/transcripts is not here",
+)
+def test_the_cost_timeline_renders_in_chromium(browser: Any, tmp_path: Path) -> None:
+    path = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
+    out = tmp_path / "report.html"
+    invoke(["report", str(path), "-o", str(out)])
+    check_page(browser, out, path, [])
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_function("document.body.dataset.charts === 'drawn'", timeout=20_000)
+        drawn = page.evaluate(
+            """() => { const svg = document.querySelector('#chart-cost svg');
+                 const box = svg.getBoundingClientRect();
+                 return {lines: svg.querySelectorAll('.role-mark path').length,
+                         width: box.width, height: box.height,
+                         text: document.querySelector('#cost').innerText}; }"""
+        )
+        assert drawn["width"] > 200 and drawn["height"] > 40, drawn
+        assert drawn["lines"] >= 2, drawn  # as run, with ctx
+        assert "Recorded $0.45" in drawn["text"] and "with ctx" in drawn["text"]
     finally:
         page.close()
 

@@ -64,7 +64,10 @@ class PrefixPolicy:
             <ctxcli.agent.reducer.ReducerResult.cache_breakpoint>`, the message before
             the rounds the chain keeps, so that clearing them later rewrites only
             them. False: only on the last message, so a change more than
-            ``lookback_blocks`` blocks back rewrites every message.
+            ``lookback_blocks`` blocks back rewrites every message. False by default:
+            a policy that counts on the breakpoint while the caller does not place it
+            pays dearly (``ctx cost``: 26% above the replayed bill on the shared
+            cc_mclaude session); ``ctx proxy`` places it and sets True.
         write_to_read: price of a rewritten token over the price of a cached one
             (Anthropic 5-minute entries: 1.25 / 0.1 = 12.5; 1-hour entries: 20;
             OpenAI: uncached / cached input = 10).

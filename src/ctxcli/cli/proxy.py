@@ -14,7 +14,11 @@ from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 
 PresetOpt = Annotated[
-    str | None, typer.Option("--preset", help="Stage chain to run (default: eino).")
+    str | None,
+    typer.Option(
+        "--preset",
+        help="Stage chain to run (default: live, the chain the prompt-cache bill chose).",
+    ),
 ]
 ConfigOpt = Annotated[
     Path | None,
@@ -29,11 +33,19 @@ ClearOpt = Annotated[
     typer.Option(
         "--clear-at-least",
         min=0,
-        help="Change already-cached messages only to reclaim at least this many tokens.",
+        help=(
+            "Change already-sent (cached) messages only when the change pays for the cache "
+            "it busts and reclaims at least this many tokens."
+        ),
     ),
 ]
 PriceOpt = Annotated[
-    float, typer.Option("--input-price", help="USD per million input tokens, for the estimate.")
+    Path | None,
+    typer.Option(
+        "--prices",
+        help="TOML price table for the cost figures (default: $CTX_PRICES, else list prices).",
+        dir_okay=False,
+    ),
 ]
 VerboseOpt = Annotated[bool, typer.Option("--verbose", "-v", help="One line per request.")]
 
@@ -66,15 +78,15 @@ def settings(
     config: Path | None,
     offload_dir: str | None,
     clear_at_least: int,
-    input_price: float,
+    prices: Path | None,
     **more: Any,
 ) -> Any:
     """ProxySettings from the shared options (``--config`` alone runs the file's chain)."""
     values: dict[str, Any] = {
-        "preset": preset if preset or config else "eino",
+        "preset": preset if preset or config else proxy.ProxySettings().preset,
         "config": str(config) if config else None,
         "clear_at_least": clear_at_least,
-        "input_price": input_price,
+        "prices": str(prices) if prices else None,
         **more,
     }
     if offload_dir:
@@ -102,8 +114,8 @@ def proxy(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     offload_dir: OffloadOpt = None,
-    clear_at_least: ClearOpt = 5000,
-    input_price: PriceOpt = 3.0,
+    clear_at_least: ClearOpt = 0,
+    prices: PriceOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Serve the Anthropic and OpenAI APIs locally, reducing each request's history.
@@ -128,7 +140,7 @@ def proxy(
             config,
             offload_dir,
             clear_at_least,
-            input_price,
+            prices,
             upstream=upstream,
             openai_upstream=openai_upstream,
             other_paths=other_paths,

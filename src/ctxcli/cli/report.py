@@ -43,6 +43,14 @@ def report(
     session: SessionOpt = None,
     last: LastOpt = False,
     project: ProjectOpt = None,
+    cost: Annotated[
+        bool,
+        typer.Option(
+            "--cost/--no-cost",
+            help="Add the cost timeline of a Claude Code session or Codex rollout "
+            "(as run and with the chain live).",
+        ),
+    ] = True,
 ) -> None:
     """Write one self-contained HTML page: where the tokens go and what each stage removed.
 
@@ -72,7 +80,7 @@ def report(
             # ctx's data directory), any other file to stdout.
             dest = Destination(in_place=is_session_file(input))
             options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
-            data, page = write_report(input, output, dest, config=cfg, options=options)
+            data, page = write_report(input, output, dest, config=cfg, options=options, cost=cost)
         for warning in data.report.warnings:
             console.warn(warning)
         if output == "-":

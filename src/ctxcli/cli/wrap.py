@@ -29,8 +29,8 @@ def wrap(
     preset: PresetOpt = None,
     config: ConfigOpt = None,
     offload_dir: OffloadOpt = None,
-    clear_at_least: ClearOpt = 5000,
-    input_price: PriceOpt = 3.0,
+    clear_at_least: ClearOpt = 0,
+    prices: PriceOpt = None,
     verbose: VerboseOpt = False,
 ) -> None:
     """Run Claude Code or Codex through a ctx proxy; print what the run saved.
@@ -45,12 +45,12 @@ def wrap(
 
     \b
         ctx wrap claude
-        ctx wrap claude --preset eino -- -p "fix the failing test"
+        ctx wrap claude --clear-at-least 2000 -- -p "fix the failing test"
         ctx wrap codex -- exec "add a README"
     """
     with _errors():
         mod = load_proxy()
-        chosen = settings(mod, preset, config, offload_dir, clear_at_least, input_price)
+        chosen = settings(mod, preset, config, offload_dir, clear_at_least, prices)
         result = mod.run_wrapped(
             client,
             args or [],

@@ -1,60 +1,66 @@
-"""Prompt-caching arithmetic: what a request is billed, read from and written to the cache.
+"""What the proxy's requests are billed: the cost instrument's cache model and price table.
 
-Anthropic bills the input of a request in three parts: the prefix found in the cache
-(cache read, 0.1x the input price), the prefix up to the request's last ``cache_control``
-breakpoint that was not found (cache write, 1.25x), and the rest (1x). A prefix is found
-when it is identical to the prefix of an earlier request ending at one of that request's
-breakpoints. OpenAI caches automatically: any prefix an earlier request sent is read at the
-cached price, nothing costs extra to write.
-
-:class:`CacheModel` keeps the prefixes seen so far (as hashes, bounded) and prices each
-request; the proxy runs two of them, one on what it sends and one on what the client sent,
-to report the bill with and without the proxy.
+Each request is priced twice, as it was sent and as the client wrote it, each through its
+own :class:`~ctxcli.cost.cache.PromptCache` (per API family and model: Anthropic's
+breakpoints, OpenAI's automatic caching) at the request's model's prices from the one
+price table (:mod:`ctxcli.cost.prices`). So ``/stats`` reports what ``ctx cost`` would
+charge for the same requests: the input side of the bill (the output is the same either
+way). A model the table does not know is priced as :data:`FALLBACK_MODEL` of its family.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
+from ctxcli.cost.prices import ModelPrice, PriceTable, TokenUsage
 from ctxcli.proxy.shapes import Block
 
+__all__ = ["FALLBACK_MODEL", "Bill", "Meter", "cache_blocks"]
 
-@dataclass(frozen=True)
-class Prices:
-    """Multipliers of the input price, and the input price itself (USD per million tokens).
-
-    Attributes:
-        input_per_mtok: USD per million uncached input tokens.
-        cache_read: multiplier for tokens read from the cache.
-        cache_write: multiplier for tokens written to the cache.
-        automatic: every prefix is cached without breakpoints (OpenAI), writes cost 1x.
-    """
-
-    input_per_mtok: float = 3.0
-    cache_read: float = 0.1
-    cache_write: float = 1.25
-    automatic: bool = False
-
-    @classmethod
-    def for_api(cls, api: str, input_per_mtok: float = 3.0) -> Prices:
-        if api == "anthropic":
-            return cls(input_per_mtok)
-        return cls(input_per_mtok, cache_read=0.1, cache_write=1.0, automatic=True)
+FALLBACK_MODEL = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}
+"""The model whose prices stand in for one the price table does not know, by family."""
 
 
 @dataclass
 class Bill:
-    """Input tokens of one or more requests, split as the provider bills them."""
+    """Input tokens of one or more requests, split as the provider bills them, and dollars.
+
+    Attributes:
+        billed_tokens: what was billed, in uncached-input tokens of the same price.
+        usd: what was billed, in US dollars (input side only).
+        busts: requests whose cached prefix collapsed (see :class:`~ctxcli.cost.cache.
+            PromptCache`).
+    """
 
     input_tokens: int = 0
     cache_read: int = 0
     cache_write: int = 0
     uncached: int = 0
     requests: int = 0
+    billed_tokens: float = 0.0
+    usd: float = 0.0
+    busts: int = 0
+
+    @classmethod
+    def of(cls, outcome: CacheOutcome, price: ModelPrice) -> Bill:
+        """The bill of one request the cache model priced."""
+        usage = TokenUsage(
+            outcome.uncached, outcome.cache_read, outcome.cache_write_5m, outcome.cache_write_1h
+        )
+        usd = price.usd(usage)
+        return cls(
+            input_tokens=outcome.input_tokens,
+            cache_read=outcome.cache_read,
+            cache_write=usage.cache_write,
+            uncached=outcome.uncached,
+            requests=1,
+            billed_tokens=usd * 1_000_000 / price.input if price.input else 0.0,
+            usd=usd,
+            busts=int(outcome.bust),
+        )
 
     def add(self, other: Bill) -> None:
         self.input_tokens += other.input_tokens
@@ -62,75 +68,53 @@ class Bill:
         self.cache_write += other.cache_write
         self.uncached += other.uncached
         self.requests += other.requests
+        self.billed_tokens += other.billed_tokens
+        self.usd += other.usd
+        self.busts += other.busts
 
-    def weighted(self, prices: Prices) -> float:
-        """Input-token equivalents billed (uncached tokens count 1)."""
-        return (
-            self.uncached
-            + prices.cache_write * self.cache_write
-            + prices.cache_read * self.cache_read
-        )
-
-    def cost_usd(self, prices: Prices) -> float:
-        return self.weighted(prices) * prices.input_per_mtok / 1_000_000
-
-    def as_dict(self, prices: Prices) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = asdict(self)
-        out["billed_tokens"] = round(self.weighted(prices), 1)
-        out["cost_usd"] = round(self.cost_usd(prices), 6)
+        out["billed_tokens"] = round(self.billed_tokens, 1)
+        out["usd"] = round(self.usd, 6)
         return out
 
 
-@dataclass
-class CacheModel:
-    """The provider's prompt cache, as prefix hashes (bounded, least recently used dropped).
+def cache_blocks(blocks: Sequence[Block], count: Callable[[str], int]) -> list[CacheBlock]:
+    """The blocks of a request as the cache model sees them (tokens by ``count``)."""
+    return [CacheBlock(b.key, count(b.text), b.breakpoint) for b in blocks]
+
+
+class Meter:
+    """The caches of the requests a proxy sees, and their prices.
 
     Args:
+        table: the price table.
         count: tokens of a block's text.
-        prices: how reads and writes are priced (``automatic`` for OpenAI).
-        max_entries: cached prefixes kept.
     """
 
-    count: Callable[[str], int]
-    prices: Prices = field(default_factory=Prices)
-    max_entries: int = 100_000
-    _cache: OrderedDict[bytes, None] = field(default_factory=OrderedDict, repr=False)
+    def __init__(self, table: PriceTable, count: Callable[[str], int]) -> None:
+        self.table = table
+        self.count = count
+        self._caches: dict[tuple[str, str, bool], PromptCache] = {}
 
-    def price(self, blocks: Sequence[Block]) -> Bill:
-        """Bill one request made of ``blocks`` and remember what it caches."""
-        hashes: list[bytes] = []
-        cumulative: list[int] = []
-        h = hashlib.sha256()
-        total = 0
-        for block in blocks:
-            h.update(hashlib.sha256(block.key).digest())
-            hashes.append(h.copy().digest())
-            total += self.count(block.text)
-            cumulative.append(total)
-        if self.prices.automatic:
-            stops = list(range(len(blocks)))
-        else:
-            stops = [i for i, b in enumerate(blocks) if b.breakpoint]
-        read = 0
-        last = stops[-1] if stops else -1
-        for i in range(last, -1, -1):
-            if hashes[i] in self._cache:
-                self._cache.move_to_end(hashes[i])
-                read = cumulative[i]
-                break
-        cached_end = cumulative[last] if last >= 0 else 0
-        write = max(0, cached_end - read)
-        if self.prices.automatic:
-            write = 0
-        for i in stops:
-            self._cache[hashes[i]] = None
-            self._cache.move_to_end(hashes[i])
-        while len(self._cache) > self.max_entries:
-            self._cache.popitem(last=False)
-        return Bill(
-            input_tokens=total,
-            cache_read=read,
-            cache_write=write,
-            uncached=total - read - write,
-            requests=1,
-        )
+    def price_of(self, family: str, model: str | None) -> tuple[str, ModelPrice]:
+        """The model a request is priced as, and its prices."""
+        price = self.table.lookup(model)
+        if price is not None and model:
+            return model, price
+        fallback = FALLBACK_MODEL[family]
+        known = self.table.lookup(fallback)
+        assert known is not None, f"the price table lost {fallback}"
+        return fallback, known
+
+    def price(
+        self, family: str, model: str | None, blocks: Sequence[Block], *, sent: bool, at: float
+    ) -> Bill:
+        """Bill one request (``sent``: as the proxy sent it, else as the client wrote it)."""
+        key = (family, model or "", sent)
+        cache = self._caches.get(key)
+        if cache is None:
+            policy = CachePolicy.anthropic() if family == "anthropic" else CachePolicy.openai()
+            cache = self._caches[key] = PromptCache(policy)
+        outcome = cache.send(cache_blocks(blocks, self.count), at=at)
+        return Bill.of(outcome, self.price_of(family, model)[1])

@@ -1,13 +1,14 @@
-"""Per-conversation memory of the proxy: what was sent, so later requests keep those bytes.
+"""Per-conversation memory of the proxy: one live reducer per conversation, and what it sent.
 
 A conversation is recognised by its model, system prompt and first message. For each one the
-proxy keeps the in-process reducer (which remembers its own decisions) and the messages it
-sent last time. A new request of the same conversation normally repeats the earlier history
-and appends to it; the proxy then sends the earlier reduced messages again, byte for byte,
-followed by the new ones, unless the reducer's new cuts would reclaim at least
-``clear_at_least`` tokens: only then does it accept a change to the prefix the provider has
-cached. Memory is bounded: the original messages are kept as hashes, at most
-``max_conversations`` are kept and those idle longer than ``idle_seconds`` are dropped.
+proxy keeps an in-process :class:`~ctxcli.agent.reducer.Reducer`, which remembers its own
+decisions and sends a message it sent once as the same bytes in every later call. Whether it
+may change a message already sent (and cached by the provider) is the reducer's prefix policy
+(:class:`~ctxcli.agent.prefix_policy.PrefixPolicy`): only when the change pays for the cache
+bust it causes. The proxy adds a ``cache_control`` breakpoint on the message the reducer
+names (:attr:`~ctxcli.agent.reducer.ReducerResult.cache_breakpoint`), so that the policy's
+``marked`` pricing holds. Memory is bounded: the original messages are kept as hashes, at
+most ``max_conversations`` are kept and those idle longer than ``idle_seconds`` are dropped.
 """
 
 from __future__ import annotations
@@ -22,16 +23,35 @@ from typing import Any, Protocol
 from ctxcli.proxy.rules import rejection
 from ctxcli.proxy.shapes import (
     Api,
-    canonical,
     digest,
     history_key,
+    mark_breakpoint,
     place_breakpoints,
     strip_cache_control,
 )
 
 
+class ReducedCall(Protocol):
+    """What the proxy reads of a :class:`~ctxcli.agent.reducer.ReducerResult`."""
+
+    @property
+    def messages(self) -> Sequence[Any]: ...
+    @property
+    def offloaded(self) -> Sequence[str]: ...
+    @property
+    def reused(self) -> int: ...
+    @property
+    def changed_prefix_at(self) -> int | None: ...
+    @property
+    def held_back(self) -> bool: ...
+    @property
+    def cache_breakpoint(self) -> int | None: ...
+
+
 class MessageReducer(Protocol):
-    def reduce(self, messages: Sequence[Mapping[str, Any]], *, system: Any = None) -> Any: ...
+    def reduce(
+        self, messages: Sequence[Mapping[str, Any]], *, system: Any = None, at: float | None = None
+    ) -> ReducedCall: ...
 
 
 @dataclass
@@ -40,10 +60,11 @@ class Decision:
 
     Attributes:
         messages: the history to send (with breakpoints placed).
-        reused: messages sent again exactly as last time.
-        accepted_cut: the reducer changed already-sent messages and the change was taken.
-        held_back: the reducer proposed a change worth fewer than ``clear_at_least`` tokens,
-            so the earlier bytes were sent instead.
+        reused: leading messages whose decisions were kept from the previous request.
+        accepted_cut: the reducer changed already-sent messages (the change paid).
+        held_back: the reducer's chain proposed such a change and its prefix policy kept
+            the sent messages instead (the change did not pay yet).
+        marked: the proxy added a breakpoint on the reducer's ``cache_breakpoint``.
         offloaded: files the reducer wrote for this request.
     """
 
@@ -51,6 +72,7 @@ class Decision:
     reused: int = 0
     accepted_cut: bool = False
     held_back: bool = False
+    marked: bool = False
     offloaded: int = 0
     refused: str = ""
     """Why the reduction was not sent (the request then goes as the client wrote it)."""
@@ -61,17 +83,9 @@ class Conversation:
     key: str
     reducer: MessageReducer
     originals: list[str] = field(default_factory=list)
-    sent: list[Any] = field(default_factory=list)
     requests: int = 0
     last_used: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-
-def _first_difference(a: list[Any], b: list[Any]) -> int:
-    for i, (x, y) in enumerate(zip(a, b, strict=False)):
-        if canonical(x) != canonical(y):
-            return i
-    return min(len(a), len(b))
 
 
 def decide(
@@ -79,40 +93,40 @@ def decide(
     messages: list[Any],
     system: Any,
     *,
-    count: Callable[[list[Any]], int],
-    clear_at_least: int,
     body: dict[str, Any],
     api: Api = "anthropic",
+    at: float | None = None,
 ) -> Decision:
-    """Reduce ``messages`` for ``conv`` and choose what to send (updates ``conv``)."""
+    """Reduce ``messages`` for ``conv`` (sent at ``at``, seconds) and choose what to send.
+
+    Updates ``conv``. The reducer's prefix policy decides whether messages already sent
+    may change; on Anthropic requests that carry breakpoints, one more goes on the
+    message the reducer names, when the API's limit of four leaves room.
+    """
     plain = strip_cache_control(messages)
     hashes = [digest(m) for m in plain]
-    result = conv.reducer.reduce(plain, system=system)
+    result = conv.reducer.reduce(plain, system=system, at=at)
     candidate = strip_cache_control(list(result.messages))
-    decision = Decision(messages=[], offloaded=len(result.offloaded))
+    appended = bool(conv.originals) and hashes[: len(conv.originals)] == conv.originals
+    decision = Decision(
+        messages=[],
+        reused=result.reused,
+        accepted_cut=appended and result.changed_prefix_at is not None,
+        held_back=result.held_back,
+        offloaded=len(result.offloaded),
+    )
     field_name = history_key(api)
     bad = rejection(api, {**body, field_name: candidate})
+    mark = result.cache_breakpoint
     if bad is not None and rejection(api, {**body, field_name: plain}) is None:
         # Never send what the API would reject: the client's own history goes instead.
-        candidate = plain
+        candidate, mark = plain, None
         decision.refused = bad.message
-    chosen = candidate
-    known = len(conv.originals)
-    if conv.sent and known <= len(hashes) and hashes[:known] == conv.originals:
-        fallback = conv.sent + plain[known:]
-        changed_at = _first_difference(conv.sent, candidate)
-        if changed_at < len(conv.sent):
-            reclaimed = count(fallback) - count(candidate)
-            if reclaimed >= clear_at_least:
-                decision.accepted_cut = True
-            else:
-                chosen = fallback
-                decision.held_back = True
-        decision.reused = _first_difference(conv.sent, chosen)
     conv.originals = hashes
-    conv.sent = chosen
     conv.requests += 1
-    decision.messages, _ = place_breakpoints(messages, chosen, body)
+    decision.messages, placed = place_breakpoints(messages, candidate, body)
+    if api == "anthropic" and placed and mark is not None:
+        decision.marked = mark_breakpoint(decision.messages, mark, body)
     return decision
 
 

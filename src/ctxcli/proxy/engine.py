@@ -14,14 +14,17 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ctxcli.agent.reducer import Reducer
+from ctxcli.agent.prefix_policy import PrefixPolicy
+from ctxcli.agent.reducer import LIVE_PRESET, Reducer
+from ctxcli.cost.prices import load_price_table
 from ctxcli.pipeline.config import load_config
-from ctxcli.proxy.billing import Bill, CacheModel, Prices
+from ctxcli.proxy.billing import Bill, Meter
 from ctxcli.proxy.conversations import (
     ConversationStore,
     Decision,
@@ -31,7 +34,6 @@ from ctxcli.proxy.conversations import (
 from ctxcli.proxy.routes import Provider, check_settings
 from ctxcli.proxy.shapes import (
     Api,
-    canonical,
     conversation_key,
     history_key,
     prompt_blocks,
@@ -68,16 +70,20 @@ class ProxySettings:
         other_paths: the API that paths other than the model endpoints go to when they
             carry no ``/anthropic`` or ``/openai`` prefix; None: nowhere (answered 404).
             See :mod:`ctxcli.proxy.routes`.
-        preset: the named chain to run (None: ``config``'s chain, else the default chain).
+        preset: the named chain to run (default ``live``, the chain the prompt-cache bill
+            chose; None: ``config``'s chain).
         config: a ctx.toml.
         offload_dir: where offloaded text goes; the hints name it, so the agent can read it
             (created 0700 if missing). None: a fresh ``run-*`` directory under ctx's cache
             directory, removed when the run ends unless a hint cites a file in it.
-        clear_at_least: a change to already-sent (cached) messages is taken only when it
-            reclaims at least this many tokens.
+        clear_at_least: the floor of the reducer's prefix policy: a change to already-sent
+            (cached) messages is made only when it reclaims at least this many tokens *and*
+            pays for the cache it busts (:class:`~ctxcli.agent.prefix_policy.PrefixPolicy`;
+            default 0: the bill alone decides).
         max_conversations: conversations remembered at once.
         idle_seconds: a conversation unseen this long is forgotten.
-        input_price: USD per million input tokens, for the cost estimate.
+        prices: a TOML price table (see :mod:`ctxcli.cost.prices`; None: ``$CTX_PRICES``,
+            else the built-in list prices), for the dollars ``/stats`` reports.
         tokenizer: counter for the estimates (``cl100k``, ``o200k``, ``approx``).
         read_tool: the Anthropic client's file-reading tool, named in the hints.
     """
@@ -86,15 +92,23 @@ class ProxySettings:
     openai_upstream: str = "https://api.openai.com"
     single_upstream: Provider | None = None
     other_paths: Provider | None = None
-    preset: str | None = "eino"
+    preset: str | None = LIVE_PRESET
     config: str | None = None
     offload_dir: str | None = None
-    clear_at_least: int = 5000
+    clear_at_least: int = PrefixPolicy().clear_at_least
     max_conversations: int = 64
     idle_seconds: float = 3600.0
-    input_price: float = 3.0
+    prices: str | None = None
     tokenizer: str = "cl100k"
     read_tool: str | None = "Read"
+
+
+def prefix_policy(api: Api, clear_at_least: int) -> PrefixPolicy:
+    """The prefix policy of the proxy's reducers: the API's cache and prices, the floor,
+    and (Anthropic) the breakpoint the proxy adds on the reducer's ``cache_breakpoint``."""
+    return replace(
+        PrefixPolicy.for_api(api), marked=api == "anthropic", clear_at_least=clear_at_least
+    )
 
 
 def default_offload_dir() -> str:
@@ -119,36 +133,42 @@ class RequestRecord:
     tokens_sent: int
     with_proxy: Bill
     without_proxy: Bill
+    priced_as: str = ""
     reused: int = 0
     held_back: bool = False
     accepted_cut: bool = False
+    marked: bool = False
     offloaded: int = 0
     upstream_usage: dict[str, int] = field(default_factory=dict)
 
-    def as_dict(self, prices: Prices) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "api": self.api,
             "conversation": self.conversation[:12],
             "number": self.number,
+            "priced_as": self.priced_as,
             "tokens_in": self.tokens_in,
             "tokens_sent": self.tokens_sent,
-            "with_proxy": self.with_proxy.as_dict(prices),
-            "without_proxy": self.without_proxy.as_dict(prices),
+            "with_proxy": self.with_proxy.as_dict(),
+            "without_proxy": self.without_proxy.as_dict(),
             "held_back": self.held_back,
             "new_cut": self.accepted_cut,
+            "marked": self.marked,
             "upstream_usage": self.upstream_usage,
         }
 
-    def line(self, prices: Prices) -> str:
+    def line(self) -> str:
         """The ``-v`` line."""
-        saved = _saved(self.without_proxy.weighted(prices), self.with_proxy.weighted(prices))
-        note = " (held back a small cut)" if self.held_back else ""
+        after, before = self.with_proxy, self.without_proxy
+        saved = _saved(before.usd, after.usd)
+        note = " (held back a cut that does not pay yet)" if self.held_back else ""
         note += " (new cut)" if self.accepted_cut else ""
+        note += " (cache bust)" if after.busts else ""
         return (
             f"{self.api} {self.conversation[:8]} #{self.number}: tokens in {self.tokens_in:,}, "
-            f"sent {self.tokens_sent:,}, cache-preserved prefix {self.with_proxy.cache_read:,}; "
-            f"billed ~{self.with_proxy.weighted(prices):,.0f} vs "
-            f"~{self.without_proxy.weighted(prices):,.0f} without ctx ({saved:.1f}% saved){note}"
+            f"sent {self.tokens_sent:,}, cache-preserved prefix {after.cache_read:,}; "
+            f"billed input ~${after.usd:.4f} vs ~${before.usd:.4f} without ctx "
+            f"({saved:.1f}% saved, priced as {self.priced_as}){note}"
         )
 
 
@@ -175,7 +195,8 @@ class ProxyCore:
         log: receives one line per request (the ``-v`` output).
         warn: receives warnings (a request forwarded unchanged, and why).
         make_reducer: a reducer for a new conversation (default: :class:`ctxcli.agent.reducer.Reducer`
-            with the settings' preset/config and offload directory).
+            with the settings' preset/config, offload directory and :func:`prefix_policy`).
+        clock: the time of a request, in seconds (the prompt cache's TTLs run on it).
     """
 
     def __init__(
@@ -185,9 +206,11 @@ class ProxyCore:
         log: Callable[[str], None] | None = None,
         warn: Callable[[str], None] | None = None,
         make_reducer: Callable[[Api], MessageReducer] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         check_settings(settings)
         self.settings = settings
+        self.clock = clock
         self.log = log
         self.warn = warn or (lambda _msg: None)
         self._owns_dir = settings.offload_dir is None
@@ -206,7 +229,7 @@ class ProxyCore:
         _, fn = load_engine(settings.tokenizer)
         self.count_text: Callable[[str], int] = functools.lru_cache(maxsize=65536)(fn)
         self._lock = threading.Lock()
-        self._models: dict[tuple[str, bool], CacheModel] = {}
+        self.meter = Meter(load_price_table(settings.prices), self.count_text)
         self.records: list[RequestRecord] = []
         self.max_records = 1000
         self.totals = {"requests": 0, "passthrough": 0, "tokens_in": 0, "tokens_sent": 0}
@@ -221,20 +244,8 @@ class ProxyCore:
             offload_dir=self.offload_dir,
             api=api,
             read_tool=self.settings.read_tool if api == "anthropic" else None,
+            prefix_policy=prefix_policy(api, self.settings.clear_at_least),
         )
-
-    def prices(self, api: Api) -> Prices:
-        return Prices.for_api(api, self.settings.input_price)
-
-    def _model(self, api: Api, sent: bool) -> CacheModel:
-        family = "anthropic" if api == "anthropic" else "openai"
-        key = (family, sent)
-        if key not in self._models:
-            self._models[key] = CacheModel(self.count_text, self.prices(api))
-        return self._models[key]
-
-    def count_messages(self, messages: list[Any]) -> int:
-        return sum(self.count_text(canonical(m).decode()) for m in messages)
 
     def prepare(self, api: Api, raw: bytes) -> Prepared:
         """The body to forward for ``raw``; never raises for a body it cannot handle."""
@@ -255,15 +266,7 @@ class ProxyCore:
             conv = self.store.get(key, api)
             system = body.get("system") if api == "anthropic" else None
             with conv.lock:
-                decision = decide(
-                    conv,
-                    history,
-                    system,
-                    count=self.count_messages,
-                    clear_at_least=self.settings.clear_at_least,
-                    body=body,
-                    api=api,
-                )
+                decision = decide(conv, history, system, body=body, api=api, at=self.clock())
                 number = conv.requests
             if decision.refused:
                 self.warn(f"the reduced history would be rejected ({decision.refused}); sent as is")
@@ -295,9 +298,12 @@ class ProxyCore:
     ) -> Prepared:
         original_blocks = prompt_blocks(body, api)
         sent_blocks = prompt_blocks(out_body, api)
+        family = "anthropic" if api == "anthropic" else "openai"
+        model = body.get("model") if isinstance(body.get("model"), str) else None
+        at = self.clock()
         with self._lock:
-            without = self._model(api, False).price(original_blocks)
-            with_ = self._model(api, True).price(sent_blocks)
+            without = self.meter.price(family, model, original_blocks, sent=False, at=at)
+            with_ = self.meter.price(family, model, sent_blocks, sent=True, at=at)
             record = RequestRecord(
                 api=api,
                 conversation=key,
@@ -306,11 +312,13 @@ class ProxyCore:
                 tokens_sent=with_.input_tokens,
                 with_proxy=with_,
                 without_proxy=without,
+                priced_as=self.meter.price_of(family, model)[0],
             )
             if decision is not None:
                 record.reused = decision.reused
                 record.held_back = decision.held_back
                 record.accepted_cut = decision.accepted_cut
+                record.marked = decision.marked
                 record.offloaded = decision.offloaded
                 self.totals["held_back"] += int(decision.held_back)
                 self.totals["cuts"] += int(decision.accepted_cut)
@@ -324,7 +332,7 @@ class ProxyCore:
             self.records.append(record)
             del self.records[: -self.max_records]
         if self.log is not None:
-            self.log(record.line(self.prices(api)))
+            self.log(record.line())
         return Prepared(out_raw, record)
 
     def record_usage(self, record: RequestRecord | None, usage: dict[str, Any]) -> None:
@@ -343,13 +351,12 @@ class ProxyCore:
         with self._lock:
             by_api: dict[str, Any] = {}
             for api, bills in self.bills.items():
-                prices = self.prices(api)  # type: ignore[arg-type]
-                before = bills["without_proxy"].weighted(prices)
-                after = bills["with_proxy"].weighted(prices)
+                before, after = bills["without_proxy"].usd, bills["with_proxy"].usd
                 by_api[api] = {
-                    "with_proxy": bills["with_proxy"].as_dict(prices),
-                    "without_proxy": bills["without_proxy"].as_dict(prices),
+                    "with_proxy": bills["with_proxy"].as_dict(),
+                    "without_proxy": bills["without_proxy"].as_dict(),
                     "billed_saved_pct": round(_saved(before, after), 2),
+                    "usd_saved": round(before - after, 6),
                 }
             tokens_in, tokens_sent = self.totals["tokens_in"], self.totals["tokens_sent"]
             return {
@@ -362,10 +369,7 @@ class ProxyCore:
                 "offload_dir": self.offload_dir,
                 "preset": self.settings.preset,
                 "clear_at_least": self.settings.clear_at_least,
-                "input_price_per_mtok": self.settings.input_price,
-                "recent_requests": [
-                    r.as_dict(self.prices(r.api)) for r in self.records[-RECENT_IN_STATS:]
-                ],
+                "recent_requests": [r.as_dict() for r in self.records[-RECENT_IN_STATS:]],
             }
 
     def write_stats(self) -> None:

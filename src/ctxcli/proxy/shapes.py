@@ -55,12 +55,12 @@ class Block:
     Attributes:
         key: bytes that identify the block and its place (role at a message start).
         text: what is counted as its tokens.
-        breakpoint: it carries ``cache_control``.
+        breakpoint: the TTL of its ``cache_control`` (``"5m"`` or ``"1h"``), None without.
     """
 
     key: bytes
     text: str
-    breakpoint: bool
+    breakpoint: Literal["5m", "1h"] | None
 
 
 def history_key(api: Api) -> str:
@@ -75,7 +75,10 @@ def prompt_blocks(body: dict[str, Any], api: Api) -> list[Block]:
 
 def _block(value: Any, prefix: bytes = b"") -> Block:
     raw = canonical(value)
-    bp = isinstance(value, dict) and "cache_control" in value
+    control = value.get("cache_control") if isinstance(value, dict) else None
+    bp: Literal["5m", "1h"] | None = None
+    if control is not None:
+        bp = "1h" if isinstance(control, dict) and control.get("ttl") == "1h" else "5m"
     return Block(prefix + raw, raw.decode(), bp)
 
 
@@ -203,3 +206,35 @@ def _breakpoint_block(messages: list[Any], index: int, j: int) -> dict[str, Any]
             continue
         return part
     return None
+
+
+def mark_breakpoint(messages: list[Any], index: int, body: dict[str, Any]) -> bool:
+    """Add a breakpoint on the last block of ``messages[index]`` that can hold one.
+
+    Only when the request (``body``'s tools and system, and ``messages``) has fewer than
+    four, the message has none yet and its content is a list of blocks (a string would
+    become a block list, and change the bytes the provider caches). The breakpoint's
+    ``cache_control`` is that of the next one in ``messages`` (so a 1-hour one never follows
+    a 5-minute one), else ``{"type": "ephemeral"}``. Changes ``messages`` in place; returns
+    whether a breakpoint was added.
+    """
+    marks = breakpoint_positions(messages)
+    if not 0 <= index < len(messages) or _fixed_breakpoints(body) + len(marks) >= MAX_BREAKPOINTS:
+        return False
+    msg = messages[index]
+    content = msg.get("content") if isinstance(msg, dict) else None
+    if not isinstance(content, list) or any(
+        isinstance(p, dict) and "cache_control" in p for p in content
+    ):
+        return False
+    part = _breakpoint_block(messages, index, len(content) - 1)
+    if part is None:
+        return False
+    n = len(messages)
+    later = [(n - from_end, j) for from_end, j in marks if n - from_end > index]
+    control: Any = {"type": "ephemeral"}
+    if later:
+        i, j = later[0]
+        control = copy.deepcopy(messages[i]["content"][j]["cache_control"])
+    part["cache_control"] = control
+    return True

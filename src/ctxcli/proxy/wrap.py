@@ -137,9 +137,10 @@ def summary(stats: dict[str, Any]) -> list[str]:
     for api, figures in stats["by_api"].items():
         before, after = figures["without_proxy"], figures["with_proxy"]
         lines.append(
-            f"{api}: billed input ~${before['cost_usd']:.4f} -> ~${after['cost_usd']:.4f} "
+            f"{api}: billed input ~${before['usd']:.4f} -> ~${after['usd']:.4f} "
             f"({figures['billed_saved_pct']:.1f}% saved; cache read {after['cache_read']:,}, "
-            f"written {after['cache_write']:,} tokens)"
+            f"written {after['cache_write']:,} tokens; cache busts {before['busts']} -> "
+            f"{after['busts']})"
         )
     return lines
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from ctxcli import api
 from ctxcli.core.errors import CtxError
-from ctxcli.pipeline.config import Config
+from ctxcli.pipeline.config import Config, load_config
+from ctxcli.report.cost import CostTimeline, cost_timeline
 from ctxcli.report.data import (
     Item,
     MessageRow,
@@ -23,12 +24,14 @@ from ctxcli.report.data import (
 from ctxcli.report.html import render_html
 
 __all__ = [
+    "CostTimeline",
     "Item",
     "MessageRow",
     "ReportData",
     "ToolRow",
     "analyze_bytes",
     "analyze_file",
+    "cost_timeline",
     "render_html",
     "write_report",
 ]
@@ -41,12 +44,15 @@ def write_report(
     *,
     config: Config | None = None,
     options: api.RunOptions | None = None,
+    cost: bool = True,
 ) -> tuple[ReportData, bytes]:
     """Analyze ``input`` and write the page to ``output`` atomically (``-``: write nothing).
 
     ``destination`` is where the reduction the page describes writes (default: stdout,
     whose offload directory is ``./ctx-offload/<hash>``; a session reduced in place
-    writes to its change directory).
+    writes to its change directory). ``cost``: a Claude Code session or Codex rollout
+    (a file, not stdin) gets the cost timeline, as run and with the config's chain live
+    (:func:`~ctxcli.report.cost.cost_timeline`).
 
     Returns:
         The data shown and the page's bytes.
@@ -54,7 +60,11 @@ def write_report(
     if str(output) != api.STDIO and Path(output).is_dir():
         raise CtxError(f"{output} is a directory; name the HTML file to write.")
     data = analyze_file(input, destination, config=config, options=options)
-    page = render_html(data).encode("utf-8")
+    timeline = None
+    if cost and input != api.STDIO:
+        chosen = config or load_config()
+        timeline = cost_timeline(input, chosen, chosen.settings.preset or chosen.source)
+    page = render_html(data, timeline).encode("utf-8")
     if str(output) != api.STDIO:
         api.write_atomic(Path(output), page)
     return data, page

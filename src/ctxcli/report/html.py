@@ -26,6 +26,7 @@ from ctxcli.report.charts import (
     timeline_spec,
     tools_spec,
 )
+from ctxcli.report.cost import CostTimeline, cost_section, cost_spec
 from ctxcli.report.data import Item, MessageRow, ReportData, shown_text
 
 __all__ = ["render_html"]
@@ -68,10 +69,13 @@ def _json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def render_html(data: ReportData) -> str:
-    """The report page for ``data``."""
+def render_html(data: ReportData, cost: CostTimeline | None = None) -> str:
+    """The report page for ``data``, with the ``cost`` timeline when given."""
     rows, stride = timeline_rows(data.messages)
     listed, preview_chars, list_note = _listed(data.messages)
+    payload = _payload(data, rows, listed, preview_chars)
+    if cost is not None:
+        payload["specs"]["cost"] = cost_spec(cost)
     title = f"ctx report · {data.report.input}"
     parts = [
         "<!doctype html>",
@@ -82,10 +86,10 @@ def render_html(data: ReportData) -> str:
         f"<style>{_CSS}</style></head><body>",
         _header(data),
         _notes(_page_notes(data, len(rows), stride, list_note)),
+        cost_section(cost),
         *_sections(data, len(listed)),
         _about(data),
-        f'<script type="application/json" id="ctx-data">'
-        f"{_json(_payload(data, rows, listed, preview_chars))}</script>",
+        f'<script type="application/json" id="ctx-data">{_json(payload)}</script>',
         f'<script type="module">{vega_bundle()}</script>',
         f'<script type="module">{_JS}</script>',
         "</body></html>",

@@ -38,6 +38,8 @@ from support.fake_api.server import FakeServer, Handler, Reply, Request, content
 MESSAGES = "/v1/messages"
 COUNT_TOKENS = "/v1/messages/count_tokens"
 REPLY_TEXT = "Resumed fine."
+MIN_CACHED_TOKENS = 1024
+"""The shortest prefix the API caches (Claude Sonnet and Opus)."""
 _, _COUNT = load_engine("cl100k")
 
 
@@ -315,7 +317,8 @@ class ScriptedAgent:
     back what was offloaded), then a final answer. Side requests (no tools: titles,
     summaries) get a short text. Billing: the longest prefix identical to a prefix an
     earlier request ended at one of its breakpoints is a cache read, the rest up to this
-    request's last breakpoint is a cache write, the remainder is plain input.
+    request's last breakpoint is a cache write, the remainder is plain input; a prefix shorter
+    than 1,024 tokens is never cached.
     """
 
     steps: list[Step]
@@ -353,7 +356,8 @@ class ScriptedAgent:
             hashes.append(running.copy().digest())
             total += count
             cumulative.append(total)
-        marks = [i for i, b in enumerate(cut) if b[2]]
+        # Like the real API, a prefix shorter than the minimum is never cached.
+        marks = [i for i, b in enumerate(cut) if b[2] and cumulative[i] >= MIN_CACHED_TOKENS]
         last = marks[-1] if marks else -1
         read = next((cumulative[i] for i in range(last, -1, -1) if hashes[i] in self.cache), 0)
         write = max(0, (cumulative[last] if last >= 0 else 0) - read)
