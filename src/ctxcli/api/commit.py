@@ -18,6 +18,7 @@ from ctxcli.api.local import (
     STDIO,
     changed_since,
     check_output,
+    cited_root,
     default_offload_dir,
     digest,
     free_sibling,
@@ -348,7 +349,7 @@ def reduce_in_place(
             again = reduce_bytes(
                 data,
                 config=config,
-                offload=Preview(where.root),
+                offload=Preview(cited_root(where.root)),
                 path=name,
                 options=ReduceOptions(on_invalid=run.on_invalid, log=run.log),
             )
