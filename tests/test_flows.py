@@ -217,11 +217,13 @@ def test_stats_json_has_one_shape_for_one_file_or_many(tmp_path: Path) -> None:
     reduced = json.loads(invoke(["reduce", str(a), "-o", "r.jsonl", "--json"]).stdout)
     for payload in (one, two, reduced):
         jsonschema.validate(payload, schema)
-    assert set(two) <= set(one)
+    # One top-level shape (issue 35): totals, files, failed; a file's report is per file.
+    assert set(one) == set(two) == set(reduced) == set(schema["required"])
     assert two["tokens_after"] == 2 * one["tokens_after"]
     assert one["files"][0]["tokens_after"] == one["tokens_after"]
 
 
+    assert {"format", "messages", "kept_lines", "stages"} <= set(one["files"][0])
 def test_a_closed_stdout_ends_quietly_with_the_sigpipe_status(tmp_path: Path) -> None:
     """`ctx reduce big.jsonl | head -1`: no error, no traceback, status 141, nothing left."""
     import subprocess
