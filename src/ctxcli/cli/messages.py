@@ -41,6 +41,11 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
         return
     if quiet:
         return
+    if done.no_gain and done.change is not None:
+        sys.stderr.write(
+            f"ctx: {done.change.path}: nothing to gain ({_sends(report)}); the file is unchanged\n"
+        )
+        return
     if done.session:
         _print_session_change(done)
         return
@@ -61,6 +66,14 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
             f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
             f"{report.bytes_after:,} bytes\n"
         )
+
+
+def _sends(report: api.Report) -> str:
+    """What a resume sends before and after, in words (the whole transcript if not known)."""
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        return f"it would make {report.tokens_before:,} → {report.tokens_after:,} tokens"
+    return f"a resume would send {before:,} → {after:,} tokens"
 
 
 def _print_session_change(done: api.Reduction) -> None:
