@@ -69,7 +69,9 @@ def test_table_on_stdout(layout: Layout) -> None:
     assert lines[0].split()[:4] == ["id", "agent", "project", "modified"]
     assert lines[1].startswith("4d5611e5 ")
     assert lines[2].startswith("└ agent-a2898e3")
-    assert "bad-start" in lines[3] and "**Router hardening" in lines[3]
+    assert "bad-start" in lines[3] and lines[3].endswith(
+        "  Router hardening complete: cloud/VPN/telemetry removal"
+    )
 
 
 def test_filters_and_sorting(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,7 +166,7 @@ def test_session_prefix_last_and_errors(layout: Layout, monkeypatch: pytest.Monk
     assert "no session of the project" in err
     monkeypatch.chdir("/")
     err = invoke(["stats", "--last", "--project", SPOTTER_CWD, "--json"]).stdout
-    assert orjson.loads(err)["input"] == str(layout.spotter)
+    assert orjson.loads(err)["files"][0]["input"] == str(layout.spotter)
     invoke(["stats", str(layout.spotter), "--session", "c76e5be5-ffd2"], code=2)
     assert short_ids(["abcdef0123", "abcdef9999", "ffff"]) == {
         "abcdef0123": "abcdef01",
@@ -174,7 +176,7 @@ def test_session_prefix_last_and_errors(layout: Layout, monkeypatch: pytest.Monk
 
 
 def test_every_transcript_command_takes_a_session(layout: Layout) -> None:
-    report = _json(["stats", "--session", "4d56", "--json"])
+    report = _json(["stats", "--session", "4d56", "--json"])["files"][0]
     assert report["input"] == str(layout.spotter)
     assert _json(["validate", "--session", "01997e76", "--json"])["valid"] is True
     out = invoke(["reduce", "--session", "01997e76", "-q"]).stdout
@@ -271,7 +273,7 @@ def test_restore_refuses_an_edit_inside_what_ctx_wrote(layout: Layout) -> None:
 
 def test_reduce_in_place_and_restore_a_codex_session(layout: Layout) -> None:
     original = layout.codex.read_bytes()
-    report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])
+    report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])["files"][0]
     assert report["offload_dir"] == str(changes_dir(layout.codex) / "0001-reduce")
     assert report["bytes_after"] < report["bytes_before"]
     assert layout.codex.read_bytes() != original
