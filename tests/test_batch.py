@@ -136,4 +136,4 @@ def test_single_file_use_is_unchanged(tmp_path: Path) -> None:
     direct = invoke(["reduce", str(SAMPLE), "-q"])
     assert piped.stdout_bytes == direct.stdout_bytes
     report = orjson.loads(invoke(["stats", str(SAMPLE), "--json", "-j", "2"]).stdout)
-    assert report["input"] == str(SAMPLE)
+    assert report["files"][0]["input"] == str(SAMPLE)

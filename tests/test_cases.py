@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import load_config
 
@@ -49,8 +49,11 @@ def test_case(case: Path, tmp_path: Path, update_goldens: bool) -> None:
     source = tmp_path / "input.jsonl"
     source.write_bytes((case / "input.jsonl").read_bytes())
     out = tmp_path / "out.jsonl"
-    # A fixed, relative offload dir keeps the hint paths in expected.jsonl stable.
-    report, data = reduce_file(source, out, config=config, offload_dir="ctx-offload")
+    # Hints cite the offload directory's absolute path; citing it as a fixed relative
+    # name keeps the hint paths in expected.jsonl stable.
+    dest = Destination(str(out), "ctx-offload", cite_as="ctx-offload")
+    done = reduce(source, dest, config=config)
+    report, data = done.report, done.output
     stats = _stats_view(report.to_dict())
     expected, expected_stats = case / "expected.jsonl", case / "stats.json"
     if update_goldens:
@@ -62,10 +65,8 @@ def test_case(case: Path, tmp_path: Path, update_goldens: bool) -> None:
     # Lossless: the offload directory rebuilds the input exactly.
     assert restore_file(out, offload_dir="ctx-offload") == source.read_bytes()
     # Idempotent: reducing the output again changes nothing.
-    _, again = reduce_file(
-        out, tmp_path / "again.jsonl", config=config, offload_dir="again-offload"
-    )
-    assert again == data
+    again = reduce(out, Destination(str(tmp_path / "again.jsonl"), "again-offload"), config=config)
+    assert again.output == data
     # Valid: no call without its result, no result without its call.
     assert validate_bytes(data, str(out)) == []
 

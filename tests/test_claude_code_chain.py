@@ -68,7 +68,7 @@ def test_a_1_0_restart_is_not_an_extra_root(tmp_path: Path) -> None:
 
 def test_resume_tokens_count_from_the_restart(tmp_path: Path) -> None:
     path = _write(tmp_path / "old.jsonl", _old_session())
-    report = orjson.loads(invoke(["stats", str(path), "--json"]).stdout)
+    report = orjson.loads(invoke(["stats", str(path), "--json"]).stdout)["files"][0]
     assert report["tokens_before"] > 3000
     assert 0 < report["resume_tokens_before"] < 100
 
@@ -99,6 +99,7 @@ def test_the_chain_follows_parent_links_not_file_order(tmp_path: Path) -> None:
     raw = _write(tmp_path / "branch.jsonl", records).read_bytes()
     assert resume_chain([orjson.loads(x) for x in raw.splitlines()]) == [0, 1, 4, 5]
     report = orjson.loads(invoke(["stats", str(tmp_path / "branch.jsonl"), "--json"]).stdout)
+    report = report["files"][0]
     assert report["resume_tokens_before"] == report["tokens_before"]
 
 

@@ -57,7 +57,7 @@ def test_resume_preset_on_a_real_session(source: Path) -> None:
     raw = source.read_bytes()
     args = ["--preset", "claude-code-resume", "--on-invalid", "keep"]
     result = invoke(["reduce", str(source), "-o", "out.jsonl", *args, "--json"])
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["files"][0]
     out = Path("out.jsonl").read_bytes()
 
     # Exact figures: the report's numbers are the file's and a fresh count's.

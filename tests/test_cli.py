@@ -53,7 +53,7 @@ def test_reduce_from_stdin_pipe(tmp_path: Path) -> None:
 def test_reduce_json_report(tmp_path: Path) -> None:
     src = _copy_sample(tmp_path)
     result = invoke(["reduce", str(src), "-o", "out.jsonl", "--json"])
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["files"][0]
     assert report["format"] == "openai_chat"
     assert report["tokens_after"] < report["tokens_before"]
     assert result.stderr == ""
@@ -68,7 +68,7 @@ def test_quiet_prints_nothing(tmp_path: Path) -> None:
 def test_stats_json_keys_and_no_writes(tmp_path: Path) -> None:
     src = _copy_sample(tmp_path)
     result = invoke(["stats", str(src), "--json"])
-    report = json.loads(result.stdout)
+    report = json.loads(result.stdout)["files"][0]
     for key in (
         "format",
         "tokenizer",
@@ -96,8 +96,8 @@ def test_stats_matches_reduce(tmp_path: Path) -> None:
     """stats runs the very pipeline reduce runs: same numbers, nothing written."""
     src = _copy_sample(tmp_path)
     Path("ctx.toml").write_text('offload_dir = "off"\n')
-    stats = json.loads(invoke(["stats", str(src), "--json"]).stdout)
-    reduced = json.loads(invoke(["reduce", str(src), "-o", "x.jsonl", "--json"]).stdout)
+    stats = json.loads(invoke(["stats", str(src), "--json"]).stdout)["files"][0]
+    reduced = json.loads(invoke(["reduce", str(src), "-o", "x.jsonl", "--json"]).stdout)["files"][0]
     for key in ("tokens_before", "tokens_after", "bytes_before", "bytes_after", "stages"):
         assert stats[key] == reduced[key], key
 
@@ -174,6 +174,7 @@ def test_unknown_tokenizer_flag(tmp_path: Path) -> None:
 def test_approx_tokenizer(tmp_path: Path) -> None:
     src = _copy_sample(tmp_path)
     report = json.loads(invoke(["stats", str(src), "--tokenizer", "approx", "--json"]).stdout)
+    report = report["files"][0]
     assert report["tokenizer"] == "approx"
     assert report["tokens_before"] == pytest.approx(len(src.read_text()) / 4, rel=0.3)
 

@@ -252,3 +252,26 @@ def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> N
     added = [orjson.loads(x) for x in repair.output.splitlines()][at]
     assert added["payload"]["output"] == "aborted"
     assert diagnose(repair.output)[1] == []
+
+
+# -- issue 35 §3: a duplicated toolUseResult is a warning ----------------------------------
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> None:
+    # The real spotter session resumes fine; its only finding is payloads stored twice.
+    path = tmp_path / "spotter.jsonl"
+    path.write_bytes((SHARED / "cc_spotter_4d5611e5.jsonl").read_bytes())
+    result = invoke(["doctor", str(path)])
+    lines = result.stderr.splitlines()
+    assert lines and all(
+        "toolUseResult of" in line
+        and line.endswith("(a warning: a resume works with it; --fix removes it)")
+        for line in lines[:-1]
+    ), result.stderr
+    assert lines[-1] == f"ctx: {path}: healthy"
+    entry = orjson.loads(invoke(["doctor", str(path), "--json"]).stdout)["files"][0]
+    assert entry["healthy"] and {p["breaks_resume"] for p in entry["problems"]} == {False}
+    fixed = invoke(["doctor", str(path), "--fix", "--force", "--json"]).stdout
+    assert orjson.loads(fixed)["files"][0]["problems"] == []
+    assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes())[1]}

@@ -186,6 +186,8 @@ def test_an_empty_directory_is_refused_by_reduce_stats_and_validate_alike(tmp_pa
         result = invoke(args, code=2)
         assert f"{empty}: no transcript files" in result.stderr, args
         assert result.stderr.count("\n") == 1
+        # The remedy names the flag (issue 35 §3).
+        assert result.stderr.endswith("or pass --allow-empty.\n"), result.stderr
     for args in (
         ["reduce", str(empty), "-o", "out"],
         ["stats", str(empty)],
@@ -217,9 +219,11 @@ def test_stats_json_has_one_shape_for_one_file_or_many(tmp_path: Path) -> None:
     reduced = json.loads(invoke(["reduce", str(a), "-o", "r.jsonl", "--json"]).stdout)
     for payload in (one, two, reduced):
         jsonschema.validate(payload, schema)
-    assert set(two) <= set(one)
+    # One top-level shape (issue 35): totals, files, failed; a file's report is per file.
+    assert set(one) == set(two) == set(reduced) == set(schema["required"])
     assert two["tokens_after"] == 2 * one["tokens_after"]
     assert one["files"][0]["tokens_after"] == one["tokens_after"]
+    assert {"format", "messages", "kept_lines", "stages"} <= set(one["files"][0])
 
 
 def test_a_closed_stdout_ends_quietly_with_the_sigpipe_status(tmp_path: Path) -> None:

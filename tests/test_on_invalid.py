@@ -100,3 +100,23 @@ def test_on_invalid_takes_the_enum_or_its_value() -> None:
     assert by_enum.warnings == by_value.warnings != []
     with pytest.raises(TranscriptError):
         load(raw, str(BROKEN_CC), on_invalid=OnInvalid.ERROR)
+
+
+# -- issue 35 §3: a file where no line parses is not a transcript ---------------------------
+
+
+def test_a_binary_file_is_not_a_transcript(tmp_path: Path) -> None:
+    import gzip
+
+    from conftest import REPO
+
+    packed = tmp_path / "session.jsonl.gz"  # what a user may pass: a compressed session
+    packed.write_bytes(
+        gzip.compress((REPO / "sample_transcripts/openai_chat_support.jsonl").read_bytes())
+    )
+    for args in (["stats", str(packed)], ["reduce", str(packed), "-o", "out.jsonl"]):
+        for mode in ("auto", "keep"):
+            err = invoke([*args, "--on-invalid", mode], code=2).stderr
+            assert err.startswith(f"ctx: error: {packed}:1: not a transcript: none of its ")
+            assert "lines is JSON" in err and "--on-invalid" not in err
+            assert err.count("\n") == 1

@@ -307,3 +307,30 @@ def test_the_collector_pauses_for_a_reduce_and_is_left_as_it_was(
     finally:
         gc.enable()
     assert seen == [False, False]
+
+
+# -- issue 35: Reducer(config=...) takes a plain dict like the other library calls --------
+
+
+def test_a_reducer_takes_a_plain_dict_config(tmp_path: Path) -> None:
+    table = {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 800}]}
+    from_dict = Reducer(config=table, offload_dir=tmp_path / "a")
+    from_config = Reducer(config=build_config(table, "t"), offload_dir=tmp_path / "b")
+    messages = conversation(4, size=3000, big_every=1)
+    assert from_dict.config.stages == from_config.config.stages
+    sent = from_dict.reduce(messages).messages
+    assert json.dumps(sent).count("[ctx") == json.dumps(
+        from_config.reduce(messages).messages
+    ).count("[ctx")
+
+
+def test_a_reducer_config_of_another_type_is_one_line_error() -> None:
+    from ctxcli.core.errors import ConfigError
+
+    with pytest.raises(
+        ConfigError, match=r"^Reducer config: str is not a configuration; pass a Config"
+    ) as info:
+        Reducer(config="ctx.toml")  # type: ignore[arg-type]
+    assert "\n" not in str(info.value)
+    with pytest.raises(ConfigError, match=r"unknown key 'max_tokenz'"):
+        Reducer(config={"max_tokenz": 3})

@@ -69,7 +69,9 @@ def test_table_on_stdout(layout: Layout) -> None:
     assert lines[0].split()[:4] == ["id", "agent", "project", "modified"]
     assert lines[1].startswith("4d5611e5 ")
     assert lines[2].startswith("└ agent-a2898e3")
-    assert "bad-start" in lines[3] and "**Router hardening" in lines[3]
+    assert "bad-start" in lines[3] and lines[3].endswith(
+        "  Router hardening complete: cloud/VPN/telemetry removal"
+    )
 
 
 def test_filters_and_sorting(layout: Layout, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -164,7 +166,7 @@ def test_session_prefix_last_and_errors(layout: Layout, monkeypatch: pytest.Monk
     assert "no session of the project" in err
     monkeypatch.chdir("/")
     err = invoke(["stats", "--last", "--project", SPOTTER_CWD, "--json"]).stdout
-    assert orjson.loads(err)["input"] == str(layout.spotter)
+    assert orjson.loads(err)["files"][0]["input"] == str(layout.spotter)
     invoke(["stats", str(layout.spotter), "--session", "c76e5be5-ffd2"], code=2)
     assert short_ids(["abcdef0123", "abcdef9999", "ffff"]) == {
         "abcdef0123": "abcdef01",
@@ -174,7 +176,7 @@ def test_session_prefix_last_and_errors(layout: Layout, monkeypatch: pytest.Monk
 
 
 def test_every_transcript_command_takes_a_session(layout: Layout) -> None:
-    report = _json(["stats", "--session", "4d56", "--json"])
+    report = _json(["stats", "--session", "4d56", "--json"])["files"][0]
     assert report["input"] == str(layout.spotter)
     assert _json(["validate", "--session", "01997e76", "--json"])["valid"] is True
     out = invoke(["reduce", "--session", "01997e76", "-q"]).stdout
@@ -271,7 +273,7 @@ def test_restore_refuses_an_edit_inside_what_ctx_wrote(layout: Layout) -> None:
 
 def test_reduce_in_place_and_restore_a_codex_session(layout: Layout) -> None:
     original = layout.codex.read_bytes()
-    report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])
+    report = _json(["reduce", "--session", "01997e76", "--in-place", "--json"])["files"][0]
     assert report["offload_dir"] == str(changes_dir(layout.codex) / "0001-reduce")
     assert report["bytes_after"] < report["bytes_before"]
     assert layout.codex.read_bytes() != original
@@ -424,3 +426,129 @@ def test_reduce_in_place_reports_the_size_it_wrote(layout: Layout) -> None:
     )
     assert change.record is not None and (change.record / "manifest.json").is_file()
     assert change.bytes_after == layout.spotter.stat().st_size < change.bytes_before
+
+
+# -- issue 35 §3: the small things a user trips on in ctx sessions -----------------------
+
+
+def test_the_agent_is_named_as_the_table_shows_it(layout: Layout) -> None:
+    claude = _json(["sessions", "--json", "--agent", "claude"])["sessions"]
+    assert {r["agent"] for r in claude} == {"claude_code"}
+    assert claude == _json(["sessions", "--json", "--agent", "claude_code"])["sessions"]
+    err = invoke(["sessions", "--agent", "cursor"], code=2).stderr
+    assert err.count("\n") == 1 and "'claude', 'claude_code', 'codex'" not in err
+    assert "use one of claude, claude_code, codex" in err
+
+
+def test_a_project_is_named_by_the_end_of_its_path(layout: Layout) -> None:
+    rows = _json(["sessions", "--json", "--project", "spotter-dov"])["sessions"]
+    assert {r["project"] for r in rows} == {SPOTTER_CWD}
+    assert len(rows) == 2  # the session and its subagent
+    tail = _json(["sessions", "--json", "--project", "spotter-worktrees/spotter-dov"])
+    assert tail["sessions"] == rows
+    assert _json(["sessions", "--json", "--project", "tter-dov"])["count"] == 0  # whole names
+    picked = invoke(["stats", "--last", "--project", "spotter-dov", "--json"]).stdout
+    assert orjson.loads(picked)["files"][0]["input"].endswith(f"{CC_SPOTTER}.jsonl")
+
+
+def test_an_ambiguous_project_suffix_lists_the_candidates(tmp_path: Path) -> None:
+    from ctxcli.core.errors import CtxError
+    from ctxcli.sessions.discover import SessionFile, match_project
+
+    def session(n: int, project: str) -> SessionFile:
+        return SessionFile(
+            f"s{n}", "claude_code", tmp_path / f"s{n}.jsonl", 1, 1, index={"projectPath": project}
+        )
+
+    pool = [session(1, "/a/app"), session(2, "/b/app"), session(3, "/b/tool")]
+    assert match_project("tool", pool) == "/b/tool"
+    assert match_project("b/app", pool) == "/b/app"
+    with pytest.raises(CtxError) as info:
+        match_project("app", pool)
+    assert str(info.value) == (
+        "project 'app' matches 2 projects: /a/app, /b/app; give more of the path."
+    )
+
+
+def test_the_table_fits_the_terminal_and_shows_titles_as_text(
+    layout: Layout, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for columns in (100, 140):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        out = invoke(["sessions"]).stdout
+        lines = out.splitlines()
+        assert len(lines) == 5 and all(len(line) <= columns for line in lines), out
+        assert all(f"{n:,}" in out for n in (1512, 1043, 823)), out  # figures are never cut
+        assert "**" not in out
+    monkeypatch.delenv("COLUMNS")
+    wide = invoke(["sessions"]).stdout  # not a terminal: nothing is cut
+    assert "  Router hardening complete: cloud/VPN/telemetry removal\n" in wide
+    assert "**" not in wide
+
+
+def test_a_session_to_a_terminal_is_refused_with_what_to_pass(
+    layout: Layout, tmp_path: Path
+) -> None:
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    work = tmp_path / "cwd"
+    work.mkdir()
+    master, slave = pty.openpty()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ctxcli", "reduce", "--session", CODEX_ID[:8]],
+        cwd=work,
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        timeout=120,
+        check=False,
+    )
+    os.close(slave)
+    os.set_blocking(master, False)
+    try:
+        drawn = os.read(master, 65536)
+    except OSError:  # nothing was written to the terminal
+        drawn = b""
+    os.close(master)
+    assert proc.returncode == 2
+    assert proc.stderr == (
+        b"ctx: error: a session reduced to stdout would flood the terminal; "
+        b"pass -o FILE or --in-place.\n"
+    )
+    assert drawn == b"" and list(work.iterdir()) == []  # no JSONL, no ./ctx-offload
+
+
+def test_a_reduction_that_makes_the_transcript_bigger_leaves_the_file(tmp_path: Path) -> None:
+    # Nudging an agent appends a message: the transcript grows, it never shrinks.
+    lines = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+    for i in range(12):
+        call = {
+            "id": f"call_{i}",
+            "type": "function",
+            "function": {"name": "ls", "arguments": "{}"},
+        }
+        lines += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"call_{i}", "content": "ok"},
+        ]
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    config = tmp_path / "nudge.toml"
+    config.write_text(
+        'tokenizer = "approx"\n[[stages]]\nuse = "nudge_early_exit"\n'
+        "min_model_calls = 0\nstreak_threshold = 0\n"
+    )
+    before = path.read_bytes()
+    done = reduce(path, Destination(in_place=True), config=load_config(config))
+    assert done.no_gain and done.change is not None and done.change.record is None
+    assert done.report.tokens_after > done.report.tokens_before
+    assert path.read_bytes() == before and not (tmp_path / "t.jsonl.offload").exists()
+    err = invoke(["reduce", str(path), "--in-place", "--config", str(config)]).stderr
+    assert (
+        err
+        == f"ctx: {path}: nothing to gain (it would make 38 → 83 tokens); the file is unchanged\n"
+    )
+    assert path.read_bytes() == before

@@ -110,8 +110,9 @@ class Reducer:
     """Reduce a growing message list on every model call, keeping earlier decisions.
 
     Args:
-        config: the chain and settings (default: the ``live`` preset, the chain chosen
-            by the prompt-cache bill, or ``preset``).
+        config: the chain and settings, a :class:`Config` or a dict shaped like
+            ``ctx.toml`` (default: the ``live`` preset, the chain chosen by the
+            prompt-cache bill, or ``preset``).
         preset: a shipped chain (``ctx presets``); with ``config``, it replaces the
             config's chain and keeps its other settings.
         offload_dir: where removed texts go: a directory (default: the config's
@@ -140,7 +141,7 @@ class Reducer:
 
     def __init__(
         self,
-        config: Config | None = None,
+        config: Config | Mapping[str, Any] | None = None,
         *,
         preset: str | None = None,
         offload_dir: str | os.PathLike[str] | None = None,
@@ -338,7 +339,15 @@ LIVE_PRESET = "live"
 """The chain a reducer runs when given none: the one the prompt-cache bill chose."""
 
 
-def _resolve_config(config: Config | None, preset: str | None) -> Config:
+def _resolve_config(config: Config | Mapping[str, Any] | None, preset: str | None) -> Config:
+    if isinstance(config, Mapping):
+        # Through the one loader, as the datasets' calls take a dict.
+        config = build_config(dict(config), "Reducer config")
+    elif config is not None and not isinstance(config, Config):
+        raise ConfigError(
+            f"Reducer config: {type(config).__name__} is not a configuration; pass a Config "
+            "(load_config) or a dict shaped like ctx.toml."
+        )
     if preset is None:
         if config is not None:
             return config

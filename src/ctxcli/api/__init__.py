@@ -20,6 +20,7 @@ from ctxcli.api.local import (
     STDIO,
     changed_since,
     check_output,
+    cited_root,
     default_offload_dir,
     open_input,
     read_input,
@@ -127,14 +128,20 @@ def offload_root(
     Hints cite it, so a preview (:func:`stats`, ``ctx report``) must name the same one.
     """
     name = _name(source)
+    if destination.cite_as is not None:
+        return destination.cite_as
     if destination.in_place:
         check_output(name, destination.output, in_place=True)
         where = in_place_root(Path(name), destination, bytes(data), allocate=False)
-        return where.fresh(destination)
+        return cited_root(where.fresh(destination))
     out = check_output(name, destination.output, in_place=False)
     if destination.offload_dir is not None:
-        return destination.offload_dir
-    return default_offload_dir(out, config, data)
+        return (
+            destination.offload_dir
+            if is_url(destination.offload_dir)
+            else cited_root(destination.offload_dir)
+        )
+    return cited_root(default_offload_dir(out, config, data))
 
 
 def stats(

@@ -118,8 +118,8 @@ def expand_inputs(
                     str(raw),
                     None,
                     f"no transcript files ({', '.join('*' + s for s in TRANSCRIPT_SUFFIXES)}) "
-                    "in this directory; name a file or a directory that holds some, "
-                    "or allow an empty input",
+                    "in this directory",
+                    remedy=Remedy.ALLOW_EMPTY,
                 )
             for item in items:
                 found.append((str(item), str(item.relative_to(path))))

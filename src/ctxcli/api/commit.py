@@ -18,6 +18,7 @@ from ctxcli.api.local import (
     STDIO,
     changed_since,
     check_output,
+    cited_root,
     default_offload_dir,
     digest,
     free_sibling,
@@ -32,7 +33,7 @@ from ctxcli.formats import get_format
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes, rerun_bytes
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
-from ctxcli.pipeline.results import Reduced
+from ctxcli.pipeline.results import Reduced, Report
 from ctxcli.services.session_files import is_session_path
 from ctxcli.services.tokens import CountOptions
 from ctxcli.store import history
@@ -58,7 +59,8 @@ class Job:
     """One reduction to commit: its input, where its output and offload go, how.
 
     ``change``: the in-place transaction the output replaces its input under;
-    ``skip_unchanged``: an in-place change that changes nothing records nothing.
+    ``skip_unchanged``: an in-place change that changes nothing records nothing;
+    ``skip_no_gain``: nor does one that would make the transcript bigger (``no_gain``).
     ``mapped`` is the input file's status when ``data`` is a map of it. Filled by the
     commit: ``written`` (the output's size), ``carried`` (bytes carried over after
     it), ``unchanged``.
@@ -74,6 +76,8 @@ class Job:
     previous: list[str] = field(default_factory=list)
     change: InPlace | None = None
     skip_unchanged: bool = False
+    skip_no_gain: bool = False
+    no_gain: bool = False
     mapped: os.stat_result | None = None
     written: int = 0
     carried: int = 0
@@ -111,6 +115,7 @@ def reduce_and_commit(job: Job) -> Reduced:
         if staged is not None:
             staged.open()
         store, reduced = _run(job, store, staged, resume)
+        job.no_gain = job.skip_no_gain and grows(reduced.report)
         if changed_since(job.input_name, job.mapped) and digest(job.data) != input_sha:
             raise TranscriptError(
                 job.input_name,
@@ -132,6 +137,18 @@ def reduce_and_commit(job: Job) -> Reduced:
         written = str(job.out_path.resolve()) if job.out_path is not None else ""
         remember(header, off_path, written, job.run.log)
     return reduced
+
+
+def grows(report: Report) -> bool:
+    """True if the reduction makes what a resume sends bigger (a negative saving).
+
+    Hints citing their files can outweigh short texts they replace: such a run has
+    nothing to gain, and an in-place one leaves the file as it is.
+    """
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        before, after = report.tokens_before, report.tokens_after
+    return after > before
 
 
 def _run(
@@ -258,7 +275,7 @@ def _commit(
     """
     header = manifest[0]
     job.written = header.output.bytes
-    if job.skip_unchanged and header.output.sha256 == header.input.sha256:
+    if job.no_gain or (job.skip_unchanged and header.output.sha256 == header.input.sha256):
         job.unchanged = True
         store.abort()
         if staged is not None:
@@ -348,7 +365,7 @@ def reduce_in_place(
             again = reduce_bytes(
                 data,
                 config=config,
-                offload=Preview(where.root),
+                offload=Preview(cited_root(where.root)),
                 path=name,
                 options=ReduceOptions(on_invalid=run.on_invalid, log=run.log),
             )
@@ -360,13 +377,14 @@ def reduce_in_place(
         root = where.fresh(dest)
         job = Job(data, name, change.target, root, config, run, dest, where.previous, change)
         job.skip_unchanged = session  # a session's change that changes nothing is not kept
+        job.skip_no_gain = True
         reduced = reduce_and_commit(job)
     reduced.report.output = name
     record = None if job.unchanged else Path(root)
     if record is None:
         history.prune(path)
     done = Change(change.path, record, len(change.raw), job.written + job.carried, job.carried)
-    return Reduction(reduced.report, reduced.output, done, session)
+    return Reduction(reduced.report, reduced.output, done, session, no_gain=job.no_gain)
 
 
 def reduce_local(

@@ -20,6 +20,7 @@ __all__ = [
     "STDIO",
     "changed_since",
     "check_output",
+    "cited_root",
     "default_offload_dir",
     "digest",
     "free_sibling",
@@ -119,12 +120,21 @@ def changed_since(path: str, st: os.stat_result | None) -> bool:
 
 
 def offload_path(root: str) -> tuple[Path, str]:
-    """The offload directory to write and how hints cite it (``w/sub/..`` is ``w``)."""
+    """The offload directory to write and how hints cite it (:func:`cited_root`)."""
     path = Path(root)
     if ".." in path.parts or path.name in ("", "."):
-        normal = os.path.normpath(root)
-        return Path(os.path.realpath(normal)), normal
-    return path, root.rstrip("/") or "."
+        return Path(os.path.realpath(os.path.normpath(root))), cited_root(root)
+    return path, cited_root(root)
+
+
+def cited_root(root: str) -> str:
+    """How hints cite a local offload directory: by its absolute path (``w/sub/..`` is ``w``).
+
+    The agent that reads a reduced transcript rarely runs where ``ctx reduce`` ran (a
+    resumed session, another checkout): a path relative to ctx's working directory would
+    point nowhere for it.
+    """
+    return os.path.abspath(root)
 
 
 def check_output(input_name: str, out_name: str | None, in_place: bool) -> str | None:

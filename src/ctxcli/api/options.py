@@ -109,9 +109,12 @@ class Reduction:
         change: for an in-place run, the change made (``change.record`` is None when the
             file was already what the chain makes).
         session: the file was a client's session (its record is in ctx's data directory).
+        no_gain: in place, the reduction would have made the transcript bigger, so the
+            file was left as it is (``change.record`` is None).
     """
 
     report: Report
     output: bytes = b""
     change: Change | None = None
     session: bool = False
+    no_gain: bool = False

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -41,23 +41,22 @@ def _json(results: Sequence[batch.FileResult]) -> None:
 TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
 
 
-def single_payload(report: api.Report) -> dict[str, object]:
+def single_payload(report: api.Report) -> dict[str, Any]:
     """:func:`json_payload` of a single-file run."""
     return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
 
 
-def json_payload(results: Sequence[batch.FileResult]) -> dict[str, object]:
+def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
     """The one JSON shape of ``ctx reduce/stats --json``, for one file or many.
 
     Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
-    succeeded), ``files`` (one entry per input) and ``failed``; for a single file the
-    top level also carries that file's whole report. See ``docs/report.schema.json``.
+    succeeded), ``files`` (one entry per input: its whole report) and ``failed``; the
+    same keys for one file as for many, so a reader never asks how many there were.
+    See ``docs/report.schema.json``.
     """
     files = [r.to_dict() for r in results]
     reports = [r.report for r in results if r.report is not None]
-    payload: dict[str, object] = {}
-    if len(results) == 1 and results[0].report is not None:
-        payload.update(results[0].report.to_dict())
+    payload: dict[str, Any] = {}
     for key in TOTALS:
         payload[key] = sum(int(getattr(rep, key)) for rep in reports)
     payload["files"] = files

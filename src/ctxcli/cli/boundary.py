@@ -21,6 +21,7 @@ REMEDIES = {
     Remedy.CHECK_FORMAT: "check --format (or leave it out to auto-detect)",
     Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
     Remedy.FORCE_IN_USE: "quit its client first, or pass --force if it is not running",
+    Remedy.ALLOW_EMPTY: "name a file or a directory that holds some, or pass --allow-empty",
 }
 
 

@@ -66,8 +66,9 @@ def doctor(
     calls without results and the reverse, empty text blocks, thinking without a
     signature, duplicated toolUseResult payloads and oversized lines. --fix edits
     the file in place and records every change, so 'ctx restore FILE --in-place'
-    gives the original back. Exit 0: healthy (or all fixed); 1: problems remain;
-    2: usage, or a session in use was skipped by --all --fix.
+    gives the original back. Exit 0: healthy (or all fixed; a duplicated payload is
+    a warning); 1: problems that break a resume remain; 2: usage, or a session in
+    use was skipped by --all --fix.
 
     Example:
 
@@ -109,9 +110,9 @@ def doctor(
                 entry["agent"] = agent
                 fixed = []
             entry["problems"] = [p.to_dict() for p in problems]
-            entry["healthy"] = not problems
+            entry["healthy"] = not any(p.breaks_resume for p in problems)
             results.append(entry)
-            if problems:
+            if not entry["healthy"]:
                 code = max(code, ExitCode.CHECK_FAILED)
             if not json:
                 _render(path, fixed, problems, entry)
@@ -131,11 +132,19 @@ def _render(path: str, fixed: list[Any], problems: list[Any], entry: dict[str, A
     for note in entry.get("notes", []):
         sys.stderr.write(f"ctx: {path}: {note}\n")
     for p in problems:
-        sys.stderr.write(p.render(path) + "\n")
+        sys.stderr.write(p.render(path) + _warning(p) + "\n")
     if entry.get("offload_dir"):
         sys.stderr.write(
             f"ctx: {path}: repaired; the originals are in {entry['offload_dir']}; "
             f"undo with: ctx restore {path} --in-place\n"
         )
-    elif not problems:
+    elif entry["healthy"]:
         sys.stderr.write(f"ctx: {path}: healthy\n")
+
+
+def _warning(problem: Any) -> str:
+    """For a problem that does not break a resume: says so, and whether --fix removes it."""
+    if problem.breaks_resume:
+        return ""
+    fix = "--fix removes it" if problem.fixable else "--fix cannot remove it"
+    return f" (a warning: a resume works with it; {fix})"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -27,6 +27,12 @@ def warn_all(warnings: list[str]) -> None:
         console.warn(w)
 
 
+def _file(payload: dict[str, Any]) -> dict[str, Any]:
+    """The one file's entry of a one-file JSON payload (what is said of that file goes there)."""
+    files: list[dict[str, Any]] = payload["files"]
+    return files[0]
+
+
 def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
     """What ``ctx reduce`` of one file says: warnings, then the report or a summary."""
     report = done.report
@@ -36,10 +42,15 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
         payload = single_payload(report)
         if done.change is not None:
             record = done.change.record
-            payload["offload_dir"] = str(record) if record is not None else None
+            _file(payload)["offload_dir"] = str(record) if record is not None else None
         console.write_report(orjson.dumps(payload) + b"\n")
         return
     if quiet:
+        return
+    if done.no_gain and done.change is not None:
+        sys.stderr.write(
+            f"ctx: {done.change.path}: nothing to gain ({_sends(report)}); the file is unchanged\n"
+        )
         return
     if done.session:
         _print_session_change(done)
@@ -61,6 +72,14 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
             f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
             f"{report.bytes_after:,} bytes\n"
         )
+
+
+def _sends(report: api.Report) -> str:
+    """What a resume sends before and after, in words (the whole transcript if not known)."""
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        return f"it would make {report.tokens_before:,} → {report.tokens_after:,} tokens"
+    return f"a resume would send {before:,} → {after:,} tokens"
 
 
 def _print_session_change(done: api.Reduction) -> None:
@@ -97,9 +116,9 @@ def print_stats(
     if json:
         payload = single_payload(report)
         if data is not None and by_tool:
-            payload["by_tool"] = [r.to_dict() for r in data.by_tool]
+            _file(payload)["by_tool"] = [r.to_dict() for r in data.by_tool]
         if data is not None and top:
-            payload["top"] = [it.to_dict() for it in data.top]
+            _file(payload)["top"] = [it.to_dict() for it in data.top]
         console.write_report(orjson.dumps(payload) + b"\n")
         return
     from ctxcli.cli.render import (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import Annotated
 
@@ -113,6 +114,10 @@ def reduce(
             ray = (offload_dir, column, jobs)
             reduce_ray(inputs, output, cfg, *ray, view=(json, quiet))
             return
+        if (session or last) and not in_place and output == STDIO and sys.stdout.isatty():
+            raise CtxError(
+                "a session reduced to stdout would flood the terminal; pass -o FILE or --in-place."
+            )
         inputs = session_input(inputs, session, last, project)
         counting = CountOptions(cache=not no_cache, workers=jobs)
         run = RunOptions(OnInvalid.of(on_invalid), force, counting, live_seconds=live_seconds)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import sys
@@ -29,7 +30,11 @@ LastOpt = Annotated[
 ]
 ProjectOpt = Annotated[
     str | None,
-    typer.Option("--project", metavar="DIR", help="A project directory ('.' is the current one)."),
+    typer.Option(
+        "--project",
+        metavar="DIR",
+        help="A project directory ('.' is the current one), or the end of its path.",
+    ),
 ]
 LiveSecondsOpt = Annotated[
     int,
@@ -113,7 +118,7 @@ def _health(row: Any) -> str:
     return ",".join(labels) or "ok"
 
 
-def _project(path: str | None, width: int = 32) -> str:
+def _project(path: str | None, width: int = 28) -> str:
     if not path:
         return "?"
     home = os.path.expanduser("~")
@@ -122,43 +127,74 @@ def _project(path: str | None, width: int = 32) -> str:
     return path if len(path) <= width else "…" + path[-(width - 1) :]
 
 
-def sessions_table(rows: list[Any], now: float | None = None, width: int | None = None) -> str:
-    """The text table of ``ctx sessions``; the title is cut to fit ``width``."""
+def plain_title(text: str) -> str:
+    """A title as plain text: the words of its Markdown, without the marks (``**x**`` is x).
+
+    markdown-it-py (Rich's own Markdown parser) reads it, so what counts as a mark is
+    CommonMark's rule, not a guess.
+    """
+    from markdown_it import MarkdownIt
+
+    parts: list[str] = []
+    for token in MarkdownIt("commonmark").parse(text):
+        for child in token.children or []:
+            if child.type in ("text", "code_inline", "html_inline"):
+                parts.append(child.content)
+            elif child.type in ("softbreak", "hardbreak"):
+                parts.append(" ")
+        if token.type == "inline":
+            parts.append(" ")
+    return " ".join("".join(parts).split()) or text
+
+
+def _cells(row: Any, now: float | None) -> tuple[str, ...]:
     from ctxcli.sessions.listing import relative_time
 
-    cells: list[tuple[str, ...]] = []
+    sid = f"└ {row.id.split('/')[-1]}" if row.parent else row.short_id
+    agent = "claude" if row.agent == "claude_code" else row.agent
+    return (
+        sid,
+        agent + (" (archived)" if row.archived else ""),
+        _project(row.project),
+        relative_time(row.modified, now),
+        f"{row.records:,}",
+        _size(row.bytes),
+        _tokens(row.tokens),
+        _size(row.largest_line_bytes),
+        _health(row),
+        _cost(row.cost_before, row.cost_after),
+        row.git_branch or "",
+        plain_title(row.title) if row.title else "",
+    )
+
+
+def sessions_table(rows: list[Any], now: float | None = None, width: int | None = None) -> str:
+    """The text table of ``ctx sessions``, fitted to ``width`` (None: as wide as it is).
+
+    Rich fits it: the figures are never cut; the project, branch and title give way
+    (cut with an ellipsis, one line per session).
+    """
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, show_edge=False, header_style="", highlight=False)
+    for name, right in COLUMNS:
+        wrap = name in CUT
+        table.add_column(
+            name, justify="right" if right else "left", no_wrap=not wrap, max_width=CUT.get(name)
+        )
     for row in rows:
-        sid = f"└ {row.id.split('/')[-1]}" if row.parent else row.short_id
-        agent = "claude" if row.agent == "claude_code" else row.agent
-        branch = row.git_branch or ""
-        branch = branch if len(branch) <= 20 else branch[:19] + "…"
-        cells.append(
-            (
-                sid,
-                agent + (" (archived)" if row.archived else ""),
-                _project(row.project),
-                relative_time(row.modified, now),
-                f"{row.records:,}",
-                _size(row.bytes),
-                _tokens(row.tokens),
-                _size(row.largest_line_bytes),
-                _health(row),
-                _cost(row.cost_before, row.cost_after),
-                branch,
-                row.title or "",
+        cells = _cells(row, now)
+        table.add_row(
+            *(
+                Text(c, no_wrap=True, overflow="ellipsis") if n in CUT else c
+                for (n, _r), c in zip(COLUMNS, cells, strict=True)
             )
         )
-    header = tuple(name for name, _ in COLUMNS)
-    widths = [max([len(header[i]), *(len(c[i]) for c in cells)]) for i in range(len(header) - 1)]
-    room = None if width is None else max(20, width - sum(widths) - 2 * len(widths))
-    lines = []
-    for c in [header, *cells]:
-        parts = [c[i].rjust(w) if COLUMNS[i][1] else c[i].ljust(w) for i, w in enumerate(widths)]
-        title = c[-1]
-        if room is not None and len(title) > room:
-            title = title[: room - 1] + "…"
-        lines.append("  ".join([*parts, title]).rstrip())
-    return "\n".join(lines) + "\n"
+    out = io.StringIO()
+    Console(file=out, width=width or 10_000, color_system=None, soft_wrap=False).print(table)
+    return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
 
 
 COLUMNS = (
@@ -176,11 +212,15 @@ COLUMNS = (
     ("title", False),
 )
 
+CUT: dict[str, int | None] = {"project": 28, "health": 22, "branch": 20, "title": None}
+"""The columns that give way to fit the terminal (cut with an ellipsis), each with the
+widest it gets so the title has the rest; the figures are never cut."""
+
 
 def sessions(
     agent: Annotated[
         str | None,
-        typer.Option("--agent", metavar="AGENT", help="claude_code or codex (default: both)."),
+        typer.Option("--agent", metavar="AGENT", help="claude or codex (default: both)."),
     ] = None,
     project: ProjectOpt = None,
     since: Annotated[

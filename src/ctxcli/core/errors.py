@@ -33,6 +33,9 @@ class Remedy(Enum):
     CHECK_FORMAT = "check the format you named, or let it be detected"
     OUTPUT_DIRECTORY = "with several inputs the output must be a directory"
     FORCE_IN_USE = "quit its client first, or force the change (force=True) if it is not running"
+    ALLOW_EMPTY = (
+        "name a file or a directory that holds some, or allow an empty input (allow_empty)"
+    )
 
 
 class CtxError(Exception):

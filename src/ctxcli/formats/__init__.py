@@ -176,6 +176,16 @@ def load(
     try:
         fmt = detect_format(sample, path)
     except TranscriptError:
+        invalid = [rec for rec in head if rec.invalid is not None]
+        if not sample and invalid:
+            # No line is JSON (a binary file, plain text): keeping such lines would not
+            # make it a transcript, so say what it is rather than how to keep them.
+            raise TranscriptError(
+                path,
+                invalid[0].line,
+                f"not a transcript: none of its {len(invalid):,} lines is JSON "
+                f"({invalid[0].invalid}); pass a JSONL or JSON transcript",
+            ) from None
         raise_first_invalid(head + list(rest), path)  # nothing parsed: say which line is broken
         raise
     if fmt.lazy_texts:

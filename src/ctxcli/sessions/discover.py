@@ -173,14 +173,30 @@ def find_sessions(*, agent: str | None = None, archived: bool = False) -> list[S
     Raises:
         CtxError: ``agent`` is not a known client.
     """
-    if agent is not None and agent not in AGENTS:
-        raise CtxError(f"unknown agent {agent!r}: use one of {', '.join(AGENTS)}.")
+    agent = agent_name(agent)
     found: list[SessionFile] = []
     if agent in (None, CLAUDE):
         found.extend(_claude_files())
     if agent in (None, CODEX):
         found.extend(_codex_files(archived))
     return found
+
+
+AGENT_NAMES = {"claude": CLAUDE, CLAUDE: CLAUDE, CODEX: CODEX}
+"""The names an agent goes by: ``claude``, as ``ctx sessions`` shows it, or its format's."""
+
+
+def agent_name(agent: str | None) -> str | None:
+    """The client ``agent`` names (``claude`` is ``claude_code``); None stays None.
+
+    Raises:
+        CtxError: ``agent`` is not a known client.
+    """
+    if agent is None:
+        return None
+    if agent not in AGENT_NAMES:
+        raise CtxError(f"unknown agent {agent!r}: use one of {', '.join(AGENT_NAMES)}.")
+    return AGENT_NAMES[agent]
 
 
 def short_ids(ids: Iterable[str], minimum: int = 8) -> dict[str, str]:
@@ -219,7 +235,7 @@ def resolve_session(
     """
     pool = sessions if sessions is not None else find_sessions(agent=agent, archived=True)
     if last:
-        where = project_path(project or ".")
+        where = match_project(project or ".", pool)
         candidates = [
             s for s in pool if s.parent is None and not s.archived and session_project(s) == where
         ]
@@ -249,6 +265,30 @@ def resolve_session(
 def project_path(project: str) -> str:
     """An absolute, normalised project path (``.`` is the current directory)."""
     return os.path.normpath(os.path.abspath(os.path.expanduser(project)))
+
+
+def match_project(project: str, sessions: Iterable[SessionFile]) -> str:
+    """The project directory ``project`` names among the sessions' projects.
+
+    A path names itself; a relative one that is no session's project (``spotter-dov``,
+    ``worktrees/spotter-dov``) names the one project whose path ends with it, whole
+    components only (what the cut column of ``ctx sessions`` shows).
+
+    Raises:
+        CtxError: several projects end with it (the message lists them).
+    """
+    where = project_path(project)
+    known = {p for s in sessions if (p := session_project(s)) is not None}
+    if where in known or os.path.isabs(os.path.expanduser(project)):
+        return where
+    tail = os.sep + os.path.normpath(project).strip(os.sep)
+    found = sorted(p for p in known if p.endswith(tail))
+    if len(found) > 1:
+        raise CtxError(
+            f"project {project!r} matches {len(found)} projects: {', '.join(found)}; "
+            "give more of the path."
+        )
+    return found[0] if found else where
 
 
 _PROJECT_CACHE: dict[tuple[str, int], str | None] = {}

@@ -49,14 +49,23 @@ _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
+WARNINGS = frozenset({"duplicate_tool_use_result"})
+"""Kinds of problem a resume goes through (a copy of a payload costs bytes, nothing else)."""
+
+
 @dataclass(frozen=True, order=True)
 class Problem:
-    """One thing that breaks a resume, with the line it is on (1-based)."""
+    """One thing that breaks a resume (or, a warning, only costs), on a line (1-based)."""
 
     line: int | None
     kind: str
     message: str
     fixable: bool = True
+
+    @property
+    def breaks_resume(self) -> bool:
+        """False for a warning: the client resumes the session as it is."""
+        return self.kind not in WARNINGS
 
     def render(self, path: str) -> str:
         """``path:line: message``."""
@@ -70,6 +79,7 @@ class Problem:
             "kind": self.kind,
             "message": self.message,
             "fixable": self.fixable,
+            "breaks_resume": self.breaks_resume,
         }
 
 

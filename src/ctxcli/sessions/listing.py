@@ -34,6 +34,7 @@ from ctxcli.sessions.discover import (
     CODEX,
     SessionFile,
     find_sessions,
+    match_project,
     project_path,
     session_project,
     short_ids,
@@ -320,7 +321,7 @@ def _matching(query: SessionQuery) -> list[SessionFile]:
     """The session files ``query`` selects."""
     files = find_sessions(agent=query.agent, archived=query.archived)
     if query.project is not None:
-        where = project_path(query.project)
+        where = match_project(query.project, files)
         files = [f for f in files if session_project(f) == where]
     if query.since is not None:
         files = [f for f in files if f.mtime >= query.since]
