@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import tracemalloc
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import orjson
 import pytest
 
 from conftest import need_shared
-from ctxcli.api import RunOptions, reduce_file, restore_file
+from ctxcli.api import Destination, RunOptions, reduce, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
 from ctxcli.formats.anthropic import CallInput
@@ -259,26 +259,15 @@ def test_lazy_and_eager_runs_write_the_same_and_restore(
     src = tmp_path / "in.jsonl"
     src.write_bytes(raw)
     runs = []
+    # Hints cite absolute paths; both runs cite the same relative one to compare bytes.
+    dest = Destination("out.jsonl", cite_as="out.jsonl.offload")
+    options = RunOptions(on_invalid="keep")
     for where in ("lazy", "eager"):
-        # The same relative output name: the texts cite their offload directory.
         (tmp_path / where).mkdir()
         monkeypatch.chdir(tmp_path / where)
-        if where == "lazy":
-            runs.append(
-                reduce_file(
-                    src, "out.jsonl", config=CHAINS[chain], options=RunOptions(on_invalid="keep")
-                )
-            )
-        else:
-            with eager():
-                runs.append(
-                    reduce_file(
-                        src,
-                        "out.jsonl",
-                        config=CHAINS[chain],
-                        options=RunOptions(on_invalid="keep"),
-                    )
-                )
+        with eager() if where == "eager" else nullcontext():
+            done = reduce(src, dest, config=CHAINS[chain], options=options)
+        runs.append((done.report, done.output))
     (lazy_report, lazy_out), (eager_report, eager_out) = runs
     assert lazy_out == eager_out
     assert lazy_report.to_dict() == eager_report.to_dict()

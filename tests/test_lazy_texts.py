@@ -13,7 +13,7 @@ import json
 import sys
 import tracemalloc
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import REPO, need_shared
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.core.model import Block, LazyBlock
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
@@ -146,15 +146,14 @@ def test_a_lazy_run_restores_and_matches_an_eager_one(
     src = tmp_path / "in.jsonl"
     src.write_bytes(raw)
     runs = []
+    # Hints cite absolute paths; both runs cite the same relative one to compare bytes.
+    dest = Destination("out.jsonl", cite_as="out.jsonl.offload")
     for where in ("lazy", "eager"):
-        # The same relative output name: the texts cite their offload directory.
         (tmp_path / where).mkdir()
         monkeypatch.chdir(tmp_path / where)
-        if where == "lazy":
-            runs.append(reduce_file(src, "out.jsonl", config=CHAIN))
-        else:
-            with eager():
-                runs.append(reduce_file(src, "out.jsonl", config=CHAIN))
+        with eager() if where == "eager" else nullcontext():
+            done = reduce(src, dest, config=CHAIN)
+        runs.append((done.report, done.output))
     (lazy_report, lazy_out), (eager_report, eager_out) = runs
     assert lazy_out == eager_out
     assert lazy_report.to_dict() == eager_report.to_dict()

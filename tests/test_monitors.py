@@ -316,7 +316,7 @@ def test_stats_shows_monitors_without_the_stage(tmp_path: Any) -> None:
     src = tmp_path / "t.jsonl"
     src.write_text(_looping_transcript())
     result = invoke(["stats", str(src), "--json"])
-    monitors = json.loads(result.stdout)["monitors"]
+    monitors = json.loads(result.stdout)["files"][0]["monitors"]
     assert list(monitors) == list(MONITORS)
     assert monitors["streak"] == 1.0
     assert monitors["call_count"] == 0.3

@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURES
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, reduce, reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import sha256
 from ctxcli.formats.jsontext import dumps_like
@@ -175,7 +175,9 @@ def test_a_manifest_with_only_literal_records_still_restores(
     new.mkdir()
     monkeypatch.chdir(new)
     Path("input.jsonl").write_bytes(original)
-    reduce_file("input.jsonl", "reduced.jsonl", offload_dir="reduced.offload", config=CONFIG)
+    # That run's hints cited the relative path it was given (they cite absolute ones now).
+    where = Destination("reduced.jsonl", "reduced.offload", cite_as="reduced.offload")
+    reduce("input.jsonl", where, config=CONFIG)
     assert Path("reduced.jsonl").read_bytes() == (old / "reduced.jsonl").read_bytes()
     manifest = orjson.loads(Path("reduced.offload", MANIFEST).read_bytes())
     assert {op[0] for op in manifest["script"]} == {"c", "s", "p"}

@@ -63,4 +63,4 @@ def test_stats_of_a_session_in_place_previews_the_reduce_in_place(layout: Layout
         invoke(["reduce", "--session", CC_SPOTTER[:4], "--in-place", "--json", *chain]).stdout
     )
     assert preview["tokens_after"] == done["tokens_after"]
-    assert preview["offload_dir"] == done["offload_dir"]
+    assert preview["files"][0]["offload_dir"] == done["files"][0]["offload_dir"]

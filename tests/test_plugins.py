@@ -113,7 +113,7 @@ def test_installed_plugin_runs_from_toml_config(plugin_site: Path, tmp_path: Pat
     (tmp_path / "ctx.toml").write_text(PLUGIN_CONFIG, encoding="utf-8")
     done = _ctx(["reduce", "session.jsonl", "-o", "out.jsonl", "--json"], tmp_path, plugin_site)
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["files"][0]
     assert [s["stage"] for s in report["stages"]] == ["redact_emails", "truncate_tool_output"]
     assert report["stages"][0]["counters"] == {"redacted": 2}
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -187,7 +187,7 @@ def test_installed_format_plugin_is_detected_reduced_and_restored(
     (tmp_path / "ctx.toml").write_text(TRUNCATE_CONFIG, encoding="utf-8")
     done = _ctx(["reduce", "log.jsonl", "-o", "out.jsonl", "--json"], tmp_path, format_plugin_site)
     assert done.returncode == 0, done.stderr
-    report = json.loads(done.stdout)
+    report = json.loads(done.stdout)["files"][0]
     assert report["format"] == "chatlog"
     assert report["stages"][0]["counters"]["truncated"] == 1
     out = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text().splitlines()]
@@ -206,7 +206,7 @@ def test_format_plugin_chosen_by_name_and_gone_without_plugins(
         ["stats", "log.jsonl", "--format", "chatlog", "--json"], tmp_path, format_plugin_site
     )
     assert named.returncode == 0, named.stderr
-    assert json.loads(named.stdout)["format"] == "chatlog"
+    assert json.loads(named.stdout)["files"][0]["format"] == "chatlog"
     off = _ctx(["stats", "log.jsonl"], tmp_path, format_plugin_site, plugins=False)
     assert off.returncode == 2
     assert "unrecognised transcript format (known: claude_code, codex," in off.stderr

@@ -166,7 +166,7 @@ def test_reduce_and_stats_take_preset(tmp_path: Path) -> None:
     stats = json.loads(
         invoke(["stats", str(SESSION), "--preset", "claude-code-resume", "--json"]).stdout
     )
-    assert [s["stage"] for s in stats["stages"]] == RESUME
+    assert [s["stage"] for s in stats["files"][0]["stages"]] == RESUME
     assert stats["bytes_after"] < stats["bytes_before"] / 3
 
 
@@ -187,6 +187,6 @@ def test_stats_report_what_a_resume_sends() -> None:
 def test_formats_without_resume_report_null(tmp_path: Path) -> None:
     chat = tmp_path / "chat.jsonl"
     chat.write_text('{"role": "user", "content": "hi"}\n')
-    data = json.loads(invoke(["stats", str(chat), "--json"]).stdout)
+    data = json.loads(invoke(["stats", str(chat), "--json"]).stdout)["files"][0]
     assert data["resume_tokens_before"] is None and data["resume_tokens_after"] is None
     assert "tokens a resume sends" not in invoke(["stats", str(chat)]).stderr

@@ -27,6 +27,7 @@ from ctxcli.core.errors import OffloadError
 from ctxcli.core.model import Conversation
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.rerun import merge_ops, pack_skeletons, script_cut, unpack_skeletons
+from ctxcli.pipeline.results import Report
 from ctxcli.stages import STAGE_REGISTRY, StageResult, everything_final, register
 from ctxcli.stages.base import StageOptions
 
@@ -94,6 +95,16 @@ def tree(root: Path) -> dict[str, bytes]:
     }
 
 
+# Runs compared across directories cite one relative offload path (hints cite absolute
+# paths otherwise, and a path's tokens depend on its characters).
+CITED = "out.jsonl.offload"
+
+
+def _out(source: str, config: Config) -> tuple[Report, bytes]:
+    done = reduce(source, Destination("out.jsonl", cite_as=CITED), config=config)
+    return done.report, done.output
+
+
 def twin_runs(tmp: Path, start: bytes, whole: bytes, config: Config) -> tuple[Path, Path]:
     """Reduce ``start`` then ``whole`` into one output, and ``whole`` alone into a twin."""
     grown, full = tmp / "grown", tmp / "full"
@@ -103,17 +114,19 @@ def twin_runs(tmp: Path, start: bytes, whole: bytes, config: Config) -> tuple[Pa
     try:
         os.chdir(grown)
         Path("session.jsonl").write_bytes(start)
-        reduce_file("session.jsonl", "out.jsonl", config=config)
+        _out("session.jsonl", config)
         manifest = json.loads(Path("out.jsonl.offload/manifest.json").read_bytes())
         twin_runs.keepable = "rerun" in manifest  # type: ignore[attr-defined]
         Path("session.jsonl").write_bytes(whole)
         # Written as it is made (what the CLI does): the kept output, then the tail.
-        done = reduce("session.jsonl", Destination("out.jsonl", stream=True), config=config)
+        done = reduce(
+            "session.jsonl", Destination("out.jsonl", stream=True, cite_as=CITED), config=config
+        )
         report, streamed = done.report, done.output
         assert streamed == b""
         os.chdir(full)
         Path("session.jsonl").write_bytes(whole)
-        full_report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+        full_report, _ = _out("session.jsonl", config)
     finally:
         os.chdir(cwd)
     twin_runs.kept = report.kept_lines  # type: ignore[attr-defined]
@@ -151,7 +164,7 @@ def assert_same_as_a_full_run(here: Path, whole: bytes, config: Config) -> None:
     (here / "full").mkdir()
     os.chdir(here / "full")
     Path("session.jsonl").write_bytes(whole)
-    reduce_file("session.jsonl", "out.jsonl", config=config)
+    _out("session.jsonl", config)
     assert_same_as_full(here, here / "full", whole)
 
 
@@ -207,7 +220,7 @@ def test_growing_again_and_again_stays_equal_to_a_full_run(tmp_path: Path) -> No
     kept = []
     for fraction in (0.3, 0.5, 0.8, 1.0):
         Path("session.jsonl").write_bytes(cut_at(whole, fraction) if fraction < 1 else whole)
-        report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+        report, _ = _out("session.jsonl", config)
         kept.append(report.kept_lines)
     assert kept[0] == 0 and all(k > 0 for k in kept[1:])
     assert kept == sorted(kept)
@@ -333,7 +346,7 @@ def test_the_cli_says_what_it_kept(tmp_path: Path) -> None:
     result = invoke(["reduce", "s.jsonl", "-o", "o.jsonl"])
     assert "lines kept from the previous run" in result.stderr
     result = invoke(["reduce", "s.jsonl", "-o", "o.jsonl", "--no-incremental", "--json"])
-    assert json.loads(result.stdout)["kept_lines"] == 0
+    assert json.loads(result.stdout)["files"][0]["kept_lines"] == 0
 
 
 def test_script_cut_and_merge_rebuild_the_script() -> None:
@@ -468,7 +481,7 @@ def test_a_claude_code_session_grown_again_and_again_equals_a_full_run(tmp_path:
     kept = []
     for fraction in (0.4, 0.7, 1.0):
         Path("session.jsonl").write_bytes(cut_at(whole, fraction) if fraction < 1 else whole)
-        report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+        report, _ = _out("session.jsonl", config)
         kept.append(report.kept_lines)
     assert kept[0] == 0 and all(k > 0 for k in kept[1:]), kept
     manifest = json.loads(Path("out.jsonl.offload/manifest.json").read_bytes())
@@ -482,12 +495,12 @@ def test_damaged_skeletons_in_the_manifest_make_a_full_run(tmp_path: Path) -> No
     config = CONFIGS["default-like"]
     os.chdir(tmp_path)
     Path("session.jsonl").write_bytes(cut_at(whole, 0.6))
-    reduce_file("session.jsonl", "out.jsonl", config=config)
+    _out("session.jsonl", config)
     manifest_path = Path("out.jsonl.offload/manifest.json")
     manifest = json.loads(manifest_path.read_bytes())
     manifest["rerun"]["skeletons"]["rows"][0] = [99, "progress"]  # names no shape
     manifest_path.write_bytes(orjson.dumps(manifest) + b"\n")
     Path("session.jsonl").write_bytes(whole)
-    report, _ = reduce_file("session.jsonl", "out.jsonl", config=config)
+    report, _ = _out("session.jsonl", config)
     assert report.kept_lines == 0  # nothing taken from the damaged manifest
     assert_same_as_a_full_run(tmp_path, whole, config)
