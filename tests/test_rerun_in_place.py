@@ -16,13 +16,23 @@ from typing import Any
 
 import pytest
 
-from ctxcli.api import reduce_file, restore_file
+from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.core.errors import OffloadError
+from ctxcli.pipeline.results import Report
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.manifest import MANIFEST, OTHER_PACK, PACK, PREVIOUS_MANIFEST
 from test_rerun import CONFIGS, cut_at, session
 
 CONFIG = CONFIGS["default-like"]
+# Outputs made in two directories are compared: both cite one relative offload path.
+OUT = Destination("out.jsonl", cite_as="out.jsonl.offload")
+
+
+def _reduce() -> tuple[Report, bytes]:
+    done = reduce("session.jsonl", OUT, config=CONFIG)
+    return done.report, done.output
+
+
 OFF = Path("out.jsonl.offload")
 
 
@@ -37,7 +47,7 @@ def grown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[bytes, bytes
     whole = session(60, seed=5)
     start = cut_at(whole, 0.8)
     Path("session.jsonl").write_bytes(start)
-    reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    _reduce()
     Path("session.jsonl").write_bytes(whole)
     return start, whole
 
@@ -48,7 +58,7 @@ def _full_run(whole: bytes, where: Path) -> bytes:
     os.chdir(where)
     try:
         Path("session.jsonl").write_bytes(whole)
-        reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+        _reduce()
         return Path("out.jsonl").read_bytes()
     finally:
         os.chdir(cwd)
@@ -57,7 +67,7 @@ def _full_run(whole: bytes, where: Path) -> bytes:
 def test_a_rerun_moves_in_only_its_new_files(grown: tuple[bytes, bytes]) -> None:
     _start, whole = grown
     before = {p: os.stat(p) for p in OFF.glob("*/*")}
-    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    report, _ = _reduce()
     assert report.kept_lines > 0
     for path, st in before.items():  # the same files, neither copied nor linked
         now = os.stat(path)
@@ -71,7 +81,7 @@ def test_a_rerun_moves_in_only_its_new_files(grown: tuple[bytes, bytes]) -> None
     assert Path("out.jsonl").read_bytes() == _full_run(whole, Path("full"))
     # And back to the first name on the next re-run.
     Path("session.jsonl").write_bytes(whole + session(64, seed=5)[len(whole) :])
-    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    report, _ = _reduce()
     assert report.kept_lines > 0
     assert (OFF / PACK).is_file() and not (OFF / OTHER_PACK).exists()
     assert restore_file("out.jsonl") == Path("session.jsonl").read_bytes()
@@ -123,13 +133,13 @@ def test_a_rerun_stopped_anywhere_leaves_the_previous_output_restorable(
     with monkeypatch.context() as mp:
         KILLS[moment](mp)
         with pytest.raises((Killed, OSError)):
-            reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+            _reduce()
     assert Path("out.jsonl").read_bytes() == previous_output
     assert restore_file("out.jsonl", "back.jsonl") == start
     if moment == "the output could not be replaced":  # not killed: the manifest went back
         assert not (OFF / PREVIOUS_MANIFEST).exists()
     # The next run succeeds and is a full run's equal.
-    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    report, _ = _reduce()
     assert restore_file("out.jsonl") == whole
     assert Path("out.jsonl").read_bytes() == _full_run(whole, Path("full"))
     assert not (OFF / PREVIOUS_MANIFEST).exists()
@@ -150,7 +160,7 @@ def test_a_directory_changed_during_the_rerun_is_refused(
 
     monkeypatch.setattr(OffloadStore, "adopt", adopt_then_another_run_commits)
     with pytest.raises(OffloadError, match="changed while this run went on"):
-        reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+        _reduce()
     assert Path("out.jsonl").read_bytes() == previous_output
     assert restore_file("out.jsonl", "back.jsonl") == start
     assert not list(Path.cwd().glob(".out.jsonl*ctx-tmp-*"))
@@ -174,7 +184,7 @@ def test_a_file_system_without_hard_links_still_keeps_the_previous_manifest(
     before = (OFF / MANIFEST).read_bytes()
     monkeypatch.setattr(os, "link", no_link)
     monkeypatch.setattr(os, "replace", replace)
-    report, _ = reduce_file("session.jsonl", "out.jsonl", config=CONFIG)
+    report, _ = _reduce()
     assert report.kept_lines > 0
     assert kept == [before]  # copied, since it could not be linked
     assert not (OFF / PREVIOUS_MANIFEST).exists()
