@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import REPO, need_shared
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, LazyBlock
 from ctxcli.core.monitors import conversation_monitors
@@ -34,6 +33,7 @@ from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.counting import CachedCounter
 from ctxcli.services.tokens import conversation_sources, conversation_texts
+from support.paths import REPO, need_shared
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

@@ -18,7 +18,6 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, corpus, shared_transcripts
 from ctxcli import api
 from ctxcli.api import commit, local
 from ctxcli.core.errors import TranscriptError
@@ -26,6 +25,7 @@ from ctxcli.core.io import FAULT_AROUND, RELEASE_BYTES, Pages, release
 from ctxcli.core.protocols import sha256
 from ctxcli.pipeline import compose as reducer
 from ctxcli.pipeline.config import build_config, default_config
+from support.paths import REPO, corpus, shared_transcripts
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

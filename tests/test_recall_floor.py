@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED
+from support.paths import SHARED
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from eval import evaluate, floor_of  # noqa: E402

@@ -21,13 +21,13 @@ import pytest
 
 import ctxcli.formats.format as format_module
 import ctxcli.formats.lines as lines_module
-from conftest import REPO, need_shared
 from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.store.naming import Preview
+from support.paths import REPO, need_shared
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 from gen_transcript import generate  # noqa: E402

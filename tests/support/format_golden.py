@@ -17,7 +17,7 @@ from ctxcli.store.manifest import Header, InputSide, Side
 from ctxcli.store.naming import Preview
 from ctxcli.store.restore import restore_bytes
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "formats"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 TRUNCATE = build_config(
     {"stages": [{"use": "truncate_tool_output", "max_length": 256}]}, "format tests"
 )

@@ -11,7 +11,7 @@ from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 from ctxcli.store.naming import Preview
 
-SYNAPTIC = Path(__file__).parent / "fixtures" / "synaptic"
+SYNAPTIC = Path(__file__).resolve().parents[1] / "fixtures" / "synaptic"
 
 
 def run(stage: str, conv: Conversation, **options: object) -> StageResult:
