@@ -12,10 +12,10 @@ The peer adapters live in benchmarks/peers.py, shared with ``make eval``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from support.bench.peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs
 
 from ctxcli.api import reduce_bytes
 from ctxcli.formats import load
@@ -24,9 +24,6 @@ from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.store.naming import Preview
 from support.paths import corpus, shared_transcripts
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,
