@@ -1,4 +1,8 @@
-"""Checks every format test runs: lossless round trips, byte-exact restore, stable reruns."""
+"""Checks every format test runs: lossless round trips, byte-exact restore, stable reruns.
+
+The checks themselves are public (:mod:`ctxcli.testing`, for format plugin authors); this
+module gives them the names and defaults the format tests use.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +10,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ctxcli.api import reduce_file, restore_file
-from ctxcli.core.model import Conversation
-from ctxcli.core.protocols import sha256
-from ctxcli.formats import Document, load
-from ctxcli.formats.validate import check_document, validate_bytes
+from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.store.disk import OffloadStore
-from ctxcli.store.manifest import Header, InputSide, Side
-from ctxcli.store.naming import Preview
-from ctxcli.store.restore import restore_bytes
+from ctxcli.testing import assert_dump_restores as dump_and_restore
+from ctxcli.testing import assert_format_identity as assert_identity
+from ctxcli.testing import assert_roundtrip
+
+__all__ = [
+    "FIXTURES",
+    "TRUNCATE",
+    "assert_identity",
+    "config",
+    "dump_and_restore",
+    "golden_roundtrip",
+    "lines",
+    "problems",
+]
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 TRUNCATE = build_config(
@@ -33,46 +43,9 @@ def problems(raw: bytes, **kw: Any) -> set[tuple[str, str | None]]:
     return {(p.kind, p.call_id) for p in validate_bytes(raw, **kw)}
 
 
-def assert_identity(raw: bytes) -> Document:
-    """Loading and dumping with no stage gives the input back, copied as one piece."""
-    doc = load(raw, "fixture")
-    out, script = doc.format.dump(doc, doc.conversation, Preview("offload"))
-    assert out == raw
-    assert all(op[0] == "c" for op in script.ops)
-    return doc
-
-
 def golden_roundtrip(src: Path, fmt: str, tmp_path: Path, cfg: Config = TRUNCATE) -> bytes:
-    """Reduce ``src``; check restore, rerun and validation; return the output bytes."""
-    raw = src.read_bytes()
-    out_path = tmp_path / "reduced"
-    report, out = reduce_file(src, out_path, config=cfg, offload_dir=tmp_path / "off")
-    assert report.format == fmt
-    manifest = json.loads((tmp_path / "off" / "manifest.json").read_bytes())
-    assert manifest["format"] == fmt
-    assert restore_file(out_path, offload_dir=tmp_path / "off") == raw
-    _, again = reduce_file(out_path, tmp_path / "again", config=cfg, offload_dir=tmp_path / "off2")
-    assert again == out, "a second reduce must change nothing"
-    assert problems(out) <= problems(raw)
-    return out
-
-
-def dump_and_restore(doc: Document, conv: Conversation, tmp_path: Path) -> bytes:
-    """Write ``conv`` through the format with a real offload store; check restore."""
-    root = tmp_path / "edit.offload"
-    store = OffloadStore(root, str(root))
-    out, script = doc.format.dump(doc, conv, store)
-    header = Header.new(
-        format=doc.format.name,
-        units=doc.format.units,
-        input=InputSide(name="fixture", sha256=sha256(doc.raw), bytes=len(doc.raw)),
-        output=Side(sha256=sha256(out), bytes=len(out)),
-    )
-    store.commit(header, script.ops)
-    assert restore_bytes(out, root) == doc.raw
-    reloaded = load(out, "edited", format=doc.format.name)
-    assert check_document(reloaded) == [], check_document(reloaded)
-    return out
+    """Reduce ``src`` as ``fmt``; check restore, rerun and validation; return the output."""
+    return assert_roundtrip(src, cfg, format=fmt, workdir=tmp_path)
 
 
 def lines(raw: bytes) -> list[Any]:

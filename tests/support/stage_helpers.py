@@ -6,19 +6,14 @@ from pathlib import Path
 
 from ctxcli.core.model import Conversation
 from ctxcli.formats import load
-from ctxcli.services.counters import get_counter
-from ctxcli.stages import StageContext, TokenLedger, get_stage
-from ctxcli.stages.base import StageResult
-from ctxcli.store.naming import Preview
+from ctxcli.testing import StageRun, run_stage
 
 SYNAPTIC = Path(__file__).resolve().parents[1] / "fixtures" / "synaptic"
 
 
-def run(stage: str, conv: Conversation, **options: object) -> StageResult:
-    """Call a stage function directly, with approx counting and a dry-run offload."""
-    spec = get_stage(stage)
-    ctx = StageContext(TokenLedger(get_counter("approx")), Preview("off"))
-    return spec.fn(conv, spec.options(**options), ctx)
+def run(stage: str, conv: Conversation, **options: object) -> StageRun:
+    """:func:`ctxcli.testing.run_stage` with approx counting; its hints cite ``off/``."""
+    return run_stage(stage, conv, offload_root="off", **options)
 
 
 def fixture(name: str, root: Path = SYNAPTIC) -> Conversation:
