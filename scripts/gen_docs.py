@@ -6,6 +6,7 @@ A block is everything between ``<!-- [[[ctx:NAME]]] -->`` and ``<!-- [[[end]]] -
 - ``help``: the output of ``ctx --help``;
 - ``plugin``: the example plugin package in tests/plugin_example (which the tests install);
 - ``format_plugin``: the example format plugin in tests/plugin_format_example (likewise);
+- ``plugin_tests``: the example stage plugin's own tests (``ctxcli.testing``), verbatim;
 - ``run``: a console block whose ``$`` lines keep their text and get, below each, what
   the command printed (stdout and stderr) when every ``$`` line of the README ran in order
   in a scratch checkout (see :func:`run_readme`).
@@ -108,11 +109,18 @@ def format_plugin_block() -> str:
     return _package_block(FORMAT_PLUGIN, "ctx_chatlog_format.py")
 
 
+def plugin_tests_block() -> str:
+    """The example stage plugin's tests, verbatim (the suite runs them)."""
+    source = (PLUGIN / "test_redact_emails.py").read_text(encoding="utf-8")
+    return f"`test_redact_emails.py`:\n\n```python\n{source.rstrip()}\n```\n"
+
+
 GENERATORS: dict[str, Callable[[], str]] = {
     "stages": stages_block,
     "help": help_block,
     "plugin": plugin_block,
     "format_plugin": format_plugin_block,
+    "plugin_tests": plugin_tests_block,
 }
 
 

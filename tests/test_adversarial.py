@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from conftest import invoke
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError
 from ctxcli.store.manifest import MANIFEST
-from transcript_builders import build, to_jsonl, tool_session, write_sessions
+from support.cli import invoke
+from support.transcript_builders import build, to_jsonl, tool_session, write_sessions
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 TRUNCATE = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'

@@ -7,9 +7,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REPO, invoke
 from ctxcli.api import batch
 from ctxcli.pipeline.config import load_config
+from support.cli import invoke
+from support.paths import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 

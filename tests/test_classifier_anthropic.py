@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from conftest import invoke
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
 from ctxcli.pipeline.compose import ReduceOptions
@@ -25,6 +24,7 @@ from ctxcli.services.classifier import (
 from ctxcli.services.counters import get_counter
 from ctxcli.services.disk_cache import DiskCache
 from ctxcli.services.tokens import CountOptions
+from support.cli import invoke
 from support.fake_api import (
     COUNT_TOKENS,
     MESSAGES,

@@ -8,9 +8,10 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
+from support.cli import invoke
+from support.paths import SHARED
 
 
 def _rec(uuid: str, parent: str | None, role: str, content: Any, **extra: Any) -> dict[str, Any]:

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, corpus, invoke
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import TokenLedger
+from support.cli import invoke
+from support.paths import SHARED, corpus
 
 pytestmark = pytest.mark.slow
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke
+from support.cli import invoke
+from support.paths import SHARED
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 SMALL = """[[stages]]

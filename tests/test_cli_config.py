@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, invoke
 from ctxcli.pipeline.config import INIT_TEMPLATE, Config, build_config, load_config
 from ctxcli.pipeline.schema import config_to_toml
+from support.cli import invoke
+from support.paths import REPO
 
 CASE_CONFIGS = sorted((REPO / "tests" / "cases").glob("**/config.toml"))
 

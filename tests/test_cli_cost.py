@@ -9,11 +9,11 @@ import orjson
 import pytest
 from rich.console import Console
 
-from conftest import invoke
-from cost_sessions import ClaudeSession, Words, text, tool_use, usage
 from ctxcli.cli.cost import cost_table
 from ctxcli.cost.session import CostOptions, session_cost
-from session_layout import build
+from support.cli import invoke
+from support.cost_sessions import ClaudeSession, Words, text, tool_use, usage
+from support.session_layout import build
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 

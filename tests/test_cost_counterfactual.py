@@ -16,8 +16,6 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED
-from cost_sessions import ClaudeSession, CodexRollout, Words, text, tool_use, usage
 from ctxcli.cost.counterfactual import (
     Chain,
     LiveOptions,
@@ -30,6 +28,8 @@ from ctxcli.cost.sequence import RequestSequence
 from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.config import build_config
 from ctxcli.store.live import LiveOffload
+from support.cost_sessions import ClaudeSession, CodexRollout, Words, text, tool_use, usage
+from support.paths import SHARED
 
 CALIBRATION = Calibration(overhead_tokens=2_000, token_ratio=1.0)
 

@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED, need_shared, shared_transcripts
-from cost_sessions import ClaudeSession, CodexRollout, text, tool_use, usage
 from ctxcli.core.errors import TranscriptError
 from ctxcli.cost.prices import TokenUsage
 from ctxcli.cost.recorded import recorded_cost
+from support.cost_sessions import ClaudeSession, CodexRollout, text, tool_use, usage
+from support.paths import SHARED, need_shared, shared_transcripts
 
 
 def test_a_split_response_is_counted_once(tmp_path: Path) -> None:

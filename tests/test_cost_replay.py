@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, need_shared
-from cost_sessions import ClaudeSession, CodexRollout, Words, stamp, text, tool_use, usage
 from ctxcli.cost._jsonl import seconds
 from ctxcli.cost.cache import TTL, CachePolicy
 from ctxcli.cost.prices import TokenUsage
@@ -25,6 +23,8 @@ from ctxcli.cost.replay import (
     replay_session,
 )
 from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence, block_key
+from support.cost_sessions import ClaudeSession, CodexRollout, Words, stamp, text, tool_use, usage
+from support.paths import SHARED, need_shared
 
 
 def texts(request: Request) -> list[str]:

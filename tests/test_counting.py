@@ -7,7 +7,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REPO, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
@@ -18,6 +17,7 @@ from ctxcli.services.counting import count_texts
 from ctxcli.services.engines import load_engine
 from ctxcli.services.tokens import CountOptions
 from ctxcli.stages import StageContext, TokenLedger
+from support.paths import REPO, shared_transcripts
 
 EDGE_TEXTS = [
     "",

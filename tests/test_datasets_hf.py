@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dataset_rows import CONFIG, message_rows, text_rows
+from support.dataset_rows import CONFIG, message_rows, text_rows
 
 datasets = pytest.importorskip(
     "datasets", reason="datasets is not installed (pip install -e '.[hf]')"

@@ -7,11 +7,11 @@ import json
 import orjson
 import pytest
 
-from conftest import SHARED
 from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.datasets.jsonl import reduce_jsonl, restore_jsonl
 from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer
-from dataset_rows import CONFIG, message_rows, text_rows
+from support.dataset_rows import CONFIG, message_rows, text_rows
+from support.paths import SHARED
 
 needs_shared = pytest.mark.skipif(
     not SHARED.is_dir(), reason="../shared/transcripts is not present"

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from conftest import invoke
-from dataset_rows import CONFIG, message_rows, text_rows, write_jsonl
+from support.cli import invoke
+from support.dataset_rows import CONFIG, message_rows, text_rows, write_jsonl
 
 pytestmark = [
     pytest.mark.ray,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support.paths import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SHIPPED = ("ctxcli/py.typed", "ctxcli/ctx.schema.json")

@@ -13,9 +13,9 @@ import pytest
 from pydantic import BaseModel
 from typer.testing import CliRunner
 
-from conftest import REPO
 from ctxcli.core.errors import ExitCode
 from ctxcli.stages import StageSpec, registry
+from support.paths import REPO
 
 README = REPO / "README.md"
 

@@ -8,13 +8,14 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.sessions import diagnose, plan_fixes
 from ctxcli.store.history import changes_dir
 from ctxcli.store.naming import Preview
-from session_layout import CC_MCLAUDE, Layout, age, build
+from support.cli import invoke
+from support.paths import SHARED
+from support.session_layout import CC_MCLAUDE, Layout, age, build
 
 
 @pytest.fixture

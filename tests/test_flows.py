@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, corpus, invoke, need_shared, shared_transcripts
+from support.cli import invoke
+from support.paths import SHARED, corpus, need_shared, shared_transcripts
 
 CC = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
-from format_golden import (
+from support.format_golden import (
     FIXTURES,
     assert_identity,
     config,

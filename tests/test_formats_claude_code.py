@@ -14,7 +14,7 @@ from ctxcli.formats import Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.store.naming import Preview
-from format_golden import (
+from support.format_golden import (
     FIXTURES,
     assert_identity,
     config,

@@ -11,7 +11,13 @@ from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.codex import Codex
-from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip, lines
+from support.format_golden import (
+    FIXTURES,
+    assert_identity,
+    dump_and_restore,
+    golden_roundtrip,
+    lines,
+)
 
 SRC = FIXTURES / "codex" / "rollout.jsonl"
 RAW = SRC.read_bytes()

@@ -12,7 +12,7 @@ from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import get_format, load
 from ctxcli.store.naming import Preview
-from format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip
+from support.format_golden import FIXTURES, assert_identity, dump_and_restore, golden_roundtrip
 
 ARRAY = FIXTURES / "json_doc" / "array.json"
 MINI = FIXTURES / "json_doc" / "minisweagent.traj.json"

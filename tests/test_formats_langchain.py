@@ -12,7 +12,7 @@ from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.langchain import LangChain
-from format_golden import (
+from support.format_golden import (
     FIXTURES,
     assert_identity,
     config,

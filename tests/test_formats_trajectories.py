@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED
 from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.errors import TranscriptError
 from ctxcli.formats import Document, split_collection
@@ -26,6 +25,7 @@ from ctxcli.formats.jsontext import array_items, item_spans
 from ctxcli.pipeline import compose as reducer
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import build_config
+from support.paths import SHARED
 
 TIGHT = build_config(
     {"stages": [{"use": "truncate_tool_output", "max_length": 400}]}, "trajectory tests"

@@ -14,8 +14,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REPO, SHARED, invoke
 from ctxcli.api import Destination, stats
+from support.cli import invoke
+from support.paths import REPO, SHARED
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SUBAGENT = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
@@ -83,7 +84,7 @@ def test_a_preview_cites_what_reduce_writes(here: Path) -> None:
     assert str(here / "out.jsonl.offload") in (here / "out.jsonl").read_text()
 
 
-@pytest.mark.skipif(not SUBAGENT.is_file(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_a_real_session_reduced_in_place_cites_absolutely(tmp_path: Path, here: Path) -> None:
     shutil.copy(SUBAGENT, here / "session.jsonl")
     invoke(["reduce", "session.jsonl", "--in-place", "--preset", "claude-code-resume"])

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
 from ctxcli.formats import registry
 from ctxcli.formats.validate import validate_bytes
 from hostile.corpus import LINE_FORMATS, Case, cases
+from support.cli import invoke
 
 CONFIG = """[[stages]]
 use = "truncate_tool_output"

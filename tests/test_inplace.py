@@ -26,7 +26,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import invoke
 from ctxcli.api import ChangedError, RunOptions, reduce_in_place, restore_file, restore_transcript
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
@@ -35,7 +34,8 @@ from ctxcli.sessions import fix_in_place
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.history import LEGACY, changes, changes_dir
 from ctxcli.store.inplace import InPlace
-from session_layout import CC_MCLAUDE, Layout, age, build
+from support.cli import invoke
+from support.session_layout import CC_MCLAUDE, Layout, age, build
 
 # Fast and real: the chain truncates long outputs; approx counting keeps each run short.
 CHAIN = build_config(

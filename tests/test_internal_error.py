@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
 from ctxcli.core.model import Conversation
 from ctxcli.stages import StageContext, StageOptions, StageResult, register, registry
+from support.cli import invoke
 
 
 class BoomOptions(StageOptions):

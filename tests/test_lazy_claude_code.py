@@ -20,7 +20,6 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import need_shared
 from ctxcli.api import Destination, RunOptions, reduce, restore_file
 from ctxcli.core.model import LazyBlock, LazyText, hydrate, read_text
 from ctxcli.formats import load
@@ -29,6 +28,7 @@ from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.lazy import LAZY_MIN_CHARS, SHARED_MAX_CHARS, Span, share_strings
 from ctxcli.formats.slots import json_text
 from ctxcli.pipeline.config import build_config
+from support.paths import need_shared
 
 SESSIONS = [
     "cc_spotter_4d5611e5.jsonl",

@@ -10,7 +10,6 @@ outputs, restore scripts and reports, and restore the output of a lazy run.
 from __future__ import annotations
 
 import json
-import sys
 import tracemalloc
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
@@ -21,8 +20,8 @@ import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.bench.gen_transcript import generate
 
-from conftest import REPO, need_shared
 from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.core.model import Block, LazyBlock
 from ctxcli.core.monitors import conversation_monitors
@@ -34,9 +33,7 @@ from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.counting import CachedCounter
 from ctxcli.services.tokens import conversation_sources, conversation_texts
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from gen_transcript import generate  # noqa: E402
+from support.paths import need_shared
 
 CHAIN = build_config(
     {

@@ -11,14 +11,13 @@ import json
 import mmap
 import os
 import shutil
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bench.gen_transcript import generate
 
-from conftest import REPO, corpus, shared_transcripts
 from ctxcli import api
 from ctxcli.api import commit, local
 from ctxcli.core.errors import TranscriptError
@@ -26,9 +25,7 @@ from ctxcli.core.io import FAULT_AROUND, RELEASE_BYTES, Pages, release
 from ctxcli.core.protocols import sha256
 from ctxcli.pipeline import compose as reducer
 from ctxcli.pipeline.config import build_config, default_config
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from gen_transcript import generate  # noqa: E402
+from support.paths import corpus, shared_transcripts
 
 TIGHT = build_config(
     {

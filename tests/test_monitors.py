@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import (
     MONITORS,
@@ -29,6 +28,8 @@ from ctxcli.core.monitors import (
     test_repeat as repeat_score,  # aliased: pytest would collect test_*
 )
 from ctxcli.formats import load
+from support.cli import invoke
+from support.paths import SHARED
 
 
 def step(action: str = "bash", args: Any = None, **kw: Any) -> Step:

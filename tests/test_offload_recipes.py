@@ -18,7 +18,6 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import FIXTURES
 from ctxcli.api import Destination, reduce, reduce_file, restore_file
 from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import sha256
@@ -27,6 +26,7 @@ from ctxcli.pipeline.config import build_config
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.manifest import MANIFEST, PACK, Header, InputSide, Side
 from ctxcli.store.restore import ASCII, NESTED, escape_text, restore_bytes
+from support.paths import FIXTURES
 
 CONFIG = build_config(
     {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 300}]},

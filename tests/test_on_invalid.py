@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke, need_shared
 from ctxcli.api import reduce_file
 from ctxcli.api.batch import BatchOptions, stats_many
 from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
@@ -15,6 +14,8 @@ from ctxcli.formats.lines import parse_lines
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import load_config
+from support.cli import invoke
+from support.paths import SHARED, need_shared
 
 BROKEN_CC = SHARED / "cc_mclaude_c76e5be5.jsonl"  # line 859 is not JSON (redaction)
 
@@ -108,7 +109,7 @@ def test_on_invalid_takes_the_enum_or_its_value() -> None:
 def test_a_binary_file_is_not_a_transcript(tmp_path: Path) -> None:
     import gzip
 
-    from conftest import REPO
+    from support.paths import REPO
 
     packed = tmp_path / "session.jsonl.gz"  # what a user may pass: a compressed session
     packed.write_bytes(

@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REPO, invoke
-from session_layout import CC_MCLAUDE, CC_SPOTTER, Layout, age, build
+from support.cli import invoke
+from support.paths import REPO
+from support.session_layout import CC_MCLAUDE, CC_SPOTTER, Layout, age, build
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 

@@ -12,21 +12,18 @@ The peer adapters live in benchmarks/peers.py, shared with ``make eval``.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
+from support.bench.peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs
 
-from conftest import corpus, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.store.naming import Preview
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from peers import cozempic_output, langchain_clear, resume_tokens, tool_outputs  # noqa: E402
+from support.paths import corpus, shared_transcripts
 
 pytestmark = [
     pytest.mark.slow,

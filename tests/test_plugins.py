@@ -16,9 +16,10 @@ import pytest
 
 import ctxcli.formats as formats_pkg
 import ctxcli.stages as stages_pkg
-from conftest import REPO, invoke
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.config import load_config
+from support.cli import invoke
+from support.paths import REPO
 
 PLUGIN_SRC = REPO / "tests" / "plugin_example"
 FORMAT_PLUGIN_SRC = REPO / "tests" / "plugin_format_example"

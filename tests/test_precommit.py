@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from conftest import REPO, SHARED, invoke
+from support.cli import invoke
+from support.paths import REPO, SHARED
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 README = REPO / "README.md"

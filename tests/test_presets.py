@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, invoke
 from ctxcli.api import reduce_file, stats_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.pipeline.presets import get_preset, preset_names
+from support.cli import invoke
+from support.paths import FIXTURES
 
 SESSION = FIXTURES / "claude_code_resume" / "session.jsonl"
 RESUME = [

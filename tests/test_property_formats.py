@@ -23,7 +23,7 @@ from ctxcli.core.errors import CtxError
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.stages import registry
-from transcript_builders import FORMATS, build, to_jsonl
+from support.transcript_builders import FORMATS, build, to_jsonl
 
 # Options that make each stage act on small generated transcripts.
 STAGE_OPTIONS: dict[str, dict[str, Any]] = {

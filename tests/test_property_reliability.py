@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import CtxError
-from transcript_builders import FORMATS, build, tool_session, write_sessions
+from support.transcript_builders import FORMATS, build, tool_session, write_sessions
 
 TRUNCATE = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'
 SETTINGS = settings(

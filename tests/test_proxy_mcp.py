@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED
 from ctxcli.core.errors import CtxError
 from ctxcli.proxy.mcp_server import DEFAULT_LIMIT_LINES, MAX_CHARS, MAX_LIMIT_LINES, retrieve
+from support.paths import SHARED
 
 SESSION = SHARED / "cc_spotter_4d5611e5.jsonl"
 

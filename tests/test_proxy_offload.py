@@ -22,12 +22,12 @@ from typing import Any
 import httpx
 import pytest
 
-from conftest import SHARED
 from ctxcli.agent.reducer import Reducer
 from ctxcli.proxy.engine import ProxyCore, ProxySettings
 from ctxcli.proxy.server import ProxyServer
 from ctxcli.store.live import LiveOffload
 from support.fake_api import FakeServer, MessagesAPI
+from support.paths import SHARED
 
 SESSION = SHARED / "cc_spotter_4d5611e5.jsonl"
 needs_session = pytest.mark.skipif(not SESSION.is_file(), reason=f"{SESSION} is not present")

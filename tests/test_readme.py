@@ -19,7 +19,7 @@ from types import ModuleType
 
 import pytest
 
-from conftest import REPO
+from support.paths import REPO
 
 README = REPO / "README.md"
 SAMPLES = REPO / "sample_transcripts"

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import corpus, shared_transcripts
 from ctxcli.api import RunOptions, reduce_bytes, reduce_file, restore_file
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
+from support.paths import corpus, shared_transcripts
 
 SIZES = (1, 2, 5, 20)
 STAGES: dict[str, Any] = {

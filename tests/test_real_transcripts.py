@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, corpus, shared_transcripts
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Kind
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
+from support.paths import SHARED, corpus, shared_transcripts
 
 pytestmark = [
     pytest.mark.slow,

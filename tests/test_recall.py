@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from support.bench.recall import Case, measure, measure_case, names, terms
 
 from ctxcli.core.model import Block, Conversation, Kind, Message
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from recall import Case, measure, measure_case, names, terms  # noqa: E402
 
 
 def count(text: str) -> int:

@@ -10,15 +10,12 @@ than TOLERANCE points, fails here. After a deliberate change, rerun
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from support.bench.eval import evaluate, floor_of
 
-from conftest import SHARED
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
-from eval import evaluate, floor_of  # noqa: E402
+from support.paths import SHARED
 
 pytestmark = [
     pytest.mark.slow,

@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO
 from ctxcli.api import reduce_file
 from ctxcli.core.errors import ConfigError, TranscriptError
 from ctxcli.datasets.records import ReducedRecords, reduce_records
 from ctxcli.pipeline.config import load_config
 from ctxcli.store.manifest import read_manifest
+from support.paths import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 SMALL = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}
@@ -138,7 +138,7 @@ def test_public_api_is_importable_from_the_package() -> None:
 
 
 def _shared_cases() -> list[Any]:
-    from conftest import corpus, shared_transcripts
+    from support.paths import corpus, shared_transcripts
 
     return corpus(shared_transcripts())
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import need_shared
 from ctxcli import Reducer
 from ctxcli.agent.reducer import _FORMATS
 from ctxcli.formats.validate import check_document
 from ctxcli.pipeline.config import build_config
+from support.paths import need_shared
 
 
 def _lines(name: str) -> list[Any]:

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
 from ctxcli.api import RunOptions, reduce_file, restore_file
 from ctxcli.core.errors import OffloadError, RestoreError
 from ctxcli.store.manifest import MANIFEST, read_manifest
+from support.cli import invoke
 
 SAMPLE = Path(__file__).resolve().parent.parent / "sample_transcripts" / "openai_chat_support.jsonl"
 

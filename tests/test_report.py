@@ -10,7 +10,6 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import FIXTURES, corpus, invoke, shared_transcripts
 from ctxcli.api import reduce_bytes
 from ctxcli.core.monitors import monitor_scores, monitor_series, steps_of
 from ctxcli.formats import load
@@ -19,6 +18,8 @@ from ctxcli.report import analyze_bytes, render_html
 from ctxcli.report.charts import timeline_rows
 from ctxcli.report.data import MessageRow
 from ctxcli.report.html import _listed
+from support.cli import invoke
+from support.paths import FIXTURES, corpus, shared_transcripts
 
 
 def session(rounds: int = 8, lines: int = 400) -> bytes:

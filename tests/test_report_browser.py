@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from conftest import REPO, SHARED, corpus, invoke, shared_transcripts
 from ctxcli.pipeline.config import load_config
+from support.cli import invoke
+from support.paths import REPO, SHARED, corpus, shared_transcripts
 from test_report import session
 
 pytestmark = pytest.mark.browser

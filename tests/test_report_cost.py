@@ -12,17 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.cost.counterfactual import Chain
 from ctxcli.cost.session import CostOptions, session_cost
 from ctxcli.pipeline.config import load_config
 from ctxcli.report import cost_timeline, write_report
+from support.cli import invoke
+from support.paths import SHARED
 from test_report import session
 
 SUBAGENT = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
-needs_subagent = pytest.mark.skipif(
-    not SUBAGENT.exists(), reason="../shared/transcripts is not here"
-)
+needs_subagent = pytest.mark.real_data  # the corpus guard: skip in a clone, fail in CI
 
 
 def _payload(page: str) -> dict[str, object]:

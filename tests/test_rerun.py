@@ -21,7 +21,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED, invoke, need_shared
 from ctxcli.api import Destination, RunOptions, reduce, reduce_file, restore_file
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.model import Conversation
@@ -30,6 +29,8 @@ from ctxcli.pipeline.rerun import merge_ops, pack_skeletons, script_cut, unpack_
 from ctxcli.pipeline.results import Report
 from ctxcli.stages import STAGE_REGISTRY, StageResult, everything_final, register
 from ctxcli.stages.base import StageOptions
+from support.cli import invoke
+from support.paths import SHARED, need_shared
 
 REAL = [
     SHARED / "anthropic_derived_from_cc_mclaude_3cfce0ff.jsonl",

@@ -13,7 +13,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import corpus, shared_transcripts
 from ctxcli.api.remote import BlobReader, BlobWriter
 from ctxcli.core.errors import RestoreError, TranscriptError
 from ctxcli.core.protocols import sha256
@@ -26,6 +25,7 @@ from ctxcli.datasets.rows import (
     restore_row,
 )
 from ctxcli.pipeline.config import build_config
+from support.paths import corpus, shared_transcripts
 
 TIGHT = build_config(
     {

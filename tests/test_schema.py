@@ -15,11 +15,12 @@ from jsonschema import Draft202012Validator
 from pydantic import Field
 
 import ctxcli.stages as stages_pkg
-from conftest import REPO, invoke
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.config import INIT_TEMPLATE, build_config, default_config
 from ctxcli.pipeline.schema import config_schema, config_to_dict, schema_text, shipped_schema_text
 from ctxcli.stages import StageOptions, StageResult, register
+from support.cli import invoke
+from support.paths import REPO
 
 SHIPPED = REPO / "src" / "ctxcli" / "ctx.schema.json"
 CASE_CONFIGS = sorted((REPO / "tests" / "cases").glob("**/config.toml"))

@@ -9,14 +9,15 @@ from typing import Any
 import orjson
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.api import Destination, RunOptions, reduce, reduce_in_place
 from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.services.session_files import count_messages
 from ctxcli.sessions import listing
 from ctxcli.sessions.discover import resolve_session, short_ids
 from ctxcli.store.history import changes, changes_dir
-from session_layout import (
+from support.cli import invoke
+from support.paths import SHARED
+from support.session_layout import (
     CC_MCLAUDE,
     CC_SPOTTER,
     CODEX_ID,
@@ -299,7 +300,7 @@ def test_the_readme_sessions_walkthrough_runs_as_written(tmp_path: Path) -> None
     import subprocess
     import sys
 
-    from conftest import REPO
+    from support.paths import REPO
 
     text = (REPO / "README.md").read_text(encoding="utf-8")
     section = text[text.index("## Sessions: find, diagnose") :]

@@ -21,7 +21,7 @@ import pytest
 
 from ctxcli.api import RunOptions, restore_file, restore_transcript
 from ctxcli.store.history import changes, changes_dir
-from session_layout import Layout, build
+from support.session_layout import Layout, build
 
 pytestmark = pytest.mark.slow
 

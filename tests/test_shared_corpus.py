@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support.paths import REPO
 
 TESTS = [
     "tests/test_cli.py::test_taubench_done_when",
@@ -48,7 +48,9 @@ def test_a_missing_corpus_skips_each_test_or_fails_it_in_ci(tmp_path: Path, requ
     else:
         assert done.returncode == 0 and summary.startswith("2 skipped"), done.stdout
         reason = f"needs the real transcripts in {tmp_path / 'absent'} (absent in this clone)"
-        assert re.search(rf"SKIPPED \[2\] tests/conftest.py:\d+: {re.escape(reason)}", done.stdout)
+        assert re.search(
+            rf"SKIPPED \[2\] tests/support/paths.py:\d+: {re.escape(reason)}", done.stdout
+        )
 
 
 def test_an_empty_corpus_fails_instead_of_collecting_nothing(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, need_shared
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.core.hints import clear_hint, is_cleared, is_ctx_marked, is_truncated
 from ctxcli.core.model import Block, Conversation, Kind, Message
@@ -17,7 +16,8 @@ from ctxcli.services.counters import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 from ctxcli.store.naming import Preview
-from stage_helpers import run
+from support.paths import SHARED, need_shared
+from support.stage_helpers import run
 
 BIG = "weather data for the coast " * 20
 SUBAGENT = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"

@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conftest import SHARED, need_shared
 from ctxcli.api import reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Block, Conversation, Kind, Message
@@ -37,6 +36,7 @@ from ctxcli.stages.compress_words import (
     split_lines,
 )
 from ctxcli.store.naming import Preview
+from support.paths import SHARED, need_shared
 
 # ReasonBlocks' tiers, which the reasonblocks preset sets (ctx's defaults are more aggressive).
 RB: dict[str, Any] = {

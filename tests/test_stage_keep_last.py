@@ -12,8 +12,8 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.stages.base import StageResult
-from stage_helpers import SYNAPTIC as FIXTURES
-from stage_helpers import fixture, run
+from support.stage_helpers import SYNAPTIC as FIXTURES
+from support.stage_helpers import fixture, run
 
 
 def kept_keys(result: StageResult) -> list[int | None]:

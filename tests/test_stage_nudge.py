@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from conftest import SHARED
 from ctxcli.api import reduce_bytes
 from ctxcli.core.model import Kind
 from ctxcli.core.monitors import conversation_monitors
@@ -21,6 +20,7 @@ from ctxcli.stages.nudge_early_exit import (
     nudge_early_exit,
 )
 from ctxcli.store.naming import Preview
+from support.paths import SHARED
 
 
 def _call(i: int, name: str, args: dict[str, Any], thought: str | None = None) -> dict[str, Any]:

@@ -9,8 +9,8 @@ from ctxcli.api import reduce_file, restore_file
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
-from stage_helpers import SYNAPTIC as FIXTURES
-from stage_helpers import fixture, run
+from support.stage_helpers import SYNAPTIC as FIXTURES
+from support.stage_helpers import fixture, run
 
 
 def reduce(tmp_path: Path, name: str, stages: list[dict[str, object]]) -> tuple[bytes, bytes]:

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from conftest import FIXTURES, need_shared
 from ctxcli.api import Report, reduce_bytes, reduce_file, restore_file
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
+from support.paths import FIXTURES, need_shared
 
 FIX = FIXTURES / "claude_code_resume"
 SESSION = FIX / "session.jsonl"

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import invoke
 from ctxcli import api
 from ctxcli.api.remote import BlobReader, BlobWriter, read_url, restore_url, write_url
 from ctxcli.core.errors import OffloadError
 from ctxcli.pipeline.config import Config, build_config
-from s3_server import S3Server
+from support.cli import invoke
+from support.s3_server import S3Server
 
 TIGHT = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 300}]}, "s3")
 LONG = "\n".join(f"line {i}: " + "x" * 60 for i in range(1000))

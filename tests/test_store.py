@@ -9,11 +9,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import REPO
 from ctxcli.core.protocols import sha256
 from ctxcli.datasets.records import reduce_records
 from ctxcli.store.manifest import Header, InputSide, Manifest, Side
 from ctxcli.store.memory import BlobStore
+from support.paths import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 

@@ -11,26 +11,23 @@ from __future__ import annotations
 import io
 import json
 import os
-import sys
 import tracemalloc
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.bench.gen_transcript import generate
 
 import ctxcli.formats.format as format_module
 import ctxcli.formats.lines as lines_module
-from conftest import REPO, need_shared
 from ctxcli.api import Destination, reduce, restore_file
 from ctxcli.formats.format import Format
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.store.naming import Preview
-
-sys.path.insert(0, str(REPO / "benchmarks"))
-from gen_transcript import generate  # noqa: E402
+from support.paths import need_shared
 
 CHAIN = build_config(
     {

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, invoke
+from support.cli import invoke
+from support.paths import REPO
 
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 CTX = Path(sys.executable).parent / "ctx"

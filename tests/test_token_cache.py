@@ -10,7 +10,6 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import invoke
 from ctxcli.api import RunOptions, stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
@@ -19,6 +18,7 @@ from ctxcli.services.counting import CACHE_MIN_CHARS
 from ctxcli.services.dirs import cache_dir
 from ctxcli.services.token_cache import DB_NAME, TokenCache
 from ctxcli.services.tokens import CountOptions
+from support.cli import invoke
 
 
 def _session(n: int, start: int = 0) -> bytes:

@@ -26,9 +26,9 @@ from typing import Any
 
 from support.clients import client, require
 from support.fake_api import FakeServer, MessagesAPI, OpenAIAPI, Request
+from support.paths import SHARED, need_shared
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared" / "transcripts"
 PROMPT = "Reply with one word. (ctx-e2e resume probe)"
 MARKER = "ctx-e2e resume probe"
 RUN_TIMEOUT_S = 240
@@ -45,8 +45,6 @@ def shared(prefix: str) -> list[Path]:
 
 def require_shared() -> None:
     """Skip the calling test without the real transcripts (fail under CTX_REQUIRE_SHARED=1)."""
-    from conftest import need_shared
-
     need_shared()
 
 

@@ -30,7 +30,7 @@ from harness import (
     shared,
 )
 
-from conftest import corpus
+from support.paths import corpus
 
 pytestmark = pytest.mark.e2e
 

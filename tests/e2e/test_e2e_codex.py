@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from harness import measure, reduced_copy, require, require_shared, resume_codex, shared
 
-from conftest import corpus
 from support.fake_api import is_compaction
+from support.paths import corpus
 
 pytestmark = pytest.mark.e2e
 

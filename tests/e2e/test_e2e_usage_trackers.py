@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from harness import reduced_copy, require, require_shared, shared
 
-from conftest import no_corpus
+from support.paths import no_corpus
 
 pytestmark = pytest.mark.e2e
 

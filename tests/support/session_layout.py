@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, need_shared
+from support.paths import SHARED, need_shared
 
 CC_MCLAUDE = "c76e5be5-ffd2-4901-a935-885527c83a61"
 CC_SPOTTER = "4d5611e5-241a-462a-8d15-5122611a9569"

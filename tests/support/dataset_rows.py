@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from conftest import SHARED
+from support.paths import SHARED
 
 TAU = SHARED / "oai_taubench_airline_task2_trial1.jsonl"
 # Whole files of several formats, for a text column (one JSON document or JSONL per row).
