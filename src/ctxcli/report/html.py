@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from ctxcli.core.errors import CtxError
-from ctxcli.core.monitors import MONITOR_HELP
+from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 from ctxcli.report.charts import (
     MISSING,
     monitors_spec,
@@ -173,8 +173,7 @@ def _sections(data: ReportData, listed: int) -> list[str]:
         _section(
             "monitors",
             "Where the agent looked stuck",
-            "The six monitors of <code>ctx stats</code>, as the session went on "
-            "(0 = fine, 1 = looks stuck).",
+            _stuck_note(data),
             f'<div class="chart" id="chart-monitors" data-steps="{data.steps}"></div>'
             + ("" if data.steps else '<p class="empty">The agent made no tool calls.</p>')
             + _monitors_table(data),
@@ -306,6 +305,19 @@ def _stages_table(data: ReportData) -> str:
         '<table class="num" id="table-stages"><thead><tr><th>stage</th><th>changed</th>'
         "<th>offloaded</th><th>before</th><th>after</th><th>saved</th></tr></thead>"
         f"<tbody>{rows}{total}</tbody></table>"
+    )
+
+
+def _stuck_note(data: ReportData) -> str:
+    """What the monitors say, by the rule ``nudge_early_exit`` acts on."""
+    rule = StuckRule()
+    when = next((k for k, scores in data.monitors if looks_stuck(scores, rule)), None)
+    verdict = "they never do here." if when is None else f"they first do after {when:,} tool calls."
+    return (
+        "The six monitors of <code>ctx stats</code> as the session went on, each scoring "
+        "what its row below says (0 = none of it). The agent looks stuck, and "
+        f"<code>nudge_early_exit</code> would nudge it, when streak &gt; {rule.streak}, or "
+        f"hedge &gt; {rule.hedge} with diversity &gt; {rule.diversity}: {verdict}"
     )
 
 
