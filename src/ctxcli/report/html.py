@@ -334,6 +334,22 @@ def _monitors_table(data: ReportData) -> str:
     )
 
 
+def _where(it: Item) -> str:
+    """Where the page says the original of ``it`` is: an offload file, else the restore pack."""
+    if it.offload_path is None:
+        return (
+            '<p class="path">no offload file: the stage dropped it '
+            "(<code>ctx restore</code> still brings it back)</p>"
+        )
+    if it.offload_whole:
+        return f'<p class="path">original in <code>{_e(it.offload_path)}</code></p>'
+    return (
+        f'<p class="path">as a later stage offloaded it, after {_e(it.stage)} changed it, in '
+        f"<code>{_e(it.offload_path)}</code> (<code>ctx restore</code> brings back the "
+        "original)</p>"
+    )
+
+
 def _diff(item: Item) -> str:
     """A unified diff when the stage edited the text (kept some of its lines)."""
     if item.change != "edited":
@@ -362,12 +378,7 @@ def _items(items: list[Item]) -> str:
     for rank, it in enumerate(items, 1):
         what = f"{it.tool} {it.kind.replace('tool_', '')}" if it.tool else f"{it.role} {it.kind}"
         verdict = {"removed": "removed", "edited": "shortened", "replaced": "replaced"}[it.change]
-        path = (
-            f'<p class="path">original in <code>{_e(it.offload_path)}</code></p>'
-            if it.offload_path
-            else '<p class="path">no offload file: the stage dropped it '
-            "(<code>ctx restore</code> still brings it back)</p>"
-        )
+        path = _where(it)
         after = (
             f"<pre>{_e(shown_text(it.after))}</pre>"
             if it.after
