@@ -11,7 +11,6 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import (
     MONITORS,
     Step,
-    call_count,
     conversation_monitors,
     diversity,
     edit_of,
@@ -19,7 +18,10 @@ from ctxcli.core.monitors import (
     edit_revert_events,
     failure_signature,
     hedge,
+    looks_stuck,
     monitor_scores,
+    monitor_series,
+    no_progress,
     steps_of,
     streak,
     tool_key,
@@ -28,8 +30,12 @@ from ctxcli.core.monitors import (
     test_repeat as repeat_score,  # aliased: pytest would collect test_*
 )
 from ctxcli.formats import load
+from ctxcli.services.counters import get_counter
+from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.stages.nudge_early_exit import NudgeEarlyExitOptions, nudge_early_exit
+from ctxcli.store.naming import Preview
 from support.cli import invoke
-from support.paths import SHARED
+from support.paths import SHARED, corpus, shared_transcripts
 
 
 def step(action: str = "bash", args: Any = None, **kw: Any) -> Step:
@@ -58,13 +64,30 @@ def test_streak_ignores_key_order_of_dict_arguments() -> None:
     assert streak([a, b, a, b]) == pytest.approx(0.8)
 
 
-# -- call_count -----------------------------------------------------------------------
+# -- no_progress ----------------------------------------------------------------------
 
 
-def test_call_count_is_calls_over_twenty_capped() -> None:
-    assert call_count([]) == 0.0
-    assert call_count([step()] * 5) == 0.25
-    assert call_count([step()] * 50) == 1.0
+def test_no_progress_counts_repeats_that_got_the_same_result_not_calls() -> None:
+    # Issue 35 §3: call_count (calls / 20) read 1.00 on every finished session.
+    assert no_progress([step("bash", {"command": f"ls {i}"}) for i in range(50)]) == 0.0
+    same = step("grep", {"pattern": "bug"}, observation="no matches")
+    assert no_progress([same] * 3) == pytest.approx(0.4)  # two repeats
+    assert no_progress([same] * 12) == 1.0
+    # The same call that learns something new each time is progress (a log that grows).
+    tail = [step("bash", {"command": "tail log"}, observation=f"line {i}") for i in range(12)]
+    assert no_progress(tail) == 0.0
+
+
+def test_no_progress_looks_at_the_last_ten_calls() -> None:
+    same = step("grep", {"pattern": "bug"}, observation="no matches")
+    fresh = [step("bash", {"command": f"ls {i}"}) for i in range(10)]
+    assert no_progress([same] * 12 + fresh) == 0.0
+
+
+def test_the_series_ends_with_the_scores_of_the_whole_session() -> None:
+    same = step("grep", {"pattern": "bug"}, observation="no matches")
+    steps = [step("bash", {"command": f"ls {i}"}) for i in range(7)] + [same] * 6
+    assert monitor_series(steps)[-1] == (13, monitor_scores(steps))
 
 
 # -- edit_revert ----------------------------------------------------------------------
@@ -293,9 +316,9 @@ def test_claude_code_transcript_has_a_revert_read_from_dict_arguments() -> None:
 # -- ctx stats --------------------------------------------------------------------------
 
 
-def _looping_transcript() -> str:
+def _looping_transcript(calls: int = 6) -> str:
     lines = [{"role": "user", "content": "find the bug"}]
-    for i in range(6):
+    for i in range(calls):
         lines.append(
             {
                 "role": "assistant",
@@ -317,10 +340,38 @@ def test_stats_shows_monitors_without_the_stage(tmp_path: Any) -> None:
     src = tmp_path / "t.jsonl"
     src.write_text(_looping_transcript())
     result = invoke(["stats", str(src), "--json"])
-    monitors = json.loads(result.stdout)["files"][0]["monitors"]
+    monitors = json.loads(result.stdout)["files"][0]["monitors"]  # one shape (issue 35 §3)
     assert list(monitors) == list(MONITORS)
     assert monitors["streak"] == 1.0
-    assert monitors["call_count"] == 0.3
+    assert monitors["no_progress"] == 1.0  # five calls repeat the first, same result
     table = invoke(["stats", str(src)])
     assert table.stdout == ""
     assert "streak" in table.stderr and "1.00" in table.stderr and "hedge" in table.stderr
+
+
+def test_a_looping_agent_looks_stuck_where_the_nudge_fires(tmp_path: Any) -> None:
+    src = tmp_path / "t.jsonl"
+    src.write_text(_looping_transcript(45))
+    err = invoke(["stats", str(src)]).stderr
+    assert "agent monitors: looks stuck" in err
+    assert "1 = looks stuck" not in err  # a score at 1 is a measure, not a verdict
+    assert "of the last 10 calls, repeats with the same result" in err
+    conv = load(src.read_bytes(), "t").conversation
+    assert looks_stuck(monitor_scores(steps_of(conv)))
+    ctx = StageContext(TokenLedger(get_counter("approx")), Preview("off"))
+    assert nudge_early_exit(conv, NudgeEarlyExitOptions(), ctx).counters["nudges"] == 1
+
+
+@pytest.mark.parametrize(
+    "path",
+    corpus(
+        [p for p in shared_transcripts() if p.suffix in (".jsonl", ".json", ".traj")],
+        "an agent session",
+    ),
+)
+def test_no_finished_shared_session_looks_stuck(path: Any) -> None:
+    """Issue 35 §3: every real session tried read "looks stuck", finished ones included."""
+    steps = steps_of(load(path.read_bytes(), path.name).conversation)
+    assert not looks_stuck(monitor_scores(steps)), path.name
+    err = invoke(["stats", str(path)]).stderr
+    assert "agent monitors" not in err and "looks stuck" not in err

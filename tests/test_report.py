@@ -19,7 +19,7 @@ from ctxcli.report.charts import timeline_rows
 from ctxcli.report.data import MessageRow
 from ctxcli.report.html import _listed
 from support.cli import invoke
-from support.paths import FIXTURES, corpus, shared_transcripts
+from support.paths import FIXTURES, corpus, need_shared, shared_transcripts
 
 
 def session(rounds: int = 8, lines: int = 400) -> bytes:
@@ -102,14 +102,14 @@ def test_breakdowns_add_up_to_the_stats_totals() -> None:
 def test_the_offload_path_shown_is_the_file_reduce_writes(tmp_path: Path) -> None:
     src = write(tmp_path, session())
     data = analyze_bytes(src.read_bytes(), path=str(src))
-    # `ctx reduce` to stdout offloads into ./ctx-offload/<input hash> and its hints cite
-    # that directory by its absolute path: what the page cites.
+    # `ctx reduce` to stdout offloads into ./ctx-offload/<input hash>: what the page cites,
+    # by its absolute path as the hints do (issue 35 §3).
     invoke(["reduce", str(src), "-q"])
     with_path = [it for it in data.top if it.offload_path]
     assert with_path, "clear_tool_results offloads what it clears"
     for it in with_path:
         assert it.offload_path is not None
-        assert Path(it.offload_path).parent.parent.parent == Path.cwd() / "ctx-offload"
+        assert it.offload_path.startswith(f"{Path('ctx-offload').resolve()}/")
         assert Path(it.offload_path).read_text(encoding="utf-8") == it.before
 
 
@@ -202,14 +202,17 @@ def test_cli_report_writes_the_page(tmp_path: Path) -> None:
 def test_stats_by_tool_and_top_match_the_report(tmp_path: Path) -> None:
     src = write(tmp_path, session())
     data = analyze_bytes(src.read_bytes(), path=str(src))
-    plain = json.loads(invoke(["stats", str(src), "--json"]).stdout)["files"][0]
-    full = json.loads(invoke(["stats", str(src), "--json", "--by-tool", "--top", "3"]).stdout)[
-        "files"
-    ][0]
-    assert {k: v for k, v in full.items() if k not in ("by_tool", "top")} == plain
-    assert full["by_tool"] == [r.to_dict() for r in data.by_tool]
-    assert full["top"] == [it.to_dict() for it in data.top[:3]]
-    assert sum(r["tokens_after"] for r in full["by_tool"]) == plain["tokens_after"]
+    plain = json.loads(invoke(["stats", str(src), "--json"]).stdout)
+    full = json.loads(invoke(["stats", str(src), "--json", "--by-tool", "--top", "3"]).stdout)
+    # One shape for one file and several (issue 35 §3): the breakdowns are the file's.
+    one = full["files"][0]
+    assert {k: v for k, v in one.items() if k not in ("by_tool", "top")} == plain["files"][0]
+    assert {k: v for k, v in full.items() if k != "files"} == {
+        k: v for k, v in plain.items() if k != "files"
+    }
+    assert one["by_tool"] == [r.to_dict() for r in data.by_tool]
+    assert one["top"] == [it.to_dict() for it in data.top[:3]]
+    assert sum(r["tokens_after"] for r in one["by_tool"]) == plain["tokens_after"]
     table = invoke(["stats", str(src), "--by-tool", "--top", "2"]).stderr
     assert "tokens by tool" in table and "the 2 largest removals" in table
     bash = next(r for r in data.by_tool if r.name == "bash")
@@ -292,7 +295,80 @@ def test_a_lone_surrogate_is_shown_escaped(tmp_path: Path) -> None:
     invoke(["report", str(src), "-o", str(out)])
     page = out.read_text("utf-8")
     assert "grep\\ud800" in page and "odd \\ud800 byte" in page
-    by_tool = json.loads(invoke(["stats", str(src), "--json", "--by-tool"]).stdout)["files"][0][
-        "by_tool"
-    ]
+    stats = json.loads(invoke(["stats", str(src), "--json", "--by-tool"]).stdout)
+    by_tool = stats["files"][0]["by_tool"]
     assert "grep\\ud800grep" in [row["name"] for row in by_tool]
+
+
+# -- the page describes the run it shows (issue 35 §3) -------------------------------------
+
+
+def _offloaded_texts(root: Path) -> list[str]:
+    """The texts reduce wrote for the agent to read (not the restore pack)."""
+    return [
+        f.read_bytes().decode("utf-8", "replace")
+        for f in sorted(root.rglob("*"))
+        if f.is_file() and f.parent != root
+    ]
+
+
+@pytest.mark.real_data
+@pytest.mark.parametrize(
+    ("name", "preset", "stage", "whole"),
+    [
+        # drop_before_compaction writes the records it drops as one file
+        ("cc_spotter_4d5611e5.jsonl", "claude-code-resume", "drop_before_compaction", True),
+        # Codex's clear_thinking writes a response's summary parts as one file
+        ("codex_agentcmd_2025-09-24T19-22-20.jsonl", "codex-resume", "clear_thinking", True),
+        # strip_system_reminders changes a result that truncate_tool_output then offloads:
+        # the file holds the text without the reminder, not the original
+        ("cc_mclaude_c76e5be5.jsonl", "claude-code-resume", "strip_system_reminders", False),
+    ],
+)
+def test_no_offload_file_only_for_blocks_reduce_offloads_nowhere(
+    tmp_path: Path, name: str, preset: str, stage: str, whole: bool
+) -> None:
+    from ctxcli.api import Destination, RunOptions, reduce
+    from ctxcli.core.errors import OnInvalid
+    from ctxcli.pipeline.config import load_config
+    from ctxcli.report import analyze_file
+
+    src = need_shared() / name
+    cfg = load_config(preset=preset)
+    dest = Destination(output=str(tmp_path / "out.jsonl"))
+    run = RunOptions(OnInvalid.KEEP)
+    data = analyze_file(str(src), dest, config=cfg, options=run, top=100_000)
+    reduce(src, dest, config=cfg, options=run)
+    written = _offloaded_texts(tmp_path / "out.jsonl.offload")
+    of_stage = [it for it in data.top if it.stage == stage]
+    assert of_stage, f"{stage} changes {name}"
+    for it in data.top:
+        if it.offload_path is None:  # the page says "no offload file"
+            assert not any(it.before in text for text in written), (it.stage, it.before[:80])
+        else:  # "original in FILE" only when the file holds it as it was
+            held = Path(it.offload_path).read_bytes().decode("utf-8", "replace")
+            assert it.offload_whole == (it.before in held), (it.stage, it.offload_path)
+    if whole:  # each block of the stage is in a file of its own or a shared one
+        assert all(it.offload_path and it.offload_whole for it in of_stage)
+    else:  # some blocks the stage changed are in a later stage's file, changed
+        assert any(it.offload_path and not it.offload_whole for it in of_stage)
+    page = render_html(data)
+    assert page.count("no offload file") == sum(1 for it in data.top if not it.offload_path)
+    assert page.count("as a later stage offloaded it") == sum(
+        1 for it in data.top if not it.offload_whole
+    )
+
+
+def test_a_session_report_cites_the_data_directory_reduce_in_place_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session is reduced in place, its offload in ctx's data directory: the page says so."""
+    from session_layout import CC_SPOTTER, build
+
+    layout = build(tmp_path / "home", monkeypatch)
+    page = tmp_path / "page.html"
+    invoke(["report", "--session", CC_SPOTTER[:8], "-o", str(page), "--no-cost"])
+    cited = set(re.findall(r"original in <code>([^<]+)</code>", page.read_text()))
+    assert cited and all(c.startswith(f"{layout.data}/changes/") for c in cited)
+    invoke(["reduce", "--session", CC_SPOTTER[:8], "--in-place"])
+    assert all(Path(c).is_file() for c in cited)

@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from ctxcli.api import Destination, RunOptions, reduce, reduce_in_place
+from ctxcli.cost.recorded import recorded_cost
 from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.services.session_files import count_messages
 from ctxcli.sessions import listing
@@ -147,6 +148,42 @@ def test_prices_can_be_overridden(layout: Layout, tmp_path: Path) -> None:
     prices.write_text('[prices]\n"claude-opus-4-6" = "free"\n')
     err = invoke(["sessions", "--prices", str(prices)], code=2).stderr
     assert "prices.claude-opus-4-6 = 'free' is invalid" in err
+
+
+def test_each_session_shows_what_it_spent_as_ctx_cost_reads_it(layout: Layout) -> None:
+    """Issue 36 item 5: the recorded bill, each API response once (recorded_cost's count)."""
+    rows = {r["id"]: r for r in _json(["sessions", "--json"])["sessions"]}
+    for sid, path in (
+        (CC_SPOTTER, layout.spotter),
+        (f"{CC_SPOTTER}/agent-a2898e3", layout.subagent),
+        (CC_MCLAUDE, layout.mclaude),
+        (CODEX_ID, layout.codex),
+    ):
+        assert rows[sid]["recorded_usd"] == pytest.approx(recorded_cost(path).usd), sid
+    assert round(rows[CC_SPOTTER]["recorded_usd"], 2) == 9.53  # as README's bill table
+    assert round(rows[CC_MCLAUDE]["recorded_usd"], 2) == 11.49
+    lines = invoke(["sessions"], code=0).stdout.splitlines()
+    assert "spent $" in lines[0]
+    assert "$9.53" in lines[1].split() and "$11.49" in lines[3].split()
+
+
+def test_another_price_table_reprices_the_cached_usage(
+    layout: Layout, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache holds tokens by model: new prices need no new read of any session."""
+    first = {r.id: r.recorded_usd for r in listing.list_sessions()}
+    prices = tmp_path / "prices.toml"
+    prices.write_text('[prices]\n"claude-opus-4-6" = 50.0\n')  # ten times list input
+
+    def no_read(session: Any, **kw: Any) -> Any:
+        raise AssertionError(f"read {session.id} again")
+
+    monkeypatch.setattr(listing, "scan_session", no_read)
+    table = listing.load_price_table(prices)
+    again = {r.id: r.recorded_usd for r in listing.list_sessions(prices=table)}
+    assert again[CC_SPOTTER] == pytest.approx(recorded_cost(layout.spotter, prices=table).usd)
+    assert again[CC_SPOTTER] > 5 * first[CC_SPOTTER]
+    assert again[CC_MCLAUDE] == pytest.approx(first[CC_MCLAUDE])  # Sonnet: unchanged
 
 
 # --- resolving ------------------------------------------------------------------------

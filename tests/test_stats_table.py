@@ -33,7 +33,7 @@ def _report() -> Report:
         ],
         monitors={
             "streak": 0.2,
-            "call_count": 1.0,
+            "no_progress": 1.0,
             "edit_revert": 0.0,
             "test_repeat": 0.5,
             "diversity": 0.0,

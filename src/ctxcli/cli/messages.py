@@ -109,7 +109,7 @@ def print_stats(
     """What ``ctx stats`` of one file shows: warnings, then the JSON report or the tables.
 
     ``data`` is the breakdown of the run, asked for by ``shown`` = (by tool, the largest
-    blocks, the monitors even when none fires).
+    blocks, the monitors even when they do not look stuck).
     """
     by_tool, top, monitors = shown
     warn_all(report.warnings)

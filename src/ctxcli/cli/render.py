@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ctxcli.cli.messages import saved_pct
-from ctxcli.core.monitors import MONITOR_HELP
+from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -85,22 +85,21 @@ def report_table(report: Report) -> Table:
     return table
 
 
-FIRES_AT = 0.5
-"""A monitor whose score reaches this says the agent looks stuck: ``ctx stats`` shows them."""
-
-
 def monitors_fired(report: Report) -> bool:
-    """True if any stuck-agent monitor reached :data:`FIRES_AT`."""
-    return any(score >= FIRES_AT for score in report.monitors.values())
+    """True if the monitors look stuck by the rule ``nudge_early_exit`` acts on."""
+    return looks_stuck(report.monitors)
 
 
 def monitors_table(report: Report) -> Table:
-    """The stuck-agent monitors of the input, one row each (0 = fine, 1 = stuck)."""
+    """The stuck-agent monitors of the input, one row each, labelled by what it measures."""
     from rich import box
     from rich.table import Table
 
+    rule = StuckRule()
+    verdict = "looks stuck" if monitors_fired(report) else "not stuck"
     table = Table(
-        title="agent monitors (0 = fine, 1 = looks stuck)",
+        title=f"agent monitors: {verdict} (nudge_early_exit nudges when streak > "
+        f"{rule.streak}, or hedge > {rule.hedge} with diversity > {rule.diversity})",
         title_justify="left",
         box=box.SIMPLE_HEAVY,
     )

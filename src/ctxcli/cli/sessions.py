@@ -163,6 +163,7 @@ def _cells(row: Any, now: float | None) -> tuple[str, ...]:
         _size(row.largest_line_bytes),
         _health(row),
         _cost(row.cost_before, row.cost_after),
+        "?" if row.recorded_usd is None else f"${row.recorded_usd:.2f}",
         row.git_branch or "",
         plain_title(row.title) if row.title else "",
     )
@@ -172,29 +173,60 @@ def sessions_table(rows: list[Any], now: float | None = None, width: int | None 
     """The text table of ``ctx sessions``, fitted to ``width`` (None: as wide as it is).
 
     Rich fits it: the figures are never cut; the project, branch and title give way
-    (cut with an ellipsis, one line per session).
+    (cut with an ellipsis, one line per session). When even that leaves them too
+    narrow to read, the branch, the largest line and the bytes are left out in turn
+    (:data:`DROPPED`).
     """
     from rich.console import Console
     from rich.table import Table
     from rich.text import Text
 
+    cells = [_cells(row, now) for row in rows]
+    shown = _fitting(cells, width)
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="", highlight=False)
-    for name, right in COLUMNS:
-        wrap = name in CUT
+    for i in shown:
+        name, right = COLUMNS[i]
         table.add_column(
-            name, justify="right" if right else "left", no_wrap=not wrap, max_width=CUT.get(name)
+            name,
+            justify="right" if right else "left",
+            no_wrap=name not in CUT,
+            max_width=CUT.get(name),
+            min_width=READABLE.get(name),
         )
-    for row in rows:
-        cells = _cells(row, now)
+    for row_cells in cells:
         table.add_row(
             *(
-                Text(c, no_wrap=True, overflow="ellipsis") if n in CUT else c
-                for (n, _r), c in zip(COLUMNS, cells, strict=True)
+                Text(row_cells[i], no_wrap=True, overflow="ellipsis")
+                if COLUMNS[i][0] in CUT
+                else row_cells[i]
+                for i in shown
             )
         )
     out = io.StringIO()
     Console(file=out, width=width or 10_000, color_system=None, soft_wrap=False).print(table)
     return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
+
+
+def _fitting(cells: list[tuple[str, ...]], width: int | None) -> list[int]:
+    """The indexes of the columns shown: all, less :data:`DROPPED` while they do not fit
+    ``width`` with each cut column at its :data:`READABLE` width."""
+    shown = list(range(len(COLUMNS)))
+    if width is None:
+        return shown
+
+    def needed() -> int:
+        total = 2 * (len(shown) - 1)
+        for i in shown:
+            name = COLUMNS[i][0]
+            natural = max([len(name), *(len(c[i]) for c in cells)])
+            total += min(natural, READABLE[name]) if name in CUT else natural
+        return total
+
+    for name in DROPPED:
+        if needed() <= width:
+            break
+        shown.remove(next(i for i, (n, _r) in enumerate(COLUMNS) if n == name))
+    return shown
 
 
 COLUMNS = (
@@ -208,6 +240,7 @@ COLUMNS = (
     ("largest", True),
     ("health", False),
     ("resume $", True),
+    ("spent $", True),
     ("branch", False),
     ("title", False),
 )
@@ -215,6 +248,12 @@ COLUMNS = (
 CUT: dict[str, int | None] = {"project": 28, "health": 22, "branch": 20, "title": None}
 """The columns that give way to fit the terminal (cut with an ellipsis), each with the
 widest it gets so the title has the rest; the figures are never cut."""
+
+READABLE = {"project": 10, "health": 7, "branch": 8, "title": 12}
+"""The narrowest each cut column is still worth reading at."""
+
+DROPPED = ("branch", "largest", "bytes")
+"""The columns left out, in this order, of a table too wide for the terminal."""
 
 
 def sessions(
@@ -244,7 +283,9 @@ def sessions(
     prices: Annotated[
         str | None,
         typer.Option(
-            "--prices", metavar="FILE", help="TOML table of USD per million input tokens by model."
+            "--prices",
+            metavar="FILE",
+            help="TOML price table (USD per million tokens by model; see 'ctx cost').",
         ),
     ] = None,
     json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
@@ -262,7 +303,8 @@ def sessions(
     project, when it was last modified, records, bytes, model-visible tokens, the
     largest line, health (what 'ctx doctor' would report), what one resume costs
     before -> after 'ctx reduce' (uncached input, from a price table you can
-    override), the git branch and the first prompt or the client's summary.
+    override), what the session spent (its recorded usage, each API response once,
+    as 'ctx cost' prices it), the git branch and the first prompt or the client's summary.
     Subagents are listed under their session.
 
     Example:

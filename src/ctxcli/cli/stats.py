@@ -62,7 +62,9 @@ def stats(
     monitors: Annotated[
         bool,
         typer.Option(
-            "--monitors", help="Always show the stuck-agent monitors (default: when one fires)."
+            "--monitors",
+            help="Always show the stuck-agent monitors (default: when they look stuck, "
+            "as nudge_early_exit would nudge).",
         ),
     ] = False,
     output: Annotated[

@@ -2,12 +2,14 @@
 
 :func:`steps_of` turns any format's conversation into :class:`Step`s (action,
 arguments, thought, observation, is_error); each monitor is a pure function of the
-steps. ``ctx stats`` shows all six for every transcript, and the
-``nudge_early_exit`` stage acts on them.
+steps and measures one thing (0 = none of it, 1 = as much as it counts). No single
+score says an agent is stuck: :func:`looks_stuck` does, by the rule the
+``nudge_early_exit`` stage acts on, and ``ctx stats`` shows the scores when it holds.
 
 ========== ================================================================================
 streak     identical trailing actions (same tool, same arguments; at least two) / 5
-call_count tool calls / 20
+no_progress of the last 10 calls, those that repeat an earlier call and got the same
+           result back (nothing new learnt) / 5
 edit_revert a file edited back to an earlier state (1 each), or edit -> error -> edit on one
            path (0.5 each); the sum / 2
 test_repeat the most frequent normalised failure signature: (repeats - 1) / 3
@@ -32,16 +34,40 @@ from typing import Any
 
 from ctxcli.core.model import Block, Conversation, Kind
 
-MONITORS = ("streak", "call_count", "edit_revert", "test_repeat", "diversity", "hedge")
+MONITORS = ("streak", "no_progress", "edit_revert", "test_repeat", "diversity", "hedge")
 MONITOR_HELP = {
-    "streak": "identical trailing tool calls / 5",
-    "call_count": "tool calls / 20",
-    "edit_revert": "files edited back, or edit -> error -> edit",
-    "test_repeat": "the same failure again and again",
-    "diversity": "few distinct tools in the last 5 calls",
+    "streak": "the same call (tool and arguments) in a row, 5 = 1.00",
+    "no_progress": "of the last 10 calls, repeats with the same result, 5 = 1.00",
+    "edit_revert": "files edited back (1 each), edit -> error -> edit (0.5); 2 = 1.00",
+    "test_repeat": "the same failure again: repeats, 3 = 1.00",
+    "diversity": "few distinct tools in the last 5 calls: 1 tool = 1.00",
     "hedge": "retractions, or hedging that rises late",
 }
-"""One line per monitor, for the ``ctx stats`` table."""
+"""What each score measures, one line per monitor, for ``ctx stats`` and ``ctx report``."""
+
+NO_PROGRESS_WINDOW = 10
+""":func:`no_progress` looks at this many trailing calls."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StuckRule:
+    """When the monitors say an agent is going round in circles (``nudge_early_exit``'s rule).
+
+    Stuck: ``streak`` above ``streak``, or ``hedge`` above ``hedge`` while ``diversity``
+    is above ``diversity``. The stage's options default to these thresholds.
+    """
+
+    streak: float = 0.7
+    hedge: float = 0.6
+    diversity: float = 0.5
+
+
+def looks_stuck(scores: Mapping[str, float], rule: StuckRule | None = None) -> bool:
+    """True if ``scores`` (see :func:`monitor_scores`) meet ``rule`` (default: the stage's)."""
+    rule = rule or StuckRule()
+    return scores.get("streak", 0.0) > rule.streak or (
+        scores.get("hedge", 0.0) > rule.hedge and scores.get("diversity", 0.0) > rule.diversity
+    )
 
 
 @dataclass(frozen=True)
@@ -196,9 +222,24 @@ def streak(steps: Sequence[Step]) -> float:
     return _clip(run / 5) if run >= 2 else 0.0
 
 
-def call_count(steps: Sequence[Step]) -> float:
-    """Tool calls divided by 20."""
-    return _clip(len(steps) / 20)
+def _outcome(step: Step) -> str:
+    """A step's call and what came back, as one key: equal keys taught the agent nothing new."""
+    return f"{_signature(step)}\x1e{_digest(step.observation)}"
+
+
+def no_progress(steps: Sequence[Step]) -> float:
+    """Of the last 10 calls, those repeating an earlier call with the same result, / 5.
+
+    A finished session makes many calls, and a few repeats (a second ``git status``);
+    an agent going round in circles calls the same thing and reads the same answer.
+    """
+    seen: set[str] = set()
+    repeats: list[bool] = []
+    for step in steps:
+        key = _outcome(step)
+        repeats.append(key in seen)
+        seen.add(key)
+    return _clip(sum(repeats[-NO_PROGRESS_WINDOW:]) / 5)
 
 
 # -- edit_revert ----------------------------------------------------------------------
@@ -488,7 +529,7 @@ def monitor_scores(steps: Sequence[Step]) -> dict[str, float]:
     """All six monitors, in the order of :data:`MONITORS`."""
     return {
         "streak": streak(steps),
-        "call_count": call_count(steps),
+        "no_progress": no_progress(steps),
         "edit_revert": edit_revert(steps),
         "test_repeat": test_repeat(steps),
         "diversity": diversity(steps),
@@ -519,6 +560,8 @@ def monitor_series(steps: Sequence[Step], points: int = 200) -> list[tuple[int, 
     run = 0
     previous: str | None = None
     keys: list[str] = []
+    outcomes: set[str] = set()
+    repeats: list[bool] = []
     out: list[tuple[int, dict[str, float]]] = []
     edits = _edit_revert_running(steps)
     for i, step in enumerate(steps):
@@ -526,6 +569,9 @@ def monitor_series(steps: Sequence[Step], points: int = 200) -> list[tuple[int, 
         run = run + 1 if sig == previous else 1
         previous = sig
         keys.append(tool_key(step))
+        outcome = _outcome(step)
+        repeats.append(outcome in outcomes)
+        outcomes.add(outcome)
         failure = failure_signature(step)
         if failure:
             failures[failure] += 1
@@ -541,7 +587,7 @@ def monitor_series(steps: Sequence[Step], points: int = 200) -> list[tuple[int, 
             continue
         scores = {
             "streak": _clip(run / 5) if k >= 2 and run >= 2 else 0.0,
-            "call_count": _clip(k / 20),
+            "no_progress": _clip(sum(repeats[-NO_PROGRESS_WINDOW:]) / 5),
             "edit_revert": _clip((reverts + 0.5 * cycles) / 2),
             "test_repeat": _clip((worst - 1) / 3) if worst else 0.0,
             "diversity": _clip(1 - (len(set(keys[-5:])) - 1) / 4) if k >= 8 else 0.0,

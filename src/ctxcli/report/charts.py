@@ -190,7 +190,11 @@ def monitors_spec(data: ReportData) -> dict[str, Any]:
         .mark_line(point=len(data.monitors) <= 60, interpolate="step-after")
         .encode(
             x=alt.X("calls:Q", title="tool calls so far"),
-            y=alt.Y("score:Q", scale=alt.Scale(domain=[0, 1]), title="score (1 = looks stuck)"),
+            y=alt.Y(
+                "score:Q",
+                scale=alt.Scale(domain=[0, 1]),
+                title="score (what each measures, 0 to 1)",
+            ),
             color=alt.Color("monitor:N", scale=alt.Scale(scheme="dark2")),
             tooltip=["calls:Q", "monitor:N", alt.Tooltip("score:Q", format=".2f")],
         )

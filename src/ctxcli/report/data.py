@@ -100,6 +100,9 @@ class Item:
     """Empty when the block was removed."""
     offload_path: str | None
     """The file that holds the original (as ``ctx reduce`` would write it), if any."""
+    offload_whole: bool = True
+    """The offload file holds the block's text as it was; False: what a later stage
+    offloaded of it after this one changed it (the restore pack has the original)."""
 
     @property
     def removed(self) -> bool:
@@ -228,7 +231,7 @@ def analyze_bytes(
     """
     config = config or load_config()
     # The same offload root `ctx stats` cites, so the paths match what it says.
-    offload = Preview(
+    offload = _KeptPreview(
         root if root is not None else api.offload_root("-", api.Destination(), config, raw)
     )
     reduced = api.reduce_bytes(
@@ -423,17 +426,47 @@ def _pair_blocks(old: Message, new: Sequence[Message]) -> list[Block | None]:
 _PATH_CHARS = r"[\w./@+-]+"
 
 
-def _offload_path(text: str, after: str, offload: Preview) -> str | None:
-    """The offload file holding ``text``: by its hash, else the path the hint cites."""
+class _KeptPreview(Preview):
+    """A :class:`Preview` that keeps the text of each file it names, for the report to
+    find a block a stage offloaded as part of a larger file (``drop_before_compaction``
+    writes the records it drops as one file, Codex's ``clear_thinking`` a response's
+    summary parts as one)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.texts: dict[str, str] = {}
+
+    def put(self, area: str, key: str, text: str) -> str:
+        cited = super().put(area, key, text)
+        self.texts[cited] = text
+        return cited
+
+
+def _offload_path(
+    text: str, after: str, stage: str, offload: _KeptPreview
+) -> tuple[str | None, bool]:
+    """The offload file holding ``text``, and whether it holds it as it was: by its
+    hash, else the path the hint cites, else a file of ``stage`` (then of any stage)
+    whose text holds it (a stage that offloads many blocks as one file)."""
     digest = sha256(agent_text(text))  # the bytes the file holds
     for rel, dig in offload.files.items():
         if dig == digest:
-            return f"{offload.root}/{rel}"
+            return f"{offload.root}/{rel}", True
     match = re.search(re.escape(offload.root + "/") + _PATH_CHARS, after)
-    return match.group(0).rstrip(".") if match else None
+    if match:
+        cited = match.group(0).rstrip(".")
+        return cited, text in offload.texts.get(cited, "")
+    area = f"{offload.root}/{stage}/"
+    for own in (True, False):
+        for cited, held in offload.texts.items():
+            if cited.startswith(area) == own and text in held:
+                return cited, True
+    return None, True
 
 
-def _changed_blocks(trace: Trace, matched: list[list[Message]], offload: Preview) -> Iterator[Item]:
+def _changed_blocks(
+    trace: Trace, matched: list[list[Message]], offload: _KeptPreview
+) -> Iterator[Item]:
     before = trace.steps[0][1]
     names = _call_names(trace)
     # The blocks alive after each stage: the first stage a block is missing from changed it.
@@ -455,6 +488,9 @@ def _changed_blocks(trace: Trace, matched: list[list[Message]], offload: Preview
                 stage_names[-1] if stage_names else "",
             )
             after_text = new.text if new is not None else ""
+            path, whole = (
+                _offload_path(old.text, after_text, stage, offload) if old.text else (None, True)
+            )
             tool = (
                 _tool_of(before, (mi, bi), names)
                 if old.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)
@@ -470,7 +506,8 @@ def _changed_blocks(trace: Trace, matched: list[list[Message]], offload: Preview
                 tokens_after=t_new,
                 before=printable(old.text),
                 after=printable(after_text),
-                offload_path=_offload_path(old.text, after_text, offload) if old.text else None,
+                offload_path=path,
+                offload_whole=whole,
             )
 
 

@@ -17,7 +17,7 @@ import json
 from typing import Any
 
 from ctxcli.core.errors import CtxError
-from ctxcli.core.monitors import MONITOR_HELP
+from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 from ctxcli.report.charts import (
     MISSING,
     monitors_spec,
@@ -173,8 +173,7 @@ def _sections(data: ReportData, listed: int) -> list[str]:
         _section(
             "monitors",
             "Where the agent looked stuck",
-            "The six monitors of <code>ctx stats</code>, as the session went on "
-            "(0 = fine, 1 = looks stuck).",
+            _stuck_note(data),
             f'<div class="chart" id="chart-monitors" data-steps="{data.steps}"></div>'
             + ("" if data.steps else '<p class="empty">The agent made no tool calls.</p>')
             + _monitors_table(data),
@@ -309,6 +308,19 @@ def _stages_table(data: ReportData) -> str:
     )
 
 
+def _stuck_note(data: ReportData) -> str:
+    """What the monitors say, by the rule ``nudge_early_exit`` acts on."""
+    rule = StuckRule()
+    when = next((k for k, scores in data.monitors if looks_stuck(scores, rule)), None)
+    verdict = "they never do here." if when is None else f"they first do after {when:,} tool calls."
+    return (
+        "The six monitors of <code>ctx stats</code> as the session went on, each scoring "
+        "what its row below says (0 = none of it). The agent looks stuck, and "
+        f"<code>nudge_early_exit</code> would nudge it, when streak &gt; {rule.streak}, or "
+        f"hedge &gt; {rule.hedge} with diversity &gt; {rule.diversity}: {verdict}"
+    )
+
+
 def _monitors_table(data: ReportData) -> str:
     rows = "".join(
         f'<tr data-monitor="{_e(name)}" data-score="{score}"><td>{_e(name)}</td>'
@@ -319,6 +331,22 @@ def _monitors_table(data: ReportData) -> str:
         '<table class="num" id="table-monitors"><thead><tr><th>monitor</th>'
         "<th>at the end</th><th>measures</th></tr></thead>"
         f"<tbody>{rows}</tbody></table>"
+    )
+
+
+def _where(it: Item) -> str:
+    """Where the page says the original of ``it`` is: an offload file, else the restore pack."""
+    if it.offload_path is None:
+        return (
+            '<p class="path">no offload file: the stage dropped it '
+            "(<code>ctx restore</code> still brings it back)</p>"
+        )
+    if it.offload_whole:
+        return f'<p class="path">original in <code>{_e(it.offload_path)}</code></p>'
+    return (
+        f'<p class="path">as a later stage offloaded it, after {_e(it.stage)} changed it, in '
+        f"<code>{_e(it.offload_path)}</code> (<code>ctx restore</code> brings back the "
+        "original)</p>"
     )
 
 
@@ -350,12 +378,7 @@ def _items(items: list[Item]) -> str:
     for rank, it in enumerate(items, 1):
         what = f"{it.tool} {it.kind.replace('tool_', '')}" if it.tool else f"{it.role} {it.kind}"
         verdict = {"removed": "removed", "edited": "shortened", "replaced": "replaced"}[it.change]
-        path = (
-            f'<p class="path">original in <code>{_e(it.offload_path)}</code></p>'
-            if it.offload_path
-            else '<p class="path">no offload file: the stage dropped it '
-            "(<code>ctx restore</code> still brings it back)</p>"
-        )
+        path = _where(it)
         after = (
             f"<pre>{_e(shown_text(it.after))}</pre>"
             if it.after

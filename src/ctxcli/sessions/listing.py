@@ -1,10 +1,11 @@
 """One row per session: size, tokens, health, title and what a resume costs.
 
-Reading a session costs a parse, a doctor pass and a dry-run reduction (to know the
-tokens a resume sends before and after). The figures are cached per file, keyed by
-path, size and modification time (and the counting mode), in
-``<cache dir>/sessions-v1.json``: a second listing of an unchanged machine reads no
-session file at all.
+Reading a session costs a parse, a doctor pass, a dry-run reduction (to know the
+tokens a resume sends before and after) and a pass over its recorded usage (what the
+session cost). The figures are cached per file, keyed by path, size and modification
+time (and the counting mode), in ``<cache dir>/sessions-v2.json``: a second listing of
+an unchanged machine reads no session file at all. The recorded usage is cached by
+model, in tokens, and priced when listed: another price table needs no new read.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, astuple, dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,8 @@ import orjson
 from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OnInvalid
-from ctxcli.cost.prices import PriceTable, load_price_table, resume_cost
+from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table, resume_cost
+from ctxcli.cost.recorded import recorded_cost
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
@@ -41,7 +43,7 @@ from ctxcli.sessions.discover import (
 )
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
 
-CACHE_NAME = "sessions-v1.json"
+CACHE_NAME = "sessions-v2.json"
 _SKIP_PROMPT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-")
 
 
@@ -74,6 +76,7 @@ class SessionRow:
     preset: str | None
     cost_before: float | None = None
     cost_after: float | None = None
+    recorded_usd: float | None = None
     error: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,6 +190,7 @@ def scan_session(
     """
     raw = api.read_input(str(session.path))
     meta = scan_metadata(raw)
+    meta["usage"] = recorded_usage(raw)
     _agent, problems = diagnose(raw, max_line_bytes=max_line_bytes)
     meta["health"] = sorted({p.kind for p in problems})
     preset = preset_for(session.agent)
@@ -209,6 +213,34 @@ def scan_session(
         before, after = report.tokens_before, report.tokens_after
     meta["resume_tokens_before"], meta["resume_tokens_after"] = before, after
     return meta
+
+
+def recorded_usage(raw: bytes) -> dict[str, list[int]]:
+    """The tokens a session's API responses billed, summed by model (each response once).
+
+    :func:`ctxcli.cost.recorded.recorded_cost` reads them; tokens, not dollars, so the
+    cached figures hold for any price table. Each list is a :class:`TokenUsage`'s fields
+    in order. A file that records no usage has none (an empty dict).
+    """
+    try:
+        bill = recorded_cost(raw.splitlines(), prices=PriceTable({}))
+    except CtxError:
+        return {}
+    by_model: dict[str, TokenUsage] = {}
+    for request in bill.requests:
+        model = request.model or ""
+        by_model[model] = by_model.get(model, TokenUsage()) + request.usage
+    return {m: list(astuple(u)) for m, u in by_model.items()}
+
+
+def recorded_usd(usage: dict[str, list[int]], prices: PriceTable) -> float | None:
+    """Dollars of :func:`recorded_usage` at ``prices``; None when no model has a price."""
+    priced = [
+        (price, TokenUsage(*tokens))
+        for model, tokens in usage.items()
+        if (price := prices.lookup(model or None)) is not None
+    ]
+    return sum(price.usd(u) for price, u in priced) if priced else None
 
 
 class ScanCache:
@@ -387,6 +419,7 @@ def _row(
     )
     row.cost_before = resume_cost(row.resume_tokens_before, row.model, prices)
     row.cost_after = resume_cost(row.resume_tokens_after, row.model, prices)
+    row.recorded_usd = recorded_usd(meta["usage"], prices)
     return row
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 
 from ctxcli.core.model import Block, Conversation, Kind, Message
-from ctxcli.core.monitors import monitor_scores, steps_of
+from ctxcli.core.monitors import StuckRule, looks_stuck, monitor_scores, steps_of
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 DEFAULT_NUDGE = (
@@ -22,13 +22,19 @@ class NudgeEarlyExitOptions(StageOptions):
         40, ge=0, description="Never nudge before the agent has made this many model calls."
     )
     streak_threshold: float = Field(
-        0.7, ge=0, le=1, description="Nudge when the streak monitor is above this."
+        StuckRule().streak, ge=0, le=1, description="Nudge when the streak monitor is above this."
     )
     hedge_threshold: float = Field(
-        0.6, ge=0, le=1, description="Nudge when hedge is above this and diversity is too."
+        StuckRule().hedge,
+        ge=0,
+        le=1,
+        description="Nudge when hedge is above this and diversity is too.",
     )
     diversity_threshold: float = Field(
-        0.5, ge=0, le=1, description="The diversity monitor (high = few tools) must exceed this."
+        StuckRule().diversity,
+        ge=0,
+        le=1,
+        description="The diversity monitor (high = few tools) must exceed this.",
     )
     text: str = Field(DEFAULT_NUDGE, min_length=1, description="The user message appended.")
 
@@ -62,9 +68,10 @@ def nudge_early_exit(
     Applies to: transcripts of any format with at least ``min_model_calls`` model
     calls (assistant responses; records of one response count once).
 
-    Effect: computes the six monitors (see ``ctx stats``); when ``streak`` is above
-    ``streak_threshold``, or ``hedge`` is above ``hedge_threshold`` while
-    ``diversity`` is above ``diversity_threshold``, one user message holding
+    Effect: computes the six monitors (see ``ctx stats``); when they look stuck
+    (:func:`~ctxcli.core.monitors.looks_stuck`: ``streak`` above ``streak_threshold``,
+    or ``hedge`` above ``hedge_threshold`` while ``diversity`` is above
+    ``diversity_threshold``), one user message holding
     ``text`` is appended. Nothing is appended when the last user message already is
     that text (so a rerun changes nothing) or when the transcript ends with a tool
     call still waiting for its result.
@@ -79,10 +86,10 @@ def nudge_early_exit(
         return StageResult(
             conv, counters, (f"{counters['model_calls']} model calls < {opts.min_model_calls}",)
         )
-    stuck = scores["streak"] > opts.streak_threshold or (
-        scores["hedge"] > opts.hedge_threshold and scores["diversity"] > opts.diversity_threshold
+    rule = StuckRule(
+        streak=opts.streak_threshold, hedge=opts.hedge_threshold, diversity=opts.diversity_threshold
     )
-    if not stuck:
+    if not looks_stuck(scores, rule):
         return StageResult(conv, counters, (f"not stuck: {shown}",))
     if _last_user_text(conv) == opts.text:
         return StageResult(conv, counters, ("already nudged",))
