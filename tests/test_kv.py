@@ -372,11 +372,11 @@ def _missing(path: Path) -> None:
     pass
 
 
-_STATES: list[Callable[[Path], None]] = [_damaged] * 30 + [_round_two, _missing] * 5
+_STATES: list[Callable[[Path], None]] = [_damaged] * 30 + [_missing, _round_two] * 30
 
 
 def test_two_processes_opening_one_file_upgrade_or_rebuild_it_once(tmp_path: Path) -> None:
-    """Bounded: 40 rounds, both racers released at once into a damaged, old or missing file."""
+    """Bounded: 90 rounds, both racers released at once into a damaged, missing or old file."""
     path = tmp_path / "c" / DB_NAME
     ctx = multiprocessing.get_context("spawn")
     barrier = ctx.Barrier(3)

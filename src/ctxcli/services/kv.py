@@ -12,7 +12,8 @@ The token-count cache, the answer cache and the reduction index each keep a SQLi
   truth);
 - **versioned**: a :class:`Schema` lists the SQL steps that built the database, and
   ``PRAGMA user_version`` records how many ran. Opening runs the missing ones in one
-  transaction, so a file of an older ctx is upgraded in place, never discarded. Step 1 of
+  transaction, one process at a time (a lock file beside the database, taken only then),
+  so a file of an older ctx is upgraded in place, never discarded. Step 1 of
   each list is the schema of the files written before versions existed (``user_version``
   0), in ``IF NOT EXISTS`` form, so it adopts them as they are.
 
@@ -28,7 +29,7 @@ import importlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -213,7 +214,11 @@ def select_in(
         yield from db.execute(sql.format(marks=marks), (*args, *part))
 
 
-def _open(path: Path, schema: Schema) -> sqlite3.Connection:
+def _open(path: Path, schema: Schema, *, locked: bool = False) -> sqlite3.Connection:
+    """Connect; set the file up first if it is new or older (under :func:`_file_lock`).
+
+    ``locked``: the caller holds that lock already.
+    """
     db = sqlite3.connect(
         path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
     )
@@ -222,10 +227,14 @@ def _open(path: Path, schema: Schema) -> sqlite3.Connection:
         # pragma below writes to it.
         found = _version(db, path, schema)
         db.execute("SELECT count(*) FROM sqlite_master").fetchone()
-        db.execute("PRAGMA journal_mode=WAL")
+        (journal,) = db.execute("PRAGMA journal_mode").fetchone()
+        if found < schema.version or journal != "wal":
+            # One process at a time: two switching the journal mode at once deadlock,
+            # and SQLite fails one of them at once, without waiting ("database is locked").
+            with nullcontext() if locked else _file_lock(path):
+                db.execute("PRAGMA journal_mode=WAL")
+                _migrate(db, path, schema)
         db.execute("PRAGMA synchronous=NORMAL")
-        if found < schema.version:
-            _migrate(db, path, schema)
     except BaseException:
         db.close()
         raise
@@ -259,8 +268,10 @@ def _version(db: sqlite3.Connection, path: Path, schema: Schema) -> int:
 
 def _migrate(db: sqlite3.Connection, path: Path, schema: Schema) -> None:
     """Run the steps the file lacks, all in one transaction with the version they reach."""
+    if _version(db, path, schema) == schema.version:
+        return  # another process set it up while this one waited for the lock
     with transaction(db):
-        # Read again under the write lock: another process may have upgraded it meanwhile.
+        # Read again under the write lock (a ctx without fcntl takes no file lock).
         found = _version(db, path, schema)
         for step in schema.steps[found:]:
             for statement in step:
@@ -278,9 +289,9 @@ def _rebuild(
     path: Path, schema: Schema, exc: Exception, log: Callable[[str], None] | None
 ) -> sqlite3.Connection:
     """Start a damaged cache anew, once: other processes that found it wait, then use it."""
-    with _rebuild_lock(path):
+    with _file_lock(path):
         try:
-            return _open(path, schema)  # another process rebuilt it while we waited
+            return _open(path, schema, locked=True)  # another process rebuilt it meanwhile
         except sqlite3.DatabaseError as again:
             if not _is_damage(again):
                 raise
@@ -288,19 +299,22 @@ def _rebuild(
         for suffix in (*_SIDECARS, ""):
             Path(f"{path}{suffix}").unlink(missing_ok=True)
         make_private(path)
-        db = _open(path, schema)
+        db = _open(path, schema, locked=True)
     if log is not None:
         log(f"{schema.name} {path} was damaged ({exc}); started a new one")
     return db
 
 
 @contextmanager
-def _rebuild_lock(path: Path) -> Iterator[None]:
-    """An exclusive lock beside ``path`` (a lock file: the database itself gets replaced).
+def _file_lock(path: Path) -> Iterator[None]:
+    """An exclusive lock beside ``path``, for what one process must do alone.
 
-    Without ``fcntl`` (Windows) no lock is taken: there a file another process holds
-    open cannot be deleted, so the rebuild fails (and the run goes on without the cache)
-    rather than pull the file from under that process.
+    That is setting a file up or upgrading it, and starting a damaged one anew. It is a
+    lock file (``NAME.lock``, left in place) because the database itself may be replaced.
+    Without ``fcntl`` (Windows) no lock is taken: two first opens may then fail one of
+    them once (that run goes on without the cache), and a file another process holds
+    open cannot be deleted there, so a rebuild fails rather than pull the file from
+    under that process.
     """
     if _FCNTL is None:
         yield
