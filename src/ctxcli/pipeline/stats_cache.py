@@ -156,7 +156,9 @@ def cached_stats(
     key = report_key(data, path, config, on_invalid)
     if key is None:
         return None, None, None
-    cache = TokenCache.open_default()
+    # No one to tell here that a damaged cache was started anew: the run's counter
+    # (which has the run's log) does that, and the report is remembered next time.
+    cache = TokenCache.open_default(repair=False)
     if cache is None:
         return None, None, None
     return cache, key, load_report(cache, key)

@@ -2,7 +2,9 @@
 
 The classifier and the summarizer keep the model's answers here (one namespace
 each) so a rerun makes no request. It sits beside the token-count cache
-(``$CTX_CACHE_DIR``, else ``~/.cache/ctx``); keys come from :func:`digest`.
+(``$CTX_CACHE_DIR``, else ``~/.cache/ctx``); keys come from :func:`digest`. The file is
+opened by :mod:`ctxcli.services.kv` (private, WAL, upgraded from an older ctx's file,
+started anew when damaged).
 """
 
 from __future__ import annotations
@@ -12,19 +14,30 @@ import json
 import sqlite3
 import threading
 from collections.abc import Mapping, Sequence
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
-from ctxcli.services.token_cache import make_private
+from ctxcli.services.kv import OnDamage, Schema, StoreError, opened, select_in, transaction
+
+SCHEMA = Schema(
+    "answer cache",
+    steps=(
+        # 1: the table of round two (its files carry no version).
+        (
+            "CREATE TABLE IF NOT EXISTS entries (ns TEXT, key TEXT, value TEXT, PRIMARY KEY (ns, key))",
+        ),
+    ),
+    on_damage=OnDamage.REBUILD,
+)
 
 
 class DiskCache:
     """A small JSON key-value store in one SQLite file, safe across threads and processes.
 
-    Nothing touches the disk until the first ``put``. A cache that cannot be opened
-    (read-only home, corrupt file) is switched off, and :attr:`problem` says why:
-    the cache saves money and time but is never a reason to fail a run.
+    Nothing touches the disk until the first ``put``. A damaged file is started anew; a
+    cache that cannot be opened (read-only home, a newer ctx's file) is switched off, and
+    :attr:`problem` says why: the cache saves money and time but is never a reason to
+    fail a run.
     """
 
     FILE = "cache.sqlite3"
@@ -34,14 +47,6 @@ class DiskCache:
         self.path = self.root / self.FILE
         self.problem: str | None = None
         self._lock = threading.Lock()
-
-    def _connect(self) -> sqlite3.Connection:
-        make_private(self.path)
-        conn = sqlite3.connect(self.path, timeout=10)
-        conn.execute(
-            "CREATE TABLE IF NOT EXISTS entries (ns TEXT, key TEXT, value TEXT, PRIMARY KEY (ns, key))"
-        )
-        return conn
 
     def _fail(self, exc: Exception) -> None:
         self.problem = (
@@ -55,17 +60,11 @@ class DiskCache:
         found: dict[str, Any] = {}
         with self._lock:
             try:
-                with closing(self._connect()) as conn:
-                    for start in range(0, len(keys), 500):
-                        chunk = list(keys[start : start + 500])
-                        marks = ",".join("?" * len(chunk))
-                        rows = conn.execute(
-                            f"SELECT key, value FROM entries WHERE ns = ? AND key IN ({marks})",
-                            [namespace, *chunk],
-                        ).fetchall()
-                        for key, value in rows:
-                            found[key] = json.loads(value)
-            except (sqlite3.Error, OSError, ValueError) as exc:
+                with opened(self.path, SCHEMA) as db:
+                    sql = "SELECT key, value FROM entries WHERE ns = ? AND key IN ({marks})"
+                    for key, value in select_in(db, sql, (namespace,), keys):
+                        found[key] = json.loads(value)
+            except (sqlite3.Error, OSError, ValueError, StoreError) as exc:
                 self._fail(exc)
                 return {}
         return found
@@ -80,12 +79,12 @@ class DiskCache:
             return
         with self._lock:
             try:
-                with closing(self._connect()) as conn, conn:
-                    conn.executemany(
+                with opened(self.path, SCHEMA) as db, transaction(db):
+                    db.executemany(
                         "INSERT OR REPLACE INTO entries (ns, key, value) VALUES (?, ?, ?)",
                         [(namespace, k, json.dumps(v)) for k, v in items.items()],
                     )
-            except (sqlite3.Error, OSError) as exc:
+            except (sqlite3.Error, OSError, StoreError) as exc:
                 self._fail(exc)
 
     def put(self, namespace: str, key: str, value: Any) -> None:

@@ -5,11 +5,13 @@ a few messages since the last run holds the same texts plus a few new ones, so t
 counts of earlier runs are kept in a SQLite database keyed by tokenizer and a hash of
 the text (never the text itself).
 
-SQLite in WAL mode lets several ``ctx`` processes read and write the same file at
-once (``--jobs``, or two terminals); every write is one short transaction. The cache
-holds at most ``max_entries`` counts and drops the least recently used ones first.
-It is an optimisation only: when the database cannot be opened or written (read-only
-home, full disk, a damaged file), the run goes on without it.
+The database is opened by :mod:`ctxcli.services.kv` (private, WAL: several ``ctx``
+processes read and write it at once, ``--jobs`` or two terminals; every write is one
+short transaction; an older ctx's file is upgraded). The cache holds at most
+``max_entries`` counts and drops the least recently used ones first. It is an
+optimisation only: a damaged file is started anew, and when the database cannot be
+opened or written (read-only home, full disk, a newer ctx's file), the run goes on
+without it.
 
 Location: ``$CTX_CACHE_DIR/token-counts.sqlite3``, else ``~/.cache/ctx/``.
 ``CTX_NO_CACHE=1`` (or ``--no-cache``) turns it off.
@@ -23,7 +25,9 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
-from ctxcli.services.dirs import cache_dir, private_dir
+from ctxcli.services.dirs import cache_dir
+from ctxcli.services.kv import OnDamage, Schema, StoreError, connect, select_in, transaction
+from ctxcli.services.kv import make_private as make_private  # its home before services.kv
 
 DB_NAME = "token-counts.sqlite3"
 DEFAULT_MAX_ENTRIES = 1_000_000
@@ -32,53 +36,26 @@ DEFAULT_MAX_ENTRIES = 1_000_000
 _TOUCH_AFTER_S = 3600
 """A hit refreshes its last-use time at most this often, so reruns stay read-only."""
 
-_BATCH = 500
-"""Keys per SELECT (under SQLite's default limit of 999 host parameters)."""
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS counts (
-    tokenizer TEXT NOT NULL,
-    digest BLOB NOT NULL,
-    tokens INTEGER NOT NULL,
-    used INTEGER NOT NULL,
-    PRIMARY KEY (tokenizer, digest)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS counts_used ON counts (used);
-CREATE TABLE IF NOT EXISTS blobs (
-    key BLOB PRIMARY KEY,
-    value BLOB NOT NULL,
-    used INTEGER NOT NULL
-);
-"""
+SCHEMA = Schema(
+    "token cache",
+    steps=(
+        # 1: the tables of rounds one and two (their files carry no version; the blobs
+        # table came later, so a round-one file gains it here).
+        (
+            "CREATE TABLE IF NOT EXISTS counts (tokenizer TEXT NOT NULL, digest BLOB NOT NULL,"
+            " tokens INTEGER NOT NULL, used INTEGER NOT NULL, PRIMARY KEY (tokenizer, digest))"
+            " WITHOUT ROWID",
+            "CREATE INDEX IF NOT EXISTS counts_used ON counts (used)",
+            "CREATE TABLE IF NOT EXISTS blobs (key BLOB PRIMARY KEY, value BLOB NOT NULL,"
+            " used INTEGER NOT NULL)",
+        ),
+    ),
+    on_damage=OnDamage.REBUILD,
+)
+"""The counts and whole ``ctx stats`` results (:mod:`ctxcli.pipeline.stats_cache`)."""
 
 MAX_BLOBS = 2000
 """Whole results kept (``ctx stats`` reports, a few kB each)."""
-
-
-def make_private(path: Path) -> None:
-    """Create the SQLite file ``path`` (if missing) private: its directory 0700, itself 0600.
-
-    The caches hold summaries and classifications of private transcripts. SQLite
-    creates ``-wal``/``-shm``/``-journal`` files with the database's own mode, so a
-    0600 database keeps them private too; files an older ctx left readable are
-    tightened on the way.
-    """
-    parent = private_dir(path.parent)  # and every folder it creates on the way: 0700
-    _tighten(parent, 0o700)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    os.close(fd)
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        _tighten(Path(f"{path}{suffix}"), 0o600)
-
-
-def _tighten(path: Path, mode: int) -> None:
-    """Drop group and other permissions from ``path`` if it is ours and has any."""
-    try:
-        st = path.lstat()
-        if st.st_uid == os.getuid() and st.st_mode & 0o077 and not path.is_symlink():
-            os.chmod(path, mode)
-    except OSError:
-        pass
 
 
 def cache_disabled() -> bool:
@@ -92,7 +69,9 @@ class TokenCache:
     Args:
         path: the database file (created with its directory if missing).
         max_entries: counts kept at most; the least recently used go first.
-        log: receives one warning if the cache stops working during the run.
+        log: receives one warning if the cache stops working during the run, or was
+            damaged and started anew.
+        repair: start a damaged file anew (False: refuse it, see :func:`open_default`).
     """
 
     def __init__(
@@ -101,31 +80,28 @@ class TokenCache:
         *,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         log: Callable[[str], None] | None = None,
+        repair: bool = True,
     ) -> None:
         self.path = path
         self.max_entries = max_entries
         self._log = log
-        self._db: sqlite3.Connection | None = None
-        make_private(path)
-        db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
-        try:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.executescript(_SCHEMA)
-        except sqlite3.Error:
-            db.close()
-            raise
-        self._db = db
+        self._db: sqlite3.Connection | None = connect(path, SCHEMA, log, repair=repair)
 
     @classmethod
-    def open_default(cls, log: Callable[[str], None] | None = None) -> TokenCache | None:
-        """The user's cache, or None when it is turned off or cannot be opened."""
+    def open_default(
+        cls, log: Callable[[str], None] | None = None, *, repair: bool = True
+    ) -> TokenCache | None:
+        """The user's cache, or None when it is turned off or cannot be opened.
+
+        ``repair=False`` leaves a damaged file to a later opener (None here): one that
+        cannot pass on the warning that it was started anew.
+        """
         if cache_disabled():
             return None
         path = cache_dir() / DB_NAME
         try:
-            return cls(path, log=log)
-        except (sqlite3.Error, OSError) as exc:
+            return cls(path, log=log, repair=repair)
+        except (sqlite3.Error, OSError, StoreError) as exc:
             if log is not None:
                 log(f"token cache {path} is unusable ({exc}); counting without it")
             return None
@@ -145,19 +121,18 @@ class TokenCache:
         stale: list[bytes] = []
         now = int(time.time())
         try:
-            for i in range(0, len(digests), _BATCH):
-                part = digests[i : i + _BATCH]
-                marks = ",".join("?" * len(part))
-                rows = db.execute(
-                    f"SELECT digest, tokens, used FROM counts WHERE tokenizer = ? AND digest IN ({marks})",
-                    (tokenizer, *part),
-                )
-                for digest, tokens, used in rows:
-                    found[digest] = tokens
-                    if now - used > _TOUCH_AFTER_S:
-                        stale.append(digest)
+            rows = select_in(
+                db,
+                "SELECT digest, tokens, used FROM counts WHERE tokenizer = ? AND digest IN ({marks})",
+                (tokenizer,),
+                digests,
+            )
+            for digest, tokens, used in rows:
+                found[digest] = tokens
+                if now - used > _TOUCH_AFTER_S:
+                    stale.append(digest)
             if stale:
-                with _transaction(db):
+                with transaction(db):
                     db.executemany(
                         "UPDATE counts SET used = ? WHERE tokenizer = ? AND digest = ?",
                         [(now, tokenizer, d) for d in stale],
@@ -173,7 +148,7 @@ class TokenCache:
         if db is None or not rows:
             return
         try:
-            with _transaction(db):
+            with transaction(db):
                 db.executemany(
                     "INSERT OR REPLACE INTO counts (tokenizer, digest, tokens, used) "
                     "VALUES (?, ?, ?, ?)",
@@ -206,7 +181,7 @@ class TokenCache:
                 return None
             now = int(time.time())
             if now - row[1] > _TOUCH_AFTER_S:
-                with _transaction(db):
+                with transaction(db):
                     db.execute("UPDATE blobs SET used = ? WHERE key = ?", (now, key))
             return bytes(row[0])
         except sqlite3.Error as exc:
@@ -219,7 +194,7 @@ class TokenCache:
         if db is None:
             return
         try:
-            with _transaction(db):
+            with transaction(db):
                 db.execute(
                     "INSERT OR REPLACE INTO blobs (key, value, used) VALUES (?, ?, ?)",
                     (key, value, int(time.time())),
@@ -245,16 +220,3 @@ class TokenCache:
                 self._db.close()
             finally:
                 self._db = None
-
-
-class _transaction:
-    """``BEGIN IMMEDIATE`` ... ``COMMIT``: take the write lock up front, wait for it."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self.db = db
-
-    def __enter__(self) -> None:
-        self.db.execute("BEGIN IMMEDIATE")
-
-    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-        self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
