@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SHARED, invoke
 from ctxcli.services import kv
 from ctxcli.services.dirs import cache_dir, data_dir
 from ctxcli.services.disk_cache import DiskCache
@@ -31,9 +30,11 @@ from ctxcli.services.token_cache import SCHEMA as COUNTS
 from ctxcli.store.index import FILE as INDEX_FILE
 from ctxcli.store.index import SCHEMA as INDEX
 from ctxcli.store.index import IndexEntry, ReductionIndex
+from support.cli import invoke
+from support.paths import SHARED
 
 REAL = SHARED / "oai_taubench_airline_task2_trial1.jsonl"
-needs_real = pytest.mark.skipif(not REAL.is_file(), reason=f"{REAL} not present")
+needs_real = pytest.mark.real_data  # the corpus guard: skip in a clone, fail in CI
 REDUCE = ["--preset", "swe-agent", "-q"]  # clears 15 tool results of REAL
 
 # -- the schemas as round two wrote them (services/token_cache.py, services/disk_cache.py,
@@ -219,11 +220,11 @@ def test_a_damaged_token_cache_is_started_anew_and_works() -> None:
     path = cache_dir() / DB_NAME
     path.parent.mkdir(parents=True)
     path.write_bytes(b"this is not a database" * 100)
-    first = json.loads(invoke(["stats", str(REAL), "--json"]).stdout)
+    first = json.loads(invoke(["stats", str(REAL), "--json"]).stdout)["files"][0]
     (warning,) = first["warnings"]
     assert warning.startswith(f"token cache {path} was damaged (file is not a database)")
     assert warning.endswith("started a new one") and "\n" not in warning
-    second = json.loads(invoke(["stats", str(REAL), "--json"]).stdout)
+    second = json.loads(invoke(["stats", str(REAL), "--json"]).stdout)["files"][0]
     assert second["warnings"] == [] and second["tokens_after"] == first["tokens_after"]
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -363,7 +363,7 @@ def test_a_session_report_cites_the_data_directory_reduce_in_place_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session is reduced in place, its offload in ctx's data directory: the page says so."""
-    from session_layout import CC_SPOTTER, build
+    from support.session_layout import CC_SPOTTER, build
 
     layout = build(tmp_path / "home", monkeypatch)
     page = tmp_path / "page.html"
