@@ -176,7 +176,9 @@ def test_observation_masking_presets(
     cleared = [(t, b) for t, b in zip(after[:-10], before, strict=False) if t != b]
     kept = [t for t, b in zip(after[:-10], before, strict=False) if t == b]
     assert all(is_cleared(t) and "\n" not in t for t, _ in cleared)
-    assert len(cleared) > 2 * len(kept)
+    # Hints cite the offload file by its absolute path (about 30 tokens here): a result
+    # shorter than its hint is left whole, and on this trajectory that is 61 of 146.
+    assert len(cleared) > len(kept)
     assert all(len(t) < 200 for t in kept)  # left alone: not longer than its hint
     for hint, original in cleared:
         path = Path(hint.removeprefix("[ctx cleared: ").removesuffix("]"))
@@ -255,7 +257,7 @@ def test_a_truncated_result_cleared_later_cites_its_full_text(
     assert len(long) >= 3
     for original, hint in long:
         path = _cited(hint)
-        assert path.startswith("off/trunc/")
+        assert path.startswith(f"{Path('off').resolve()}/trunc/")  # cited absolutely
         assert Path(path).read_bytes().decode("utf-8") == original
     # No file holds a truncated preview: the agent never reads its way through two.
     assert not any(is_truncated(p.read_bytes().decode()) for p in Path("off/clear").iterdir())

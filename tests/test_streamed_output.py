@@ -63,7 +63,9 @@ def _run(tmp: Path, where: str, raw: bytes, suffix: str, stream: bool) -> tuple[
     cwd = Path.cwd()
     try:
         os.chdir(tmp / where)
-        done = reduce(src.name, Destination(f"out{suffix}", stream=stream), config=CHAIN)
+        # Compared across two directories: both cite one relative offload path.
+        dest = Destination(f"out{suffix}", stream=stream, cite_as=f"out{suffix}.offload")
+        done = reduce(src.name, dest, config=CHAIN)
         report, out = done.report, done.output
     finally:
         os.chdir(cwd)
