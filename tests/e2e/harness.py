@@ -303,7 +303,8 @@ def reduce(session: Path, preset: str, out: Path) -> dict[str, Any]:
     The reduction runs in ``out``'s directory with the offload directory ``ctx stats``
     assumes (``ctx-offload``), so the hints it writes are the ones it counted.
     """
-    predicted = ctx_json("stats", str(session), "--preset", preset, "--on-invalid", "keep")
+    stats = ctx_json("stats", str(session), "--preset", preset, "--on-invalid", "keep")
+    predicted: dict[str, Any] = stats["files"][0]  # the file's report: resume tokens too
     subprocess.run(
         [
             *(sys.executable, "-m", "ctxcli", "reduce", str(session.resolve())),
