@@ -52,7 +52,9 @@ def browser() -> Iterator[Any]:
 
 def check_page(browser: Any, page_path: Path, source: Path, extra: list[str]) -> dict[str, Any]:
     """Open ``page_path``; assert it is clean, drawn, and agrees with ``ctx stats --json``."""
-    stats = json.loads(invoke(["stats", str(source), "--json", "--by-tool", *extra]).stdout)
+    stats = json.loads(invoke(["stats", str(source), "--json", "--by-tool", *extra]).stdout)[
+        "files"
+    ][0]  # the file's report (one --json shape for one file or many)
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     problems: list[str] = []
     page.on("console", lambda m: problems.append(m.text) if m.type == "error" else None)
