@@ -270,8 +270,33 @@ def render_runs(text: str, outputs: list[str]) -> str:
     return BLOCK.sub(block, text)
 
 
+OPEN = re.compile(r"<!-- \[\[\[ctx:[a-z_-]+\]\]\] -->")
+CLOSE = "<!-- [[[end]]] -->"
+
+
+def check_markers(text: str) -> None:
+    """Every opening marker has its own end before the next one opens.
+
+    A block left open would run to the next block's end, and rewriting it would drop
+    every section in between.
+    """
+    depth, line = 0, 0
+    for n, row in enumerate(text.splitlines(), 1):
+        if OPEN.search(row):
+            if depth:
+                raise SystemExit(f"README.md:{line}: generated block has no {CLOSE}; add one")
+            depth, line = 1, n
+        elif CLOSE in row:
+            if not depth:
+                raise SystemExit(f"README.md:{n}: {CLOSE} closes no generated block")
+            depth = 0
+    if depth:
+        raise SystemExit(f"README.md:{line}: generated block has no {CLOSE}; add one")
+
+
 def render(text: str, *, run: bool = False) -> str:
     """``text`` with every generated block rewritten (``run`` blocks only when ``run``)."""
+    check_markers(text)
     names = [m["name"] for m in BLOCK.finditer(text)]
     unknown = sorted(set(names) - set(GENERATORS) - {RUN})
     if unknown:

@@ -48,6 +48,22 @@ def test_generated_blocks_are_current() -> None:
     assert gen.render(text) == text, "README.md is stale: run 'make docs' and commit it"
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("a\n<!-- [[[ctx:run]]] -->\n```console\n$ ctx stages\n```\n## Next\n", 2),
+        ("<!-- [[[ctx:run]]] -->\nx\n<!-- [[[ctx:help]]] -->\ny\n<!-- [[[end]]] -->\n", 1),
+        ("x\n<!-- [[[end]]] -->\n", 2),
+    ],
+    ids=["never closed", "closed by the next block's end", "an end alone"],
+)
+def test_a_generated_block_without_its_end_is_refused(text: str, line: int) -> None:
+    # Left open, a block would run to the next block's end and rewriting it would drop
+    # every section in between (it happened once: four README sections gone).
+    with pytest.raises(SystemExit, match=f"README.md:{line}: "):
+        _gen_docs().render(text)
+
+
 # Where a `pip install` names a package: a command, a hint in an error, a docstring.
 PIP_INSTALL = re.compile(r"\bpip[3x]? install([^\n`\"#;|&()]*)")
 # What a hint may install besides ctx itself: the pip it upgrades, and the third-party
