@@ -95,11 +95,12 @@ def test_wheel_works_in_a_fresh_virtualenv(dist: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         assert printed == zf.read("ctxcli/ctx.schema.json").decode()
     # The Python API and its type marker come from the venv, not from this checkout;
-    # citing the same offload directory, reduce_records counts what `ctx reduce` did.
+    # citing the same offload directory (ctx reduce's hints cite its absolute path),
+    # reduce_records counts what `ctx reduce` did.
     probe = (
         "import ctxcli, pathlib, json;"
         "r = ctxcli.reduce_records([json.loads(l) for l in open('session.jsonl')],"
-        " offload_dir='out.jsonl.offload');"
+        " offload_dir=str(pathlib.Path('out.jsonl.offload').resolve()));"
         "print(ctxcli.__file__);"
         "print((pathlib.Path(ctxcli.__file__).parent / 'py.typed').exists(), r.report.tokens_after)"
     )
