@@ -395,8 +395,8 @@ def test_ctx_mcp_over_stdio(tmp_path: Path) -> None:
     assert asyncio.run(call()) == "original text"
 
 
-class _Breaks:
-    """A reducer whose output the API would reject (its first message is the assistant's)."""
+class _Rewrites:
+    """A reducer that changes nothing but the messages (``rewrite``), as its own result."""
 
     offloaded: list[str] = []
     reused = 0
@@ -404,9 +404,19 @@ class _Breaks:
     held_back = False
     cache_breakpoint = None
 
+    def rewrite(self, messages: list[Any]) -> list[Any]:
+        raise NotImplementedError
+
     def reduce(self, messages: Any, *, system: Any = None, at: float | None = None) -> Any:
-        self.messages = list(messages[1:]) or list(messages)
+        self.messages = self.rewrite(list(messages))
         return self
+
+
+class _Breaks(_Rewrites):
+    """A reducer whose output the API would reject (its first message is the assistant's)."""
+
+    def rewrite(self, messages: list[Any]) -> list[Any]:
+        return messages[1:] or messages
 
 
 def test_a_reduction_the_api_would_reject_is_not_sent(tmp_path: Path) -> None:
@@ -467,18 +477,11 @@ def test_openai_responses_input_is_reduced(tmp_path: Path) -> None:
     assert core.prepare("openai_responses", chained).body == chained
 
 
-class _DropsToolAnswers:
+class _DropsToolAnswers(_Rewrites):
     """A reducer whose output Chat Completions would reject: calls left without answers."""
 
-    offloaded: list[str] = []
-    reused = 0
-    changed_prefix_at = None
-    held_back = False
-    cache_breakpoint = None
-
-    def reduce(self, messages: Any, *, system: Any = None, at: float | None = None) -> Any:
-        self.messages = [m for m in messages if m.get("role") != "tool"]
-        return self
+    def rewrite(self, messages: list[Any]) -> list[Any]:
+        return [m for m in messages if m.get("role") != "tool"]
 
 
 def test_a_chat_reduction_the_api_would_reject_is_not_sent(tmp_path: Path) -> None:
