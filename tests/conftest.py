@@ -7,6 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from support.no_skips import (  # noqa: F401  (hooks: CTX_NO_SKIPS=1 in CI)
+    pytest_configure,
+    pytest_runtest_makereport,
+)
 from support.paths import SHARED, need_shared
 from support.s3_server import _moto, s3  # noqa: F401  (fixtures: the loopback S3 server)
 

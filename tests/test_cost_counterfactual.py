@@ -29,7 +29,7 @@ from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.config import build_config
 from ctxcli.store.live import LiveOffload
 from support.cost_sessions import ClaudeSession, CodexRollout, Words, text, tool_use, usage
-from support.paths import SHARED
+from support.paths import SHARED, need_shared
 
 CALIBRATION = Calibration(overhead_tokens=2_000, token_ratio=1.0)
 
@@ -187,8 +187,7 @@ _COSTS: dict[tuple[str, bool], SessionCost] = {}
 
 def _cost(name: str, marked: bool = False) -> SessionCost:
     path = SHARED / name
-    if not path.is_file():
-        pytest.skip("../shared/transcripts is absent")
+    need_shared()
     if (name, marked) not in _COSTS:
         live = LiveOptions(marked=marked)
         _COSTS[name, marked] = session_cost(path, CostOptions(resume=None, live=live))
@@ -215,7 +214,7 @@ def test_what_the_default_live_chain_saves_on_the_shared_sessions(
 ) -> None:
     names = [n for n in _sessions() if (SHARED / n).is_file()]
     if not names:
-        pytest.skip("../shared/transcripts is absent")
+        need_shared()
     replayed = sum(_cost(n, marked).replayed_usd for n in names)
     live = sum(_cost(n, marked).with_ctx_usd for n in names)
     # Measured on the six sessions: -26.4% with Claude Code's own breakpoints, -31.8% when

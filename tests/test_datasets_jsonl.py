@@ -11,11 +11,8 @@ from ctxcli.core.errors import CtxError, RestoreError
 from ctxcli.datasets.jsonl import reduce_jsonl, restore_jsonl
 from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer
 from support.dataset_rows import CONFIG, message_rows, text_rows
-from support.paths import SHARED
 
-needs_shared = pytest.mark.skipif(
-    not SHARED.is_dir(), reason="../shared/transcripts is not present"
-)
+needs_shared = pytest.mark.real_data  # skips without ../shared (fails in CI)
 
 
 def _jsonl(rows: list[dict[str, object]]) -> bytes:

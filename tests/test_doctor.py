@@ -258,7 +258,7 @@ def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> N
 # -- issue 35 §3: a duplicated toolUseResult is a warning ----------------------------------
 
 
-@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/transcripts not present")
+@pytest.mark.real_data
 def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> None:
     # The real spotter session resumes fine; its only finding is payloads stored twice.
     path = tmp_path / "spotter.jsonl"

@@ -15,7 +15,7 @@ import pytest
 
 from ctxcli.core.errors import CtxError
 from ctxcli.proxy.mcp_server import DEFAULT_LIMIT_LINES, MAX_CHARS, MAX_LIMIT_LINES, retrieve
-from support.paths import SHARED
+from support.paths import SHARED, need_shared
 
 SESSION = SHARED / "cc_spotter_4d5611e5.jsonl"
 
@@ -67,8 +67,7 @@ def test_retrieve_errors_reach_the_agent_with_their_reason(tmp_path: Path) -> No
 
 def _real_text(min_chars: int) -> str:
     """Real tool output from a Claude Code session, repeated to ``min_chars``."""
-    if not SESSION.is_file():
-        pytest.skip(f"{SESSION} is not present")
+    need_shared()
     text = SESSION.read_text(encoding="utf-8")
     return text * (min_chars // len(text) + 1)
 

@@ -144,6 +144,7 @@ def _mode(path: Path) -> int:
     return stat.S_IMODE(path.stat().st_mode)
 
 
+@pytest.mark.may_skip(reason="a platform property")
 @pytest.mark.skipif(os.name != "posix", reason="POSIX permission bits")
 def test_what_the_proxy_writes_is_private(tmp_path: Path, cache: Path) -> None:
     old = os.umask(0o022)

@@ -143,6 +143,7 @@ def _shared_cases() -> list[Any]:
     return corpus(shared_transcripts())
 
 
+@pytest.mark.may_skip(reason="a transcript with a line that is not JSON has no records form")
 @pytest.mark.parametrize("path", _shared_cases())
 def test_real_transcripts_reduce_the_same_in_memory(path: Path, tmp_path: Path) -> None:
     """Every format: parsed records (or the one JSON document) reduce as the file does."""

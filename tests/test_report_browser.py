@@ -131,10 +131,7 @@ def check_page(browser: Any, page_path: Path, source: Path, extra: list[str]) ->
         page.close()
 
 
-@pytest.mark.skipif(
-    not (SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl").exists(),
-    reason="../shared/transcripts is not here",
-)
+@pytest.mark.real_data
 def test_the_cost_timeline_renders_in_chromium(browser: Any, tmp_path: Path) -> None:
     path = SHARED / "cc_spotter_4d5611e5_subagent_a2898e3.jsonl"
     out = tmp_path / "report.html"
