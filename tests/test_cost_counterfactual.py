@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import sys
+import tempfile
 import threading
 from dataclasses import replace
 from pathlib import Path
@@ -183,6 +184,14 @@ def _sessions() -> list[str]:
 
 
 _COSTS: dict[tuple[str, bool], SessionCost] = {}
+USER_CACHE = Path(tempfile.gettempdir()) / "ctx-tests" / "home" / "alice" / ".cache" / "ctx"
+"""ctx's cache directory for these replays: a fixed path shaped like a user's.
+
+The replay's offload root is under the cache directory, and every hint cites its absolute
+path, so the path is priced (each hint is read from the cache on every later call). Under
+pytest's own tmp_path (70 characters, numbered per run) the proxy default's total measured
+-28.8%; under /root/.cache/ctx -31.8%, /tmp/home/alice/.cache/ctx -31.4%. The bar must not
+move with pytest's run counter."""
 
 
 def _cost(name: str, marked: bool = False) -> SessionCost:
@@ -190,7 +199,9 @@ def _cost(name: str, marked: bool = False) -> SessionCost:
     need_shared()
     if (name, marked) not in _COSTS:
         live = LiveOptions(marked=marked)
-        _COSTS[name, marked] = session_cost(path, CostOptions(resume=None, live=live))
+        with pytest.MonkeyPatch.context() as env:
+            env.setenv("CTX_CACHE_DIR", str(USER_CACHE))
+            _COSTS[name, marked] = session_cost(path, CostOptions(resume=None, live=live))
     return _COSTS[name, marked]
 
 
@@ -217,9 +228,9 @@ def test_what_the_default_live_chain_saves_on_the_shared_sessions(
         need_shared()
     replayed = sum(_cost(n, marked).replayed_usd for n in names)
     live = sum(_cost(n, marked).with_ctx_usd for n in names)
-    # Measured on the six sessions: -26.4% with Claude Code's own breakpoints, -31.8% when
-    # the caller also marks ReducerResult.cache_breakpoint, as ctx proxy does (make bench's
-    # table, another driver of the same model, says -27.1% and -32.4%). Before the hints
+    # Measured on the six sessions under USER_CACHE: -25.5% with Claude Code's own
+    # breakpoints, -31.0% when the caller also marks ReducerResult.cache_breakpoint, as ctx
+    # proxy does (make bench, under /root/.cache/ctx: -26.4% and -31.8%). Before the hints
     # cited call ids (clear/toolu_... rather than clear/7: Eino's naming), -29.3% and
     # -35.3%: a cleared result's hint is read from the cache on every later call.
     assert live / replayed - 1 <= -at_least, f"{live / replayed - 1:+.1%}"
