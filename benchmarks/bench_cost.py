@@ -25,17 +25,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ctxcli.cost.counterfactual import (
-    RESUME_PRESETS,
-    Chain,
-    LiveOptions,
-    default_resume_at,
-    live_requests,
-    resumed_requests,
-)
+from ctxcli.cost.counterfactual import Chain, LiveOptions
 from ctxcli.cost.recorded import RecordedCost
-from ctxcli.cost.replay import Replay, SessionReplay, price_requests, replay_session
-from ctxcli.cost.sequence import RequestSequence
+from ctxcli.cost.replay import SessionReplay
+from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.counters import get_counter
 
@@ -59,20 +52,25 @@ def recorded_busts(recorded: RecordedCost) -> int:
 
 @dataclass
 class Session:
-    """One session replayed, and a way to price other request sequences like it."""
+    """One session priced by ``ctx cost``'s own route (:func:`session_cost`): the default
+    chain live (the client's breakpoints) with reduce + resume, and with the proxy's
+    breakpoint placed too."""
 
     path: Path
-    replay: SessionReplay
+    cost: SessionCost
+    marked: SessionCost
+    seconds: float
 
-    def price(self, sequence: RequestSequence) -> Replay:
-        fmt = self.replay.sequence.format
-        counter = get_counter("o200k" if fmt == "codex" else "cl100k")
-        calibration = self.replay.replay.calibration
-        return price_requests(sequence, counter=counter, calibration=calibration)
+    @classmethod
+    def price(cls, path: Path) -> Session:
+        start = time.perf_counter()
+        cost = session_cost(path, CostOptions(resume="auto"))
+        marked = session_cost(path, CostOptions(resume=None, live=LiveOptions(marked=True)))
+        return cls(path, cost, marked, time.perf_counter() - start)
 
-    def live(self, chain: Chain, marked: bool = False) -> tuple[Replay, int]:
-        run = live_requests(self.replay.sequence, chain, LiveOptions(marked=marked))
-        return self.price(run.sequence), sum(run.held_back)
+    @property
+    def replay(self) -> SessionReplay:
+        return self.cost.session
 
 
 def tool_share(s: SessionReplay) -> float:
@@ -141,23 +139,19 @@ def default_table(sessions: list[Session]) -> None:
     print("-" * len(head))
     totals = [0.0] * 5
     for one in sessions:
-        start = time.perf_counter()
         s = one.replay
-        live, held = one.live(Chain.default())
-        marked, _ = one.live(Chain.default(), marked=True)
-        at = default_resume_at(s.sequence)
-        resume = s.replay
-        if at is not None:
-            chain = Chain.preset(RESUME_PRESETS[s.sequence.format])
-            resume = one.price(resumed_requests(s.sequence, chain, at))
+        live, marked = one.cost.chains[0], one.marked.chains[0]
+        held = sum(live.held_back)
         rep = s.replayed_usd
-        for i, v in enumerate((s.recorded_usd, rep, live.usd, marked.usd, resume.usd)):
+        # A session with no pause to resume after is priced as replayed.
+        resume = one.cost.resume.usd if one.cost.resume is not None else rep
+        for i, v in enumerate((s.recorded_usd, rep, live.usd, marked.usd, resume)):
             totals[i] += v
         print(
             f"{one.path.name[:44]:44} {s.recorded_usd:10.3f} {rep:10.3f} {live.usd:8.3f} "
             f"{_delta(live.usd, rep):>7} {live.busts:5} {held:5}  {marked.usd:8.3f} "
-            f"{_delta(marked.usd, rep):>7}  {resume.usd:8.3f} {_delta(resume.usd, rep):>7}  "
-            f"{tool_share(s):8.1%} {time.perf_counter() - start:4.0f}"
+            f"{_delta(marked.usd, rep):>7}  {resume:8.3f} {_delta(resume, rep):>7}  "
+            f"{tool_share(s):8.1%} {one.seconds:4.0f}"
         )
     rec, rep, live_t, marked_t, resume_t = totals
     print(
@@ -174,14 +168,15 @@ def preset_table(sessions: list[Session]) -> None:
     )
     print(head + f" {'all':>7}")
     print("-" * (len(head) + 8))
-    for name in names:
-        chain = Chain.preset(name)
+    chains = tuple(Chain.preset(name) for name in names)
+    costs = [session_cost(one.path, CostOptions(chains=chains, resume=None)) for one in sessions]
+    for k, name in enumerate(names):
         row = []
         rep = live = 0.0
-        for one in sessions:
-            bill, _ = one.live(chain)
-            row.append(f"{_delta(bill.usd, one.replay.replayed_usd):>12}")
-            rep += one.replay.replayed_usd
+        for cost in costs:
+            bill = cost.chains[k]
+            row.append(f"{_delta(bill.usd, cost.replayed_usd):>12}")
+            rep += cost.replayed_usd
             live += bill.usd
         print(f"{name:28} " + " ".join(row) + f" {_delta(live, rep):>7}", flush=True)
 
@@ -197,7 +192,7 @@ def main(argv: list[str]) -> int:
     if not paths:
         print(f"no sessions: {SHARED} is absent", file=sys.stderr)
         return 1
-    sessions = [Session(p, replay_session(p)) for p in paths]
+    sessions = [Session.price(p) for p in paths]
     print("The cache model against the recorded bills\n")
     accuracy_table(sessions)
     print("\nctx's default live chain (preset live, prefix policy on)\n")
