@@ -497,15 +497,16 @@ def commit_then_die(self, *manifest):
     os._exit(9)  # as a SIGKILL right after the offload directory's rename
 
 OffloadStore.commit = commit_then_die
-api.reduce_file(sys.argv[1], sys.argv[2], options=api.RunOptions(force=True))
+api.reduce_file(sys.argv[1], sys.argv[2])
 """
 
 
 def test_kill_between_offload_and_output_rename_keeps_the_old_pair(tmp_path: Path) -> None:
     Path("ctx.toml").write_text(TRUNCATE)
+    # The same transcript, grown: the run replaces the record of the output it replaces.
     first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
     first.write_bytes(tool_session("first"))
-    second.write_bytes(tool_session("second"))
+    second.write_bytes(first.read_bytes() + b'{"role": "user", "content": "more"}\n')
     reduce_file(first, "out.jsonl")
     proc = subprocess.run(
         [sys.executable, "-c", _KILL_BETWEEN, str(second), "out.jsonl"], timeout=60
@@ -513,7 +514,7 @@ def test_kill_between_offload_and_output_rename_keeps_the_old_pair(tmp_path: Pat
     assert proc.returncode == 9
     assert restore_file("out.jsonl") == first.read_bytes()
     # The next run finishes the job and sweeps what the killed one left behind.
-    reduce_file(second, "out.jsonl", options=RunOptions(force=True))
+    reduce_file(second, "out.jsonl")
     assert restore_file("out.jsonl") == second.read_bytes()
     assert sorted(p.name for p in Path.cwd().iterdir()) == [
         "ctx.toml",

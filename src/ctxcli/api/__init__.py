@@ -14,17 +14,16 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ctxcli.api.commit import in_place_root, reduce_local
 from ctxcli.api.commit import reduce_in_place as _in_place
+from ctxcli.api.commit import reduce_local
 from ctxcli.api.local import (
     STDIO,
     changed_since,
     check_output,
-    cited_root,
-    default_offload_dir,
     open_input,
     read_input,
 )
+from ctxcli.api.location import locate
 from ctxcli.api.options import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
 from ctxcli.core.errors import CtxError, OffloadError, OnInvalid
@@ -128,20 +127,8 @@ def offload_root(
     Hints cite it, so a preview (:func:`stats`, ``ctx report``) must name the same one.
     """
     name = _name(source)
-    if destination.cite_as is not None:
-        return destination.cite_as
-    if destination.in_place:
-        check_output(name, destination.output, in_place=True)
-        where = in_place_root(Path(name), destination, bytes(data), allocate=False)
-        return cited_root(where.fresh(destination))
-    out = check_output(name, destination.output, in_place=False)
-    if destination.offload_dir is not None:
-        return (
-            destination.offload_dir
-            if is_url(destination.offload_dir)
-            else cited_root(destination.offload_dir)
-        )
-    return cited_root(default_offload_dir(out, config, data))
+    check_output(name, destination.output, in_place=destination.in_place)
+    return locate(name, destination, config, data).cited
 
 
 def stats(

@@ -1,16 +1,15 @@
-"""Reduce into a staged offload directory and commit the pair; the in-place route.
+"""The reduce routes on this machine: a file or stdin into a file, stdout, or in place.
 
-The output is staged first, then the offload directory is renamed into place, then the
-output, under a lock on both directories: an output never exists without what it needs
-to be restored, and racing runs never cross their pairs. In place, the same commit runs
-inside one :class:`~ctxcli.store.inplace.InPlace` transaction.
+Each route chooses its record's directory (:func:`~ctxcli.api.location.locate`), runs
+the chain into a :class:`~ctxcli.store.change.Transaction` and commits it: the store owns
+staging, locking, comparing, renaming, the manifest and the index.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +17,11 @@ from ctxcli.api.local import (
     STDIO,
     changed_since,
     check_output,
-    cited_root,
-    default_offload_dir,
     digest,
-    free_sibling,
     offload_path,
     open_input,
 )
+from ctxcli.api.location import Location, locate
 from ctxcli.api.options import Destination, Reduction, RunOptions
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
@@ -37,33 +34,31 @@ from ctxcli.pipeline.results import Reduced, Report
 from ctxcli.services.session_files import is_session_path
 from ctxcli.services.tokens import CountOptions
 from ctxcli.store import history
-from ctxcli.store.disk import OffloadStore, check_offload_location
-from ctxcli.store.index import remember
-from ctxcli.store.inplace import Change, InPlace, Staged
-from ctxcli.store.lock import commit_lock
+from ctxcli.store.change import Record, Transaction, free_sibling
+from ctxcli.store.disk import RecordTaken, check_offload_location
+from ctxcli.store.inplace import Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side, manifest_for_rerun
 from ctxcli.store.naming import Preview
 
 __all__ = [
-    "InPlaceRoot",
+    "Gain",
     "Job",
-    "in_place_root",
+    "Outcome",
+    "gain",
     "reduce_and_commit",
     "reduce_in_place",
     "reduce_local",
 ]
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
-    """One reduction to commit: its input, where its output and offload go, how.
+    """One reduction to commit: its input, where its output and record go, how.
 
     ``change``: the in-place transaction the output replaces its input under;
     ``skip_unchanged``: an in-place change that changes nothing records nothing;
-    ``skip_no_gain``: nor does one that would make the transcript bigger (``no_gain``).
-    ``mapped`` is the input file's status when ``data`` is a map of it. Filled by the
-    commit: ``written`` (the output's size), ``carried`` (bytes carried over after
-    it), ``unchanged``.
+    ``skip_no_gain``: nor does one with nothing to gain (:func:`gain`). ``mapped`` is the
+    input file's status when ``data`` is a map of it.
     """
 
     data: Input
@@ -77,19 +72,71 @@ class Job:
     change: InPlace | None = None
     skip_unchanged: bool = False
     skip_no_gain: bool = False
-    no_gain: bool = False
     mapped: os.stat_result | None = None
+    grown_from: str | None = None
+
+
+@dataclass(frozen=True)
+class Gain:
+    """What an in-place change gains: worth writing when either holds.
+
+    Attributes:
+        tokens: a resume sends no more tokens than before (hints citing their files can
+            outweigh short texts they replace: then it sends more).
+        size: the file shrinks to half its size or less, which is what makes a client
+            slow to load it even when a resume sends little (a compacted session).
+    """
+
+    tokens: bool
+    size: bool
+
+    @property
+    def worth(self) -> bool:
+        """True if the change is worth writing."""
+        return self.tokens or self.size
+
+
+class _Document(Exception):
+    """The file changed in place is one document: it is changed whole."""
+
+
+SIZE_GAIN = 0.5
+"""A file this fraction of its size or smaller after a reduction loads faster: a gain."""
+
+
+def gain(report: Report) -> Gain:
+    """What reducing a transcript in place gains (see :class:`Gain`)."""
+    before, after = report.resume_tokens_before, report.resume_tokens_after
+    if before is None or after is None:
+        before, after = report.tokens_before, report.tokens_after
+    size = report.bytes_before > 0 and report.bytes_after <= report.bytes_before * SIZE_GAIN
+    return Gain(tokens=after <= before, size=size)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the commit of a :class:`Job` did.
+
+    Attributes:
+        written: the output's size (without the bytes carried over).
+        carried: bytes carried over after it (in place: appended during the run).
+        unchanged: nothing was written (the change changed nothing, or had no gain).
+        no_gain: in place, the reduction gained nothing worth writing.
+    """
+
     written: int = 0
     carried: int = 0
     unchanged: bool = False
+    no_gain: bool = False
+    gain: Gain | None = None
 
 
-def reduce_and_commit(job: Job) -> Reduced:
-    """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`).
+def reduce_and_commit(job: Job) -> tuple[Reduced, Outcome]:
+    """Reduce into a staged record, then commit the pair in one transaction.
 
     A file changed during the run is refused unless its mapped bytes are still those
     hashed first (lines appended to a session are not part of this run, as with a read).
-    With ``opts.stream`` the output is written to its staged file as it is made
+    With ``dest.stream`` the output is written to its staged file as it is made
     (``Reduced.output`` is empty).
     """
     off_path, display = offload_path(job.root)
@@ -104,18 +151,25 @@ def reduce_and_commit(job: Job) -> Reduced:
     # First, before reading for the run: the check below compares the map with it. A
     # re-run's check hashed the previous input's bytes already.
     input_sha = hash_input(input_hash, job.data, hashed, len(job.data)).hexdigest()
-    store: OffloadStore | None = None
-    staged = None
-    if job.dest.stream and job.out_path is not None:
-        staged = job.change.stage() if job.change is not None else Staged(job.out_path)
-    try:
-        # Both made inside: an interrupt at any moment leaves neither behind.
-        store = OffloadStore(off_path, root_cited, force=job.run.force)
-        store.grown_from = grown_from
-        if staged is not None:
-            staged.open()
-        store, reduced = _run(job, store, staged, resume)
-        job.no_gain = job.skip_no_gain and grows(reduced.report)
+    stdout = job.out_path is None and job.change is None
+    grown_from = grown_from or job.grown_from
+    record = Record(off_path, root_cited, grown_from=grown_from, same_output=stdout)
+    tx = Transaction(
+        record,
+        file=job.out_path if job.change is None else None,
+        change=job.change,
+        write=job.dest.write,
+        stream=job.dest.stream,
+        log=job.run.log,
+    )
+    with tx:
+        reduced = _run(job, tx, resume)
+        if job.change is not None and reduced.units != "lines":
+            if job.change.tail:
+                raise _Document()
+            job.change.whole()
+        gained = gain(reduced.report) if job.skip_no_gain else None
+        no_gain = gained is not None and not gained.worth
         if changed_since(job.input_name, job.mapped) and digest(job.data) != input_sha:
             raise TranscriptError(
                 job.input_name,
@@ -124,86 +178,56 @@ def reduce_and_commit(job: Job) -> Reduced:
                 "being rewritten, or reduce a copy",
             )
         header = _header(job, reduced, input_sha)
-        _commit(job, store, (header, reduced.script, reduced.rerun), reduced.output, staged)
-    except BaseException as exc:
-        if store is not None:
-            store.abort()
-        if staged is not None:
-            staged.discard()
-        if isinstance(exc, OSError) and exc.filename is None:
-            exc.filename = str(job.out_path or job.root)
-        raise
-    if not job.unchanged:
-        written = str(job.out_path.resolve()) if job.out_path is not None else ""
-        remember(header, off_path, written, job.run.log)
-    return reduced
+        same = header.output.sha256 == header.input.sha256
+        if no_gain or (job.skip_unchanged and same):
+            tx.cancel()
+            return reduced, Outcome(header.output.bytes, unchanged=True, no_gain=no_gain)
+        done = tx.commit(header, reduced.script, reduced.rerun, output=reduced.output)
+    return reduced, Outcome(done.written, done.carried, gain=gained)
 
 
-def grows(report: Report) -> bool:
-    """True if the reduction makes what a resume sends bigger (a negative saving).
-
-    Hints citing their files can outweigh short texts they replace: such a run has
-    nothing to gain, and an in-place one leaves the file as it is.
-    """
-    before, after = report.resume_tokens_before, report.resume_tokens_after
-    if before is None or after is None:
-        before, after = report.tokens_before, report.tokens_after
-    return after > before
-
-
-def _run(
-    job: Job,
-    store: OffloadStore,
-    staged: Staged | None,
-    resume: tuple[Resume, dict[str, Any]] | None,
-) -> tuple[OffloadStore, Reduced]:
+def _run(job: Job, tx: Transaction, resume: tuple[Resume, dict[str, Any]] | None) -> Reduced:
     """The reduction itself: keeping a previous run's prefix if it can, else in full."""
     opts = job.run
     incremental = opts.incremental and job.config.settings.incremental
 
     def run(kept: Resume | None) -> Reduced:
-        if staged is not None and staged.fh is not None:
-            # A run in full after a re-run gave up starts anew.
-            staged.fh.seek(0)
-            staged.fh.truncate()
         options = ReduceOptions(
             on_invalid=opts.on_invalid,
             log=opts.log,
             counting=opts.counting or CountOptions(),
             monitors=False,
         )
-        into = staged.fh if staged is not None else None
+        assert tx.store is not None
         if incremental and job.out_path is not None and job.change is None:
             # A file that may grow: keep what a later run over it can build on.
             return rerun_bytes(
                 job.data,
                 kept,
                 config=job.config,
-                offload=store,
+                offload=tx.store,
                 path=job.input_name,
-                into=into,
+                into=tx.out,
                 options=options,
             )
         return reduce_bytes(
             job.data,
             config=job.config,
-            offload=store,
+            offload=tx.store,
             path=job.input_name,
-            into=into,
+            into=tx.out,
             options=options,
         )
 
     if resume is not None and incremental:
         try:
-            store.adopt(resume[1], pack_end(resume[0].script))
-            return store, run(resume[0])
+            tx.adopt(resume[1], pack_end(resume[0].script))
+            return run(resume[0])
         except (OSError, OffloadError, PrefixChanged):
             # The previous directory changed under us, or a stage or the format
             # reached into the kept prefix: run in full.
-            store.abort()
-            fresh = OffloadStore(store.path, store.root, force=store.force)
-            fresh.grown_from, store = store.grown_from, fresh
-    return store, run(None)
+            tx.restart()
+    return run(None)
 
 
 def _header(job: Job, reduced: Reduced, input_sha: str) -> Header:
@@ -258,95 +282,6 @@ def _resume(
     return ((resume, manifest) if resume is not None else None), old, grown
 
 
-def _commit(
-    job: Job,
-    store: OffloadStore,
-    manifest: tuple[Header, list[Any], dict[str, Any] | None],
-    output: bytes,
-    staged: Staged | None,
-) -> None:
-    """Stage the output, rename the offload directory, then the output, under a lock.
-
-    ``staged``: the output was written to this temporary file already. In place, the
-    transaction settles right before the output replaces the input: what was appended
-    meanwhile is carried over, and any other change undoes the commit (the file is
-    left as it was). An in-place change that changes nothing with ``skip_unchanged``
-    commits nothing at all.
-    """
-    header = manifest[0]
-    job.written = header.output.bytes
-    if job.no_gain or (job.skip_unchanged and header.output.sha256 == header.input.sha256):
-        job.unchanged = True
-        store.abort()
-        if staged is not None:
-            staged.discard()
-        return
-    out_path, change = job.out_path, job.change
-    held = staged is None and out_path is not None
-    if staged is None and out_path is not None:
-        staged = change.stage() if change is not None else Staged(out_path)
-    try:
-        with commit_lock(store.path, *([out_path] if out_path is not None else [])):
-            if staged is not None and held:
-                staged.open().write(output)
-            elif staged is None and job.dest.write is not None:
-                job.dest.write(output)
-            if change is not None and staged is not None:
-                job.carried = change.commit(store, manifest, staged)
-                return
-            if staged is not None:
-                staged.close()
-            store.commit(*manifest)
-            if staged is not None:
-                staged.replace()
-            store.finish()
-    except BaseException:
-        if staged is not None:
-            staged.discard()
-        raise
-
-
-@dataclass(frozen=True)
-class InPlaceRoot:
-    """Where an in-place run of a file records its change, and what it builds on.
-
-    Attributes:
-        root: the offload directory (a change directory of a session, else beside it).
-        previous: the recorded reductions whose output the file is (it is a ctx output).
-        session: the file is a client's session (recorded in ctx's data directory).
-    """
-
-    root: str
-    previous: list[str]
-    session: bool
-
-    def fresh(self, dest: Destination) -> str:
-        """The root a run that changes the file again writes to: a new sibling if needed."""
-        if self.previous and not self.session and dest.offload_dir is None:
-            if Path(self.root).exists():
-                return free_sibling(self.root)
-        return self.root
-
-
-def in_place_root(path: Path, dest: Destination, data: bytes, *, allocate: bool) -> InPlaceRoot:
-    """Where an in-place run of ``path`` (holding ``data``) records its change.
-
-    ``allocate`` takes the next change directory of a session (under the file's lock);
-    without it the name is only predicted (what ``ctx stats --in-place`` cites).
-    """
-    session = dest.offload_dir is None and is_session_path(path)
-    if session:
-        change = history.new_change if allocate else history.next_change
-        root = str(change(path, "reduce"))
-        known = history.changes(path)[::-1]
-    else:
-        root = dest.offload_dir or f"{path}.offload"
-        known = history.siblings(root)
-    known += history.index_dirs(data, os.path.realpath(path))
-    previous = [str(p.resolve()) for p in known if history.match_reduction(data, p)]
-    return InPlaceRoot(root, previous, session)
-
-
 def reduce_in_place(
     path: Path, config: Config, run: RunOptions, dest: Destination, raw: bytes | None = None
 ) -> Reduction:
@@ -354,18 +289,20 @@ def reduce_in_place(
 
     A file that is already what this chain makes is left as it is (``change.record`` is
     None); one that would change again gets a record of its own, so every original is kept.
+    A file under a client's session directory is left alone while it looks in use,
+    wherever its record goes, unless forced.
     """
-    session = dest.offload_dir is None and is_session_path(path)
-    live = None if run.force or not session else run.live_seconds
+    session_file = is_session_path(path)
+    live = None if run.force or not session_file else run.live_seconds
     with InPlace(path, live_seconds=live, raw=raw) as change:
+        where = locate(str(path), dest, config, change.body, allocate=True, force=run.force)
         data = change.body
-        name = str(change.path) if session else str(path)
-        where = in_place_root(path, dest, data, allocate=True)
+        name = str(change.path) if where.session else str(path)
         if where.previous:
             again = reduce_bytes(
                 data,
                 config=config,
-                offload=Preview(cited_root(where.root)),
+                offload=Preview(where.cited),
                 path=name,
                 options=ReduceOptions(on_invalid=run.on_invalid, log=run.log),
             )
@@ -373,18 +310,42 @@ def reduce_in_place(
                 again.report.output = name
                 history.prune(path)
                 size = len(change.raw)
-                return Reduction(again.report, data, Change(change.path, None, size, size), session)
-        root = where.fresh(dest)
-        job = Job(data, name, change.target, root, config, run, dest, where.previous, change)
-        job.skip_unchanged = session  # a session's change that changes nothing is not kept
-        job.skip_no_gain = True
-        reduced = reduce_and_commit(job)
+                done = Change(change.path, None, size, size)
+                return Reduction(again.report, data, done, where.session)
+        job = Job(
+            data,
+            name,
+            change.target,
+            where.root,
+            config,
+            run,
+            dest,
+            where.previous,
+            change,
+            skip_unchanged=where.session,  # a session's change that changes nothing is not kept
+            skip_no_gain=True,
+        )
+        try:
+            reduced, outcome = reduce_and_commit(job)
+        except _Document:
+            # A document has no line a client appends: what follows its first line is
+            # part of it (and the run fails on it as a run into a file would).
+            change.whole()
+            reduced, outcome = reduce_and_commit(replace(job, data=change.body))
     reduced.report.output = name
-    record = None if job.unchanged else Path(root)
+    record = None if outcome.unchanged else Path(where.root)
     if record is None:
         history.prune(path)
-    done = Change(change.path, record, len(change.raw), job.written + job.carried, job.carried)
-    return Reduction(reduced.report, reduced.output, done, session, no_gain=job.no_gain)
+    after = outcome.written + outcome.carried
+    done = Change(change.path, record, len(change.raw), after, outcome.carried)
+    return Reduction(
+        reduced.report,
+        reduced.output,
+        done,
+        where.session,
+        no_gain=outcome.no_gain,
+        moved=where.moved if record is not None else None,
+    )
 
 
 def reduce_local(
@@ -393,10 +354,20 @@ def reduce_local(
     """A file (or stdin) into a file or stdout, never in place (that is :func:`reduce_in_place`)."""
     out_name = check_output(name, dest.output, in_place=False)
     data, st = (raw, None) if raw is not None else open_input(name)
-    root = dest.offload_dir
-    if root is None:
-        root = default_offload_dir(out_name, config, data)
+    where = locate(name, dest, config, data, allocate=True, force=run.force)
     out_path = None if out_name is None else Path(out_name)
-    reduced = reduce_and_commit(Job(data, name, out_path, root, config, run, dest, mapped=st))
+    job = Job(
+        data, name, out_path, where.root, config, run, dest, mapped=st, grown_from=where.grown_from
+    )
+    try:
+        reduced, _ = reduce_and_commit(job)
+    except RecordTaken:
+        if out_path is not None or dest.offload_dir is not None:
+            raise
+        # Output to stdout whose record directory holds another output of this input (a
+        # chain that does not give the same output twice): the record goes beside it.
+        root = str(free_sibling(Path(where.root)))
+        where = Location(root, moved=f"{where.root} holds the record of another reduction")
+        reduced, _ = reduce_and_commit(replace(job, root=root))
     reduced.report.output = out_name or STDIO
-    return Reduction(reduced.report, reduced.output)
+    return Reduction(reduced.report, reduced.output, moved=where.moved)

@@ -12,7 +12,6 @@ from pathlib import Path
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256
-from ctxcli.pipeline.config import Config
 from ctxcli.store.inplace import unreadable
 
 __all__ = [
@@ -21,9 +20,7 @@ __all__ = [
     "changed_since",
     "check_output",
     "cited_root",
-    "default_offload_dir",
     "digest",
-    "free_sibling",
     "offload_path",
     "open_input",
     "per_input_dirs",
@@ -33,36 +30,12 @@ __all__ = [
 STDIO = "-"
 
 
-def default_offload_dir(output: str | None, config: Config, data: Input | None = None) -> str:
-    """Where removed text goes when no offload directory is given.
-
-    One rule: beside a file output (``OUT.offload``); for output to stdout, a directory
-    per input under ``./ctx-offload`` (named by the input's hash), so two pipes never
-    share one. A ``offload_dir`` setting in the config wins.
-    """
-    if config.settings.offload_dir:
-        return config.settings.offload_dir
-    if output and output != STDIO:
-        return f"{output}.offload"
-    if data is None:
-        return "ctx-offload"
-    return f"ctx-offload/{digest(data)[:12]}"
-
-
 def per_input_dirs(root: Path) -> list[Path]:
     """The per-input offload directories under a root (what output to stdout writes)."""
     try:
         return sorted(p.parent for p in root.glob("*/manifest.json"))
     except OSError:
         return []
-
-
-def free_sibling(root: str) -> str:
-    """The first ``root.N`` (N >= 2) that does not exist."""
-    n = 2
-    while Path(f"{root}.{n}").exists():
-        n += 1
-    return f"{root}.{n}"
 
 
 def read_input(path: str) -> bytes:
@@ -147,6 +120,8 @@ def check_output(input_name: str, out_name: str | None, in_place: bool) -> str |
                 "an in-place reduction writes to its input; do not give an output path too."
             )
         return input_name
+    if out_name not in (None, STDIO) and Path(str(out_name)).is_dir():
+        raise OffloadError(f"{out_name} is a directory: name a file to write the output to.")
     if out_name not in (None, STDIO) and input_name != STDIO:
         if Path(str(out_name)).resolve() == Path(input_name).resolve():
             raise OffloadError(

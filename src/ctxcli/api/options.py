@@ -109,8 +109,12 @@ class Reduction:
         change: for an in-place run, the change made (``change.record`` is None when the
             file was already what the chain makes).
         session: the file was a client's session (its record is in ctx's data directory).
-        no_gain: in place, the reduction would have made the transcript bigger, so the
-            file was left as it is (``change.record`` is None).
+        no_gain: in place, the reduction gained nothing worth writing (a resume would
+            send more tokens, and the file would not shrink by half), so the file was
+            left as it is (``change.record`` is None).
+        moved: why the record is not in the directory asked for (it is beside it).
+        size_only: in place, written for the file's size alone: it shrank to half or
+            less (a client loads it faster) while a resume sends no fewer tokens.
     """
 
     report: Report
@@ -118,3 +122,5 @@ class Reduction:
     change: Change | None = None
     session: bool = False
     no_gain: bool = False
+    moved: str | None = None
+    size_only: bool = False

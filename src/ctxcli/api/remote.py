@@ -27,7 +27,8 @@ from typing import Any, overload
 import orjson
 
 from ctxcli.api.commit import reduce_local
-from ctxcli.api.local import STDIO, default_offload_dir, read_input
+from ctxcli.api.local import STDIO, read_input
+from ctxcli.api.location import locate
 from ctxcli.api.options import Destination, RunOptions
 from ctxcli.api.undo import original_of
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
@@ -271,9 +272,10 @@ def reduce_url(
     """
     input, out_name = _local(input), _local(dest.output)
     data = read_url(input, storage_options) if is_url(input) else read_input(input)
-    root = _local(dest.offload_dir) or default_offload_dir(out_name, config)
+    asked = replace(dest, output=out_name, offload_dir=_local(dest.offload_dir))
+    root = asked.offload_dir or locate(input, asked, config, data).root
     if not is_url(root) and not (out_name and is_url(out_name)):
-        done = reduce_local(input, config, run, replace(dest, offload_dir=root), data)
+        done = reduce_local(input, config, run, asked, data)
         return done.report, done.output
     if out_name == input:
         raise OffloadError(f"{out_name}: output would overwrite the input; choose another output.")

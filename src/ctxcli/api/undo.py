@@ -10,13 +10,14 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ctxcli.api.local import STDIO, default_offload_dir, per_input_dirs
+from ctxcli.api.local import STDIO, per_input_dirs
+from ctxcli.api.location import stdout_root
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import load_config
 from ctxcli.services.session_files import is_session_path
 from ctxcli.store import history
+from ctxcli.store.change import Transaction
 from ctxcli.store.history import Restored
-from ctxcli.store.index import ReductionIndex
 from ctxcli.store.inplace import InPlace
 
 __all__ = ["original_of", "restore_in_place"]
@@ -25,13 +26,17 @@ __all__ = ["original_of", "restore_in_place"]
 def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Restored:
     """Undo every reduction of ``data`` (the bytes of ``name``) that a record explains."""
     if offload_dir is not None:
-        first = [Path(offload_dir), *per_input_dirs(Path(offload_dir))]
+        first = [*history.siblings(str(offload_dir)), *per_input_dirs(Path(offload_dir))]
         return history.restore_chain(
             data, first, lambda content: history.index_dirs(content, None), name=name
         )
     if name == STDIO:
-        root = Path(default_offload_dir(None, load_config()))
-        first = [*per_input_dirs(root), *history.index_dirs(data, None)]
+        root = Path(stdout_root(load_config()))
+        first = [
+            *per_input_dirs(root),
+            *history.siblings(str(root)),
+            *history.index_dirs(data, None),
+        ]
         if not first:
             raise CtxError("restoring from stdin needs the offload directory to be named.")
         return history.restore_chain(
@@ -53,25 +58,15 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
 
 
 def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | None) -> Restored:
-    """Replace ``path`` by its original; discard the change directories of it that were used."""
+    """Replace ``path`` by its original; discard the records of it that were used up."""
     if not (is_session_path(path) or history.changes(path)):
         live = None  # a plain file is not a client's: nothing to be in use by
     with InPlace(path, live_seconds=live, lines=False) as change:
         restored = original_of(change.raw, str(path), offload_dir)
         if not restored.steps:
             return restored  # nothing to undo: the file is left as it is
-        staged = change.stage()
-        try:
-            staged.open().write(restored.data)
-            staged.close()
-            change.settle(staged)
-            change.replace(staged)
-        except BaseException:
-            staged.discard()
-            raise
         spent = [p for p in (Path(s.offload_dir) for s in restored.steps) if history.owns(path, p)]
-        ReductionIndex().forget([str(p.resolve()) for p in spent])
-        for used in spent:
-            history.discard(used)
+        with Transaction(None, change=change) as tx:
+            tx.commit(output=restored.data, used=spent)
         history.prune(path)
     return restored

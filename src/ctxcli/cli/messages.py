@@ -49,9 +49,18 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
         return
     if done.no_gain and done.change is not None:
         sys.stderr.write(
-            f"ctx: {done.change.path}: nothing to gain ({_sends(report)}); the file is unchanged\n"
+            f"ctx: {done.change.path}: nothing to gain ({_sends(report)}, and the file "
+            "would not shrink to half its size); the file is unchanged\n"
         )
         return
+    if done.moved is not None:
+        sys.stderr.write(f"ctx: {done.moved}: this run's record goes beside it\n")
+    if done.size_only and done.change is not None:
+        sys.stderr.write(
+            f"ctx: {done.change.path}: written for its size ({report.bytes_before:,} → "
+            f"{report.bytes_after:,} bytes: its client loads it faster), though "
+            f"{_sends(report)}\n"
+        )
     if done.session:
         _print_session_change(done)
         return

@@ -32,9 +32,8 @@ from ctxcli.formats.claude_code import (
     resume_chain,
 )
 from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
-from ctxcli.store.disk import OffloadStore
+from ctxcli.store.change import Record, Transaction
 from ctxcli.store.history import new_change, prune
-from ctxcli.store.index import remember
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side
 
@@ -508,12 +507,11 @@ def fix_in_place(
         agent, _sid = identify(change.path, raw)
         change.check_live(None if force else live_seconds)
         record = new_change(change.path, "doctor")
-        store = OffloadStore(record, str(record))
-        staged = change.stage()
-        try:
-            repair = plan_fixes(raw, store, max_line_bytes=max_line_bytes)
+        with Transaction(Record(record, str(record)), change=change) as tx:
+            assert tx.store is not None
+            repair = plan_fixes(raw, tx.store, max_line_bytes=max_line_bytes)
             if repair.changed_lines == 0:
-                store.abort()
+                tx.cancel()
                 prune(change.path)
                 return repair, Change(change.path, None, len(raw), len(raw))
             header = Header.new(
@@ -523,15 +521,9 @@ def fix_in_place(
                 input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
                 output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
             )
-            staged.open().write(repair.output)
-            carried = change.commit(store, (header, repair.script, None), staged)
-        except BaseException:
-            store.abort()
-            staged.discard()
-            raise
-        remember(header, record, str(change.target))
-    done = Change(change.path, record, len(raw), len(repair.output) + carried, carried)
-    return repair, done
+            done = tx.commit(header, repair.script, output=repair.output)
+    after = done.written + done.carried
+    return repair, Change(change.path, record, len(raw), after, done.carried)
 
 
 def _fix_lines(recs: list[_Rec], agent: str | None) -> None:

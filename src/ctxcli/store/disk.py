@@ -54,6 +54,7 @@ from ctxcli.store.restore import ASCII, NESTED, escape_text
 
 __all__ = [
     "OffloadStore",
+    "RecordTaken",
     "check_offload_location",
     "check_offload_target",
     "discard",
@@ -71,14 +72,15 @@ class OffloadStore(Preview):
     Args:
         path: the final offload directory.
         root: how hints cite the directory (usually ``path`` as the user gave it).
-        force: replace a directory that holds something else.
+        same_output: a record already at ``path`` may be replaced only by one with the
+            same output (output to stdout: the output it restores is not ours to replace).
     """
 
-    def __init__(self, path: Path, root: str, *, force: bool = False) -> None:
+    def __init__(self, path: Path, root: str, *, same_output: bool = False) -> None:
         super().__init__(root)
         self.path = path
-        self.force = force
-        check_offload_target(path, force=force)
+        self.same_output = same_output
+        check_offload_target(path)
         parent = path.parent
         # Directories made here are removed again by abort() if they stay empty.
         self._made = [p for p in (parent, *parent.parents) if not p.exists()]
@@ -311,9 +313,9 @@ class OffloadStore(Preview):
         if self.path.exists() or self.path.is_symlink():
             check_offload_target(
                 self.path,
-                force=self.force,
                 input_sha=header.input.sha256,
                 grown_from=self.grown_from,
+                output_sha=header.output.sha256 if self.same_output else None,
             )
             old = (
                 self.path.parent / f".{self.path.name}.ctx-old-{os.getpid()}-{secrets.token_hex(4)}"
@@ -506,15 +508,30 @@ def _occurrences(body: bytes, literal: bytes, ref: list[Any]) -> list[tuple[int,
     return hits
 
 
-def check_offload_target(
-    path: Path, *, force: bool, input_sha: str | None = None, grown_from: str | None = None
-) -> None:
-    """Refuse to replace anything but an empty directory or a ctx offload directory.
+class RecordTaken(OffloadError):
+    """The directory holds a record this run may not replace (another run's, or another
+    output's); the run's own record must go elsewhere."""
 
-    ``force`` allows replacing the offload directory of another transcript; nothing
-    allows replacing a file or a directory ctx did not write. ``grown_from`` is the
-    sha256 of a start of the input (checked by the caller): the offload of that
-    transcript is this one's before it grew, and may be replaced.
+
+def check_offload_target(
+    path: Path,
+    *,
+    input_sha: str | None = None,
+    grown_from: str | None = None,
+    output_sha: str | None = None,
+) -> None:
+    """Refuse to replace anything but an empty directory or a record this run may replace.
+
+    Nothing replaces a file or a directory ctx did not write. With ``input_sha`` (at
+    commit), a record is replaced only by a run of the same transcript: ``input_sha``, or
+    ``grown_from``, the sha256 of a start of the input (the transcript before it grew);
+    with ``output_sha`` too, only by a run with the same output. Which records a run may
+    take at all is chosen before it runs (:mod:`ctxcli.store.change`); a refusal here
+    means another run took the directory meanwhile.
+
+    Raises:
+        OffloadError: the directory is a file, a link, or not ctx's;
+            :class:`RecordTaken`: it holds a record this run may not replace.
     """
     if not (path.exists() or path.is_symlink()):
         return
@@ -527,15 +544,20 @@ def check_offload_target(
         raise OffloadError(
             f"{path} exists and is not a ctx offload directory", remedy=Remedy.OTHER_OFFLOAD_DIR
         )
-    if force or input_sha is None:
+    if input_sha is None:
         return
     recorded = manifest.get("input")
     recorded = recorded if isinstance(recorded, dict) else {}
     if recorded.get("sha256") not in (input_sha, grown_from):
-        raise OffloadError(
-            f"{path} holds the offload of another transcript ({recorded.get('name', '?')})",
+        raise RecordTaken(
+            f"{path} holds the record of another transcript ({recorded.get('name', '?')})",
             remedy=Remedy.OTHER_OFFLOAD_DIR,
         )
+    output = manifest.get("output")
+    if output_sha is not None and (
+        not isinstance(output, dict) or output.get("sha256") != output_sha
+    ):
+        raise RecordTaken(f"{path} holds the record of another reduction of this transcript")
 
 
 def check_offload_location(path: Path, *, keep: list[Path]) -> None:

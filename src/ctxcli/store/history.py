@@ -21,6 +21,7 @@ part is refused.
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,7 @@ __all__ = [
     "index_dirs",
     "legacy_changes",
     "match_reduction",
+    "match_reduction_at",
     "new_change",
     "owns",
     "prune",
@@ -210,6 +212,29 @@ def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int
     ):
         return manifest, len(data) - size
     return None
+
+
+def match_reduction_at(path: Path, offload_dir: Path) -> bool:
+    """True if the file at ``path`` is exactly the output recorded in ``offload_dir``.
+
+    Sizes are compared first; the file is hashed only when they agree.
+    """
+    manifest = read_manifest(offload_dir)
+    try:
+        size = int(manifest["output"]["bytes"]) if manifest else -1
+        digest = manifest["output"]["sha256"] if manifest else None
+    except (KeyError, TypeError, ValueError):
+        return False
+    try:
+        if os.path.getsize(path) != size:
+            return False
+        hashed = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(1 << 20):
+                hashed.update(chunk)
+    except OSError:
+        return False
+    return hashed.hexdigest() == digest
 
 
 def restore_chain(

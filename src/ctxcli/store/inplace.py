@@ -33,15 +33,14 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 import orjson
 
 from ctxcli.core.errors import CtxError, Remedy, TranscriptError
 from ctxcli.services.session_files import update_index
-from ctxcli.store.disk import OffloadStore, fsync_dir, remove_stale
+from ctxcli.store.disk import fsync_dir, remove_stale
 from ctxcli.store.lock import Held, note_of, path_lock
-from ctxcli.store.manifest import Header
 
 __all__ = [
     "DEFAULT_LIVE_SECONDS",
@@ -179,6 +178,7 @@ class InPlace:
         """The file written: a link is written through, to the file it names."""
         self.live_seconds = live_seconds
         self.lines = lines
+        self.document = False
         self.raw = raw if raw is not None else b""
         self._given = raw is not None
         self.end = 0
@@ -223,6 +223,20 @@ class InPlace:
         self.end = complete_lines(self.raw) if self.lines else len(self.raw)
 
     @property
+    def tail(self) -> bytes:
+        """What was read after :attr:`body`: the start of a line being written."""
+        return self.raw[self.end :]
+
+    def whole(self) -> None:
+        """Change the file as one document: nothing after it is carried over.
+
+        A document (one JSON value) has no lines a client appends: bytes after it are
+        part of it, and a file that grows during the run is changed, not appended to.
+        """
+        self.document = True
+        self.end = len(self.raw)
+
+    @property
     def body(self) -> bytes:
         """What the change is made to: the bytes read, up to the last complete line."""
         return self.raw if self.end == len(self.raw) else self.raw[: self.end]
@@ -246,6 +260,8 @@ class InPlace:
         tail = self.raw[self.end :] + extra
         if not tail:
             return 0
+        if self.document:
+            raise self._changed("a document takes no lines appended")
         output_ends_line = _last_byte(staged.tmp) in (b"", b"\n")
         read_ends_line = self.end == 0 or self.raw[self.end - 1 : self.end] == b"\n"
         if not (output_ends_line and read_ends_line):
@@ -275,36 +291,23 @@ class InPlace:
             "it was left as it was: run again once its client is done with it"
         )
 
-    def commit(
-        self,
-        store: OffloadStore,
-        manifest: tuple[Header, list[Any], dict[str, Any] | None],
-        staged: Staged,
-    ) -> int:
-        """Record the change, settle, then replace the file; the bytes carried over.
-
-        The record (``store``'s directory, with ``manifest``) is committed first: a kill
-        at any moment leaves the old file, or the new one with its record. If the file
-        changed meanwhile other than by appending, the record is undone too.
-        """
-        staged.close()
-        store.commit(*manifest)
-        try:
-            carried = self.settle(staged)
-        except BaseException:
-            store.revert()
-            raise
-        self.replace(staged)
-        store.finish()
-        return carried
-
     def replace(self, staged: Staged) -> None:
         """Put ``staged`` in place of the file, durably, and note that ctx wrote it."""
         staged.replace()
         fsync_dir(self.target.parent)
         st = os.stat(self.target)
         self._held.write_note(orjson.dumps([st.st_ino, st.st_size, st.st_mtime_ns]))
-        update_index(self.path, write_atomic)
+        update_index(self.path, _keeping_mode)
+
+
+def _keeping_mode(path: Path, data: bytes) -> None:
+    """Write ``data`` over ``path`` atomically, keeping the file's mode (a client's index
+    is as private as the sessions it lists)."""
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = None
+    write_atomic(path, data, mode=mode)
 
 
 def unreadable(path: str, exc: OSError) -> TranscriptError:
