@@ -38,9 +38,11 @@ def test_reduce_to_stdout_carries_only_jsonl(tmp_path: Path) -> None:
     result = invoke(["reduce", str(src)])
     lines = result.stdout_bytes.splitlines()
     assert lines and all(json.loads(line)["role"] for line in lines)
-    # Output to stdout: one directory per input (by its hash) under ./ctx-offload.
+    # Output to stdout: one directory per input and chain (by their hashes) under ./ctx-offload.
     (manifest,) = Path("ctx-offload").glob("*/manifest.json")
-    assert manifest.parent.name == hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+    input_hash, chain_hash = manifest.parent.name.split("-")
+    assert input_hash == hashlib.sha256(src.read_bytes()).hexdigest()[:12]
+    assert len(chain_hash) == 8
 
 
 def test_reduce_from_stdin_pipe(tmp_path: Path) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 from pathlib import Path
 
@@ -274,3 +275,131 @@ def test_output_that_is_a_directory_is_refused_naming_it(tmp_path: Path) -> None
     assert "ctx-tmp" not in out.stderr
     assert sorted(p.name for p in Path.cwd().iterdir()) == ["f.jsonl", "od"]
     assert list(Path("od").iterdir()) == []
+
+
+# -- 2. batch restore checks its whole plan first -------------------------------------------
+
+
+def test_batch_restore_never_writes_over_a_later_input(tmp_path: Path) -> None:
+    Path("ctx.toml").write_text(CHAIN_A)
+    one, two = _rounds(3, "one"), _rounds(3, "two")
+    Path("s1.jsonl").write_bytes(one)
+    Path("s2.jsonl").write_bytes(two)
+    Path("a").mkdir()
+    Path("out").mkdir()
+    reduce_file("s1.jsonl", "a/r.jsonl")
+    reduce_file("s2.jsonl", "out/r.jsonl")
+    reduced = Path("out/r.jsonl").read_bytes()
+    for name in ("s1.jsonl", "s2.jsonl"):
+        Path(name).unlink()
+    refused = invoke(["restore", "a/r.jsonl", "out/r.jsonl", "-o", "out"], code=2)
+    assert "would overwrite the input out/r.jsonl" in refused.stderr
+    assert Path("out/r.jsonl").read_bytes() == reduced
+    assert restore_file("out/r.jsonl") == two
+    assert restore_file("a/r.jsonl") == one
+
+
+# -- 4. a restore that stops before the original -------------------------------------------
+
+
+def _appended_line(session: Path, n: int) -> bytes:
+    """A line as Claude Code appends it: a user message after the last record."""
+    last = json.loads(session.read_bytes().splitlines()[-1])
+    record = {
+        "parentUuid": last.get("uuid"),
+        "isSidechain": False,
+        "type": "user",
+        "uuid": f"appended-{n}",
+        "sessionId": last.get("sessionId"),
+        "message": {"role": "user", "content": f"one more thing ({n})"},
+    }
+    return json.dumps(record).encode() + b"\n"
+
+
+def _quiet(path: Path) -> None:
+    os.utime(path, (1, 1))  # its client has long left it
+
+
+def test_a_moved_session_grown_and_reduced_again_restores_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _session_home(tmp_path / "home", monkeypatch)
+    Path("ctx.toml").write_text(CHAIN_B)
+    session = project / "5b0e3c6a-8f2d-4c1e-9a7b-3d4f5e6a7b8c.jsonl"
+    original = (SAMPLES / "claude_code_session.jsonl").read_bytes()
+    session.write_bytes(original)
+    _quiet(session)
+    invoke(["reduce", str(session), "--in-place"])
+    moved = project.parent / "-work-renamed" / session.name  # the project was renamed
+    moved.parent.mkdir()
+    session.rename(moved)
+    extra = _appended_line(moved, 1)
+    moved.write_bytes(moved.read_bytes() + extra)
+    _quiet(moved)
+    Path("ctx.toml").write_text(CHAIN_A)
+    invoke(["reduce", str(moved), "--in-place"])
+    invoke(["restore", str(moved), "--in-place"])
+    assert moved.read_bytes() == original + extra
+    # Nothing of the first change is left behind: its path no longer exists.
+    assert not any((tmp_path / "home").rglob("0001-reduce"))
+
+
+def test_a_missing_change_in_the_middle_fails_the_restore(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project = _session_home(tmp_path / "home", monkeypatch)
+    session = project / "5b0e3c6a-8f2d-4c1e-9a7b-3d4f5e6a7b8c.jsonl"
+    session.write_bytes((SAMPLES / "claude_code_session.jsonl").read_bytes())
+    chains = [CHAIN_A.replace("2000", "8000"), CHAIN_A, CHAIN_B]
+    for n, chain in enumerate(chains):
+        Path("ctx.toml").write_text(chain)
+        _quiet(session)
+        invoke(["reduce", str(session), "--in-place"])
+        session.write_bytes(session.read_bytes() + _appended_line(session, n))
+    records = sorted((tmp_path / "home").rglob("000?-reduce"))
+    assert len(records) == 3
+    shutil.rmtree(records[1])
+    before = session.read_bytes()
+    _quiet(session)
+    failed = invoke(["restore", str(session), "--in-place"], code=2)
+    assert "stops before the original" in failed.stderr
+    assert session.read_bytes() == before
+    assert records[0].is_dir() and records[2].is_dir()  # nothing discarded
+
+
+# -- small things ------------------------------------------------------------------------
+
+
+def test_reduce_to_a_terminal_is_refused_before_anything_is_written(tmp_path: Path) -> None:
+    import pty
+    import subprocess
+    import sys
+
+    Path("s.jsonl").write_bytes(_rounds(2))
+    leader, follower = pty.openpty()
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "ctxcli", "reduce", "s.jsonl"],
+            stdout=follower,
+            stderr=subprocess.PIPE,
+            timeout=120,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert proc.returncode == 2
+    assert b"pass -o FILE" in proc.stderr
+    assert not Path("ctx-offload").exists()
+
+
+def test_restore_in_place_of_a_plain_file_leaves_no_record_behind(tmp_path: Path) -> None:
+    original = _rounds(4)
+    Path("f.jsonl").write_bytes(original)
+    Path("ctx.toml").write_text(CHAIN_A)
+    invoke(["reduce", "f.jsonl", "--in-place"])
+    Path("ctx.toml").write_text(CHAIN_B)
+    invoke(["reduce", "f.jsonl", "--in-place"])
+    assert Path("f.jsonl.offload.2").is_dir()
+    invoke(["restore", "f.jsonl", "--in-place"])
+    assert Path("f.jsonl").read_bytes() == original
+    assert sorted(p.name for p in Path.cwd().iterdir()) == ["ctx.toml", "f.jsonl"]

@@ -175,12 +175,12 @@ def _plan(
     return jobs
 
 
-def _refuse_overlaps(jobs: Sequence[_Job]) -> None:
+def _refuse_overlaps(jobs: Sequence[_Job], *, offloads: bool = True) -> None:
     """Refuse the whole batch, before anything is written, if a write would hit an input.
 
-    An output (or offload directory) that is, or holds, another input would replace
-    it before that input is read: its bytes would be gone, never reduced, so no
-    offload directory would hold them.
+    An output (or, with ``offloads``, an offload directory) that is, or holds, an input
+    would replace it before that input is read: its bytes would be gone, never reduced
+    or restored. One rule for reduce and restore: the whole plan is checked first.
 
     Raises:
         CtxError: naming the output and the input it would overwrite.
@@ -197,8 +197,10 @@ def _refuse_overlaps(jobs: Sequence[_Job]) -> None:
     for job in jobs:
         if job.output is None:
             continue
-        offload = job.offload_dir or f"{job.output}.offload"
-        for target, what in ((job.output, "output"), (offload, "offload directory")):
+        targets = [(job.output, "output")]
+        if offloads:
+            targets.append((job.offload_dir or f"{job.output}.offload", "offload directory"))
+        for target, what in targets:
             hit = _input_at(target, inputs, ids)
             if hit is not None:
                 raise CtxError(
@@ -415,6 +417,8 @@ def restore_many(
         raise CtxError("restoring several files needs an output directory, or in place.")
     inputs = expand_inputs(paths, allow_empty=allow_empty)
     plan = _plan(inputs, None if out_dir is None else Path(out_dir), None)
+    if not in_place:
+        _refuse_overlaps(plan, offloads=False)
     results: list[RestoreResult] = []
     for job in plan:
         if job.error is not None:

@@ -65,7 +65,13 @@ def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | Non
         restored = original_of(change.raw, str(path), offload_dir)
         if not restored.steps:
             return restored  # nothing to undo: the file is left as it is
-        spent = [p for p in (Path(s.offload_dir) for s in restored.steps) if history.owns(path, p)]
+        used = [Path(s.offload_dir) for s in restored.steps]
+        beside = {p.resolve() for p in history.siblings(f"{path}.offload")}
+        spent = [
+            p
+            for p in used
+            if history.owns(path, p) or p.resolve() in beside or history.left_behind(p)
+        ]
         with Transaction(None, change=change) as tx:
             tx.commit(output=restored.data, used=spent)
         history.prune(path)

@@ -60,8 +60,9 @@ def reduce(
         bool,
         typer.Option(
             "--force",
-            help="Replace the offload directory of another transcript (never other data); "
-            "change a session even if it looks in use.",
+            help="Where the offload directory holds another transcript's record, write "
+            "beside it (DIR.2) instead of stopping; change a session even if it looks in use. "
+            "No record is ever replaced.",
         ),
     ] = False,
     in_place: Annotated[
@@ -114,9 +115,10 @@ def reduce(
             ray = (offload_dir, column, jobs)
             reduce_ray(inputs, output, cfg, *ray, view=(json, quiet))
             return
-        if (session or last) and not in_place and output == STDIO and sys.stdout.isatty():
+        if not in_place and output == STDIO and not json and sys.stdout.isatty():
             raise CtxError(
-                "a session reduced to stdout would flood the terminal; pass -o FILE or --in-place."
+                "the reduced transcript would flood the terminal (and its offload go to "
+                "./ctx-offload); pass -o FILE, redirect stdout, or --in-place."
             )
         inputs = session_input(inputs, session, last, project)
         counting = CountOptions(cache=not no_cache, workers=jobs)

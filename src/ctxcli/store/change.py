@@ -37,7 +37,7 @@ from ctxcli.core.errors import OffloadError, Remedy
 from ctxcli.core.io import Input, hash_input
 from ctxcli.store import history
 from ctxcli.store.disk import OffloadStore, check_offload_target
-from ctxcli.store.index import ReductionIndex, remember
+from ctxcli.store.index import HEAD_BYTES, ReductionIndex, head_digest, remember
 from ctxcli.store.inplace import InPlace, Staged
 from ctxcli.store.lock import commit_lock
 from ctxcli.store.manifest import Header, manifest_for_rerun
@@ -201,6 +201,7 @@ class Transaction:
             raise ValueError("a header is committed exactly when the change has a record")
         staged = self.staged
         carried = 0
+        head = self._head(output)
         if self.change is not None:
             staged = self._staged_with(output)
             carried = self._commit_in_place(self.change, staged, header, script, rerun)
@@ -226,9 +227,17 @@ class Transaction:
         done = Committed(self._record_path(), written, carried)
         if header is not None and done.record is not None:
             where = str(self.target.resolve()) if self.target is not None else ""
-            remember(header, done.record, where, self.log)
+            remember(header, done.record, where, self.log, head=head)
         _use_up(list(used))
         return done
+
+    def _head(self, output: bytes) -> str:
+        """The index's key for the output's first line (read back when it was streamed)."""
+        if self.staged is not None and self.staged.fh is not None:
+            self.staged.fh.flush()
+            with open(self.staged.tmp, "rb") as fh:
+                return head_digest(fh.read(HEAD_BYTES))
+        return head_digest(output)
 
     def cancel(self) -> None:
         """Change nothing: drop the staged record and output."""

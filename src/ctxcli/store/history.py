@@ -34,7 +34,7 @@ from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.services.dirs import data_dir, private_dir
 from ctxcli.services.session_files import identify
 from ctxcli.store.disk import discard, remove_stale
-from ctxcli.store.index import ReductionIndex
+from ctxcli.store.index import ReductionIndex, head_digest
 from ctxcli.store.manifest import read_manifest
 from ctxcli.store.restore import restore_bytes
 
@@ -45,6 +45,7 @@ __all__ = [
     "changes_dir",
     "discard",
     "index_dirs",
+    "left_behind",
     "legacy_changes",
     "match_reduction",
     "match_reduction_at",
@@ -163,6 +164,30 @@ def owns(path: Path, record: Path) -> bool:
     return isinstance(named, str) and os.path.realpath(named) == os.path.realpath(path)
 
 
+def left_behind(record: Path) -> bool:
+    """True if ``record`` is a change directory whose file no longer needs it.
+
+    A session moved to another project (a renamed folder; Codex archives rollouts)
+    keeps its records under the old path's key: once a restore of the moved file used
+    one up, it is discarded if the old path holds nothing that restores through it.
+    """
+    if record.parent.parent != data_dir() / CHANGES:
+        return False
+    manifest = read_manifest(record) or {}
+    named = (
+        manifest.get("input", {}).get("name") if isinstance(manifest.get("input"), dict) else None
+    )
+    if not isinstance(named, str):
+        return False
+    try:
+        data = Path(named).read_bytes()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return match_reduction(data, record) is None
+
+
 def siblings(root: str) -> list[Path]:
     """``root`` and the ``root.N`` directories later in-place reductions made, newest first."""
     base = Path(root)
@@ -175,9 +200,12 @@ def siblings(root: str) -> list[Path]:
 
 
 def index_dirs(data: bytes, path: str | None, index: ReductionIndex | None = None) -> list[Path]:
-    """Directories the reduction index knows for this content, or that wrote to ``path``."""
-    entries = (index or ReductionIndex()).find(output_sha256=sha256(data), path=path)
-    return [Path(e.offload_dir) for e in entries]
+    """Directories the reduction index knows for this content, or that wrote to ``path``,
+    or whose output is the start of it (lines appended since, the file moved or not)."""
+    entries = (index or ReductionIndex()).find(
+        output_sha256=sha256(data), path=path, output_head=head_digest(data) if data else None
+    )
+    return list(dict.fromkeys(Path(e.offload_dir) for e in entries))
 
 
 def prune(path: Path) -> None:
@@ -256,7 +284,9 @@ def restore_chain(
     candidates = list(dict.fromkeys(Path(p) for p in first))
     steps: list[RestoreStep] = []
     used: set[str] = set()
+    states = {sha256(data)}
     current = data
+    wanted: list[Path] = []  # the records the last one undone says made its input
     while len(steps) < MAX_STEPS:
         found = _first_match(current, candidates, used)
         if found is None:
@@ -268,10 +298,56 @@ def restore_chain(
         size = len(current) - appended
         rebuilt = restore_bytes(current[:size], path, reduced_name=name)
         current = rebuilt + current[size:]
+        states.add(sha256(rebuilt))
         steps.append(RestoreStep(str(path), len(current), sha256(current), appended))
-        previous = [Path(p) for p in manifest.get("previous", []) if isinstance(p, str)]
-        candidates = list(dict.fromkeys([*previous, *(Path(p) for p in more(current))]))
+        wanted = [Path(p) for p in manifest.get("previous") or [] if isinstance(p, str)]
+        candidates = list(dict.fromkeys([*wanted, *(Path(p) for p in more(current))]))
+    _check_complete(name, steps, wanted, own, used, states)
     return Restored(current, tuple(steps))
+
+
+def _check_complete(
+    name: str,
+    steps: list[RestoreStep],
+    wanted: list[Path],
+    own: Sequence[Path],
+    used: set[str],
+    states: set[str],
+) -> None:
+    """Refuse a chain that stops before the original (see :func:`restore_chain`).
+
+    Two gaps are seen: the last record undone names the records that made its input
+    and none of them is there to undo; or a change of the file itself was never
+    reached (a change directory in the middle is missing, or was damaged). A change
+    that started from a state the chain passed through never replaced the file (a run
+    stopped in between): it is no gap.
+
+    Raises:
+        RestoreError: naming the gap; nothing is restored or discarded.
+    """
+    if wanted:
+        missing = ", ".join(str(p) for p in wanted)
+        raise RestoreError(
+            f"{name}: the chain of changes stops before the original: {steps[-1].offload_dir} "
+            f"was made from the output of {missing}, which is missing or no longer matches; "
+            "nothing was restored"
+        )
+    for record in own:
+        if str(record.resolve()) in used:
+            continue
+        manifest = read_manifest(record) or {}
+        started = (
+            manifest.get("input", {}).get("sha256")
+            if isinstance(manifest.get("input"), dict)
+            else None
+        )
+        if started in states:
+            continue  # it never replaced the file: nothing of it to undo
+        raise RestoreError(
+            f"{name}: the chain of changes stops before the original: {record} is a change of "
+            f"this file it does not reach (a change before it is missing or damaged); "
+            "nothing was restored"
+        )
 
 
 def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: str) -> Restored:

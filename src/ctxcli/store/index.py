@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxcli.core.protocols import sha256
 from ctxcli.services.dirs import data_dir
 from ctxcli.services.kv import OnDamage, Schema, StoreError, opened, transaction
 from ctxcli.store.manifest import Header
 
-__all__ = ["IndexEntry", "ReductionIndex", "remember"]
+__all__ = ["HEAD_BYTES", "IndexEntry", "ReductionIndex", "head_digest", "remember"]
 
 FILE = "ledger.sqlite3"
 """The file's name from when the index was called the ledger (kept: it holds users' records)."""
@@ -40,6 +41,12 @@ SCHEMA = Schema(
         # 2: every restore and in-place reduce looks up by path too, which scanned the
         # whole table (20 ms at 100,000 entries; 0.02 ms with this index).
         ("CREATE INDEX reductions_path ON reductions (path)",),
+        # 3: a moved output that its client appended to has a new hash and a new path;
+        # its first line (which appending never changes) finds its record.
+        (
+            "ALTER TABLE reductions ADD COLUMN output_head TEXT",
+            "CREATE INDEX reductions_head ON reductions (output_head)",
+        ),
     ),
     on_damage=OnDamage.REFUSE,
     read_only_reads=True,
@@ -55,6 +62,8 @@ class IndexEntry:
     input_sha256: str
     offload_dir: str
     path: str
+    output_head: str | None = None
+    """sha256 of the output's first line (:func:`head_digest`)."""
 
 
 class ReductionIndex:
@@ -79,7 +88,9 @@ class ReductionIndex:
         try:
             with opened(self.path, SCHEMA) as db, transaction(db):
                 db.execute(
-                    "INSERT OR REPLACE INTO reductions VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO reductions (output_sha256, output_bytes,"
+                    " input_sha256, offload_dir, path, created, output_head)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
                     (
                         entry.output_sha256,
                         entry.output_bytes,
@@ -87,15 +98,21 @@ class ReductionIndex:
                         entry.offload_dir,
                         entry.path,
                         time.time(),
+                        entry.output_head,
                     ),
                 )
         except (sqlite3.Error, OSError, StoreError) as exc:
             self._fail(exc)
 
     def find(
-        self, *, output_sha256: str | None = None, path: str | None = None
+        self,
+        *,
+        output_sha256: str | None = None,
+        path: str | None = None,
+        output_head: str | None = None,
     ) -> list[IndexEntry]:
-        """Reductions whose output has this hash, or that wrote to this path (newest first)."""
+        """Reductions whose output has this hash, or that wrote to this path, or whose
+        output starts with this first line (newest first)."""
         if not self.path.exists():
             return []
         clauses, args = [], []
@@ -105,13 +122,16 @@ class ReductionIndex:
         if path is not None:
             clauses.append("path = ?")
             args.append(path)
+        if output_head is not None:
+            clauses.append("output_head = ?")
+            args.append(output_head)
         if not clauses:
             return []
         try:
             with opened(self.path, SCHEMA) as db:
                 rows = db.execute(
-                    "SELECT output_sha256, output_bytes, input_sha256, offload_dir, path"
-                    f" FROM reductions WHERE {' OR '.join(clauses)} ORDER BY created DESC",
+                    "SELECT output_sha256, output_bytes, input_sha256, offload_dir, path,"
+                    f" output_head FROM reductions WHERE {' OR '.join(clauses)} ORDER BY created DESC",
                     args,
                 ).fetchall()
         except (sqlite3.Error, OSError, StoreError) as exc:
@@ -132,15 +152,41 @@ class ReductionIndex:
             self._fail(exc)
 
 
+HEAD_BYTES = 1 << 16
+"""How much of an output's first line :func:`head_digest` reads at most."""
+
+
+def head_digest(start: bytes | memoryview) -> str:
+    """sha256 of the first line of ``start`` (through its newline; at most 64 KiB).
+
+    Lines appended to a file never change it, so a reduced session that its client
+    appended to, moved or not, is found by it.
+    """
+    view = bytes(start[:HEAD_BYTES])
+    end = view.find(b"\n")
+    return sha256(view if end < 0 else view[: end + 1])
+
+
 def remember(
-    header: Header, offload_dir: Path, written: str, log: Callable[[str], None] | None = None
+    header: Header,
+    offload_dir: Path,
+    written: str,
+    log: Callable[[str], None] | None = None,
+    *,
+    head: str | None = None,
 ) -> None:
     """Record a committed reduction or change: ``header``'s, undone by ``offload_dir``.
 
-    ``written`` is the resolved path of its output ("" for stdout).
+    ``written`` is the resolved path of its output ("" for stdout), ``head`` the
+    :func:`head_digest` of the output.
     """
     output = header.output
     entry = IndexEntry(
-        output.sha256, output.bytes, header.input.sha256, str(offload_dir.resolve()), written
+        output.sha256,
+        output.bytes,
+        header.input.sha256,
+        str(offload_dir.resolve()),
+        written,
+        head,
     )
     ReductionIndex(log=log).record(entry)

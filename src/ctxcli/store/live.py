@@ -28,10 +28,14 @@ from typing import Any
 
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.io import local_path
-from ctxcli.core.protocols import encode_text, safe_name, sha256
+from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.services.dirs import private_dir
+from ctxcli.store.naming import agent_text, check_area, name_candidates
 
 __all__ = ["LiveOffload"]
+
+_MAX_TRIES = 64
+"""Names tried for one text before giving up (each taken by another text)."""
 
 
 class LiveOffload:
@@ -67,17 +71,22 @@ class LiveOffload:
     # -- the Offload protocol the stages use ------------------------------------------
 
     def put(self, area: str, key: str, text: str) -> str:
-        """Store ``text`` under ``area``/``key``; return the path or URL to cite."""
-        if not area.isidentifier() or not area.islower():
-            raise OffloadError(f"invalid offload area {area!r}")
-        data = encode_text(text)
+        """Store ``text`` under ``area``/``key``; return the path or URL to cite.
+
+        Names and bytes follow the one naming policy of every store
+        (:mod:`ctxcli.store.naming`): a lone surrogate is written as U+FFFD, so the
+        file is UTF-8 any reader opens.
+        """
+        check_area(area)
+        data = agent_text(text)
         digest = sha256(data)
-        base = safe_name(key)
-        for name in (base, f"{base}-{digest[:10]}"):
+        for tries, name in enumerate(name_candidates(key, digest)):
             if self._holds(area, name, data, digest):
                 return self._cite(area, name)
+            if tries >= _MAX_TRIES:
+                break
         raise OffloadError(
-            f"{self._cite(area, base)} and its hashed variant hold other texts; "
+            f"{self._cite(area, safe_name(key))} and its hashed variants hold other texts; "
             "choose another offload directory."
         )
 

@@ -11,14 +11,14 @@ ones the real run makes); the disk and memory stores are kinds of it.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.protocols import safe_name, sha256
 
-__all__ = ["Preview", "agent_text"]
+__all__ = ["Preview", "agent_text", "check_area", "name_candidates"]
 
 
 def agent_text(text: str) -> bytes:
@@ -36,6 +36,35 @@ def agent_text(text: str) -> bytes:
         return fixed.encode("utf-8")
 
 
+_AREA = re.compile(r"[a-z][a-z0-9_]*")
+
+
+def check_area(area: str) -> None:
+    """Refuse an area name that is not a plain lowercase word (it becomes a directory).
+
+    Raises:
+        OffloadError: naming the area.
+    """
+    if not _AREA.fullmatch(area):
+        raise OffloadError(f"invalid offload area {area!r}")
+
+
+def name_candidates(key: str, digest: str) -> Iterator[str]:
+    """The names a text with sha256 ``digest`` may take under ``key``, in order.
+
+    The safe form of the id first; if another text holds it (real transcripts reuse call
+    ids), the id with a hash of the text; if even that is held (a crafted id), counted.
+    """
+    base = safe_name(key)
+    yield base
+    hashed = f"{base}-{digest[:10]}"
+    yield hashed
+    n = 2
+    while True:
+        yield f"{hashed}-{n}"
+        n += 1
+
+
 @dataclass
 class _Names:
     """Assigns collision-free names per area; identical texts share one file."""
@@ -45,23 +74,13 @@ class _Names:
     count: int = 0
 
     def assign(self, area: str, key: str, digest: str) -> tuple[str, bool]:
-        if not re.fullmatch(r"[a-z][a-z0-9_]*", area):
-            raise OffloadError(f"invalid offload area {area!r}")
-        base = safe_name(key)
-        name = base
-        owner = self.taken.get((area, name))
-        if owner == digest:
-            return f"{area}/{name}", False
-        if owner is not None:
-            # Same id, other text: real transcripts reuse call ids. A crafted id may
-            # already hold the suffixed name too: count up until a name is free.
-            name = f"{base}-{digest[:10]}"
-            n = 1
-            while (held := self.taken.get((area, name))) is not None:
-                if held == digest:
-                    return f"{area}/{name}", False
-                n += 1
-                name = f"{base}-{digest[:10]}-{n}"
+        check_area(area)
+        for name in name_candidates(key, digest):
+            held = self.taken.get((area, name))
+            if held == digest:
+                return f"{area}/{name}", False
+            if held is None:
+                break
         self.taken[(area, name)] = digest
         self.count += 1
         return f"{area}/{name}", True
