@@ -56,3 +56,28 @@ def test_every_store_refuses_the_same_areas(tmp_path: Path, area: str) -> None:
     for store in (Preview("R"), LiveOffload(tmp_path / "live"), BlobStore("R", cite="name")):
         with pytest.raises(OffloadError, match="invalid offload area"):
             store.put(area, "k", "t")
+
+
+def test_the_sqlite_stores_take_the_one_portable_lock(tmp_path: Path) -> None:
+    """Setting a store up waits for the lock of :mod:`ctxcli.services.lock` (fcntl or
+    msvcrt), not an fcntl-only lock of its own: on Windows kv had none."""
+    import threading
+
+    from ctxcli.services.kv import connect
+    from ctxcli.services.lock import file_lock
+    from ctxcli.store.index import SCHEMA
+
+    db = tmp_path / "index.sqlite3"
+    opened = threading.Event()
+
+    def open_it() -> None:
+        connect(db, SCHEMA).close()
+        opened.set()
+
+    with file_lock(Path(f"{db}.lock")) as held:
+        assert held.locked
+        worker = threading.Thread(target=open_it)
+        worker.start()
+        assert not opened.wait(1.0)  # the set-up waits for the lock
+    assert opened.wait(30)
+    worker.join()

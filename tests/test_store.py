@@ -21,7 +21,7 @@ _NO_FCNTL = """
 import sys
 sys.modules["fcntl"] = None  # as on Windows: `import fcntl` fails
 import ctxcli.api as api
-from ctxcli.store.lock import path_lock
+from ctxcli.services.lock import path_lock
 with path_lock(sys.argv[1]) as held:
     assert held.locked is False, "no lock where the platform has none"
 report, _ = api.reduce_file(sys.argv[1], "out.jsonl")

@@ -38,7 +38,7 @@ from ctxcli.cost.sequence import Block, Request, RequestSequence
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.incremental import record_digest
 from ctxcli.services.dirs import cache_dir, private_dir
-from ctxcli.store.lock import path_lock
+from ctxcli.services.lock import path_lock
 
 __all__ = [
     "LIVE_PRESET",

@@ -25,7 +25,6 @@ rows may mean what this ctx cannot know, and writing to it could break the newer
 
 from __future__ import annotations
 
-import importlib
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Sequence
@@ -33,11 +32,11 @@ from contextlib import closing, contextmanager, nullcontext
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from ctxcli.core.errors import CtxError
 from ctxcli.services.dirs import private_dir
+from ctxcli.services.lock import file_lock
 
 __all__ = [
     "BUSY_TIMEOUT_S",
@@ -58,16 +57,6 @@ _BATCH = 500
 """Keys per ``IN (...)`` (under SQLite's oldest limit of 999 host parameters)."""
 
 _SIDECARS = ("-wal", "-shm", "-journal")
-
-
-def _optional(name: str) -> ModuleType | None:
-    try:
-        return importlib.import_module(name)
-    except ImportError:
-        return None
-
-
-_FCNTL = _optional("fcntl")  # POSIX only: `import ctxcli.api` must work on Windows
 
 
 class OnDamage(Enum):
@@ -310,18 +299,8 @@ def _file_lock(path: Path) -> Iterator[None]:
     """An exclusive lock beside ``path``, for what one process must do alone.
 
     That is setting a file up or upgrading it, and starting a damaged one anew. It is a
-    lock file (``NAME.lock``, left in place) because the database itself may be replaced.
-    Without ``fcntl`` (Windows) no lock is taken: two first opens may then fail one of
-    them once (that run goes on without the cache), and a file another process holds
-    open cannot be deleted there, so a rebuild fails rather than pull the file from
-    under that process.
+    lock file (``NAME.lock``, left in place) because the database itself may be replaced;
+    the one portable lock of :mod:`ctxcli.services.lock` (fcntl, or msvcrt on Windows).
     """
-    if _FCNTL is None:
+    with file_lock(Path(f"{path}.lock")):
         yield
-        return
-    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        _FCNTL.flock(fd, _FCNTL.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)

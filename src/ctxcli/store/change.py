@@ -35,11 +35,11 @@ from typing import Any, BinaryIO
 
 from ctxcli.core.errors import OffloadError, Remedy
 from ctxcli.core.io import Input, hash_input
+from ctxcli.services.lock import commit_lock
 from ctxcli.store import history
 from ctxcli.store.disk import OffloadStore, check_offload_target
 from ctxcli.store.index import HEAD_BYTES, ReductionIndex, head_digest, remember
 from ctxcli.store.inplace import InPlace, Staged
-from ctxcli.store.lock import commit_lock
 from ctxcli.store.manifest import Header, manifest_for_rerun
 
 __all__ = [

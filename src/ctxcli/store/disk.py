@@ -39,7 +39,7 @@ from typing import Any
 from ctxcli.core.errors import OffloadError, Remedy
 from ctxcli.core.io import RELEASE_BYTES, release
 from ctxcli.core.protocols import sha256
-from ctxcli.store.lock import pid_alive
+from ctxcli.services.lock import pid_alive
 from ctxcli.store.manifest import (
     MANIFEST,
     OTHER_PACK,

@@ -119,7 +119,7 @@ def next_change(path: Path, kind: str) -> Path:
 def new_change(path: Path, kind: str) -> Path:
     """The next change directory of ``path`` (its folder is made; the store makes the rest).
 
-    Call it under the file's lock (:func:`~ctxcli.store.lock.path_lock`): two runs that
+    Call it under the file's lock (:func:`~ctxcli.services.lock.path_lock`): two runs that
     numbered their change alike would lose one.
     """
     # Removed text lives here: ctx's data directory and every folder under it are 0700

@@ -5,7 +5,7 @@ A file changed in place (``ctx reduce --in-place``, ``ctx doctor --fix``, ``ctx 
 per event. :class:`InPlace` makes such a change safe against the client and against other
 ctx runs:
 
-1. An exclusive lock per file (:func:`~ctxcli.store.lock.path_lock`, under ctx's data
+1. An exclusive lock per file (:func:`~ctxcli.services.lock.path_lock`, under ctx's data
    directory, keyed by the resolved path) is held from the read to the rename: two ctx
    runs on one file take turns, and never number their change alike.
 2. The file is read once. A read that ends inside a line (a client writing it) is changed
@@ -38,9 +38,9 @@ from typing import BinaryIO
 import orjson
 
 from ctxcli.core.errors import CtxError, Remedy, TranscriptError
+from ctxcli.services.lock import Held, note_of, path_lock
 from ctxcli.services.session_files import update_index
 from ctxcli.store.disk import fsync_dir, remove_stale
-from ctxcli.store.lock import Held, note_of, path_lock
 
 __all__ = [
     "DEFAULT_LIVE_SECONDS",

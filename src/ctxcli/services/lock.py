@@ -1,6 +1,8 @@
 """Locks between ctx runs, and whether the run that left something behind is gone.
 
-Portable: ``fcntl`` locks on POSIX, ``msvcrt`` locks on Windows, imported when present
+The one lock of ctx: the in-place transaction, the commit of an output with its record,
+the cost replay's scratch root and the SQLite stores (:mod:`ctxcli.services.kv`) all take
+it. Portable: ``fcntl`` locks on POSIX, ``msvcrt`` locks on Windows, imported when present
 (``import ctxcli.api`` must work where ``fcntl`` does not exist). Where neither exists a
 lock is not taken: the run goes on as before locks existed, never fails for it.
 """
@@ -18,7 +20,7 @@ from types import ModuleType
 from ctxcli.core.protocols import sha256
 from ctxcli.services.dirs import data_dir, private_dir
 
-__all__ = ["LOCKS", "Held", "commit_lock", "note_of", "path_lock", "pid_alive"]
+__all__ = ["LOCKS", "Held", "commit_lock", "file_lock", "note_of", "path_lock", "pid_alive"]
 
 LOCKS = "locks"
 """The folder of ctx's data directory holding the lock files of :func:`path_lock`."""
@@ -98,6 +100,30 @@ def note_of(path: str | os.PathLike[str]) -> bytes:
 
 
 @contextmanager
+def file_lock(lock_file: Path) -> Iterator[Held]:
+    """Hold an exclusive lock on ``lock_file`` (created 0600, left in place), waiting for it.
+
+    A lock that cannot be taken (the file cannot be made, a platform without locks) is
+    yielded with ``locked`` False: callers go on unlocked, as before locks existed. The
+    lock goes when the process ends, however it ends.
+    """
+    try:
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
+    except OSError:
+        yield Held(None, False)
+        return
+    try:
+        locked = _lock(fd)
+        try:
+            yield Held(fd, locked)
+        finally:
+            if locked:
+                _unlock(fd)
+    finally:
+        os.close(fd)
+
+
+@contextmanager
 def path_lock(path: str | os.PathLike[str]) -> Iterator[Held]:
     """Hold an exclusive lock on ``path`` (resolved) across ctx processes.
 
@@ -110,21 +136,11 @@ def path_lock(path: str | os.PathLike[str]) -> Iterator[Held]:
     file = _lock_file(path)
     try:
         private_dir(file.parent)
-        fd = os.open(file, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o600)
     except OSError:
-        fd = -1
-    if fd < 0:
         yield Held(None, False)
         return
-    try:
-        locked = _lock(fd)
-        try:
-            yield Held(fd, locked)
-        finally:
-            if locked:
-                _unlock(fd)
-    finally:
-        os.close(fd)
+    with file_lock(file) as held:
+        yield held
 
 
 def _lock(fd: int) -> bool:
