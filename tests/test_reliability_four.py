@@ -403,3 +403,22 @@ def test_restore_in_place_of_a_plain_file_leaves_no_record_behind(tmp_path: Path
     invoke(["restore", "f.jsonl", "--in-place"])
     assert Path("f.jsonl").read_bytes() == original
     assert sorted(p.name for p in Path.cwd().iterdir()) == ["ctx.toml", "f.jsonl"]
+
+
+def test_a_stdout_record_of_another_output_is_kept_and_stdout_written_once(
+    tmp_path: Path,
+) -> None:
+    """A chain that does not give the same output twice (a model's summary, a newer ctx):
+    the earlier output's record stays, the new one goes beside it, stdout gets one copy."""
+    Path("s.jsonl").write_bytes(_rounds(3))
+    Path("ctx.toml").write_text(CHAIN_A)
+    first = invoke(["reduce", "s.jsonl"]).stdout_bytes
+    (record,) = Path("ctx-offload").iterdir()
+    manifest = json.loads((record / "manifest.json").read_bytes())
+    manifest["output"]["sha256"] = "0" * 64  # as if that run had written another output
+    (record / "manifest.json").write_text(json.dumps(manifest))
+    second = invoke(["reduce", "s.jsonl"])
+    assert second.stdout_bytes.count(b'"role": "user"') == first.count(b'"role": "user"')
+    Path("b.jsonl").write_bytes(second.stdout_bytes)
+    assert restore_file("b.jsonl") == _rounds(3)
+    assert (record.parent / f"{record.name}.2" / "manifest.json").is_file()

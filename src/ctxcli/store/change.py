@@ -208,6 +208,9 @@ class Transaction:
         else:
             paths = [p for p in (self._record_path(), self.target) if p is not None]
             with commit_lock(*paths):
+                if self.store is not None and header is not None:
+                    # Before anything is written (stdout cannot be taken back).
+                    self.store.check_replaceable(header)
                 if self.target is not None:
                     staged = self._staged_with(output)
                     staged.close()

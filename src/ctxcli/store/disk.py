@@ -311,12 +311,7 @@ class OffloadStore(Preview):
             self._commit_into(self.path, *self._adopted)
             return
         if self.path.exists() or self.path.is_symlink():
-            check_offload_target(
-                self.path,
-                input_sha=header.input.sha256,
-                grown_from=self.grown_from,
-                output_sha=header.output.sha256 if self.same_output else None,
-            )
+            self.check_replaceable(header)
             old = (
                 self.path.parent / f".{self.path.name}.ctx-old-{os.getpid()}-{secrets.token_hex(4)}"
             )
@@ -330,6 +325,21 @@ class OffloadStore(Preview):
                 self.old = None
             raise
         fsync_dir(self.path.parent)
+
+    def check_replaceable(self, header: Header) -> None:
+        """Refuse now what :meth:`commit` would refuse: a record it may not replace.
+
+        Raises:
+            RecordTaken: the directory holds another transcript's record, or (with
+                ``same_output``) another output's.
+        """
+        if self._adopted is None:
+            check_offload_target(
+                self.path,
+                input_sha=header.input.sha256,
+                grown_from=self.grown_from,
+                output_sha=header.output.sha256 if self.same_output else None,
+            )
 
     def _commit_into(self, live: Path, stamp: tuple[int, int, int], old_pack: str) -> None:
         """Commit a re-run into the directory it adopted: new files, pack, then manifest.
