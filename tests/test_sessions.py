@@ -553,8 +553,8 @@ def test_a_session_to_a_terminal_is_refused_with_what_to_pass(
     os.close(master)
     assert proc.returncode == 2
     assert proc.stderr == (
-        b"ctx: error: a session reduced to stdout would flood the terminal; "
-        b"pass -o FILE or --in-place.\n"
+        b"ctx: error: the reduced transcript would flood the terminal (and its offload go to "
+        b"./ctx-offload); pass -o FILE, redirect stdout, or --in-place.\n"
     )
     assert drawn == b"" and list(work.iterdir()) == []  # no JSONL, no ./ctx-offload
 
@@ -587,6 +587,7 @@ def test_a_reduction_that_makes_the_transcript_bigger_leaves_the_file(tmp_path: 
     err = invoke(["reduce", str(path), "--in-place", "--config", str(config)]).stderr
     assert (
         err
-        == f"ctx: {path}: nothing to gain (it would make 38 → 83 tokens); the file is unchanged\n"
+        == f"ctx: {path}: nothing to gain (it would make 38 → 83 tokens, and the file would "
+        "not shrink to half its size); the file is unchanged\n"
     )
     assert path.read_bytes() == before

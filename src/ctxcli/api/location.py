@@ -150,5 +150,5 @@ def _in_place(
 
 def _matching(data: bytes, path: Path, known: list[Path]) -> list[str]:
     """The records (of ``known``, then the index's) whose output ``data`` is."""
-    known = known + history.index_dirs(data, os.path.realpath(path))
+    known = known + history.index_dirs(data, os.path.realpath(path), grown=True)
     return [str(p.resolve()) for p in known if history.match_reduction(data, p)]

@@ -46,12 +46,18 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
     real = os.path.realpath(path)
     legacy = history.legacy_changes(path, data)
     changes = [*history.changes(path)[::-1], *legacy[::-1]]
-    first = [*changes, *history.siblings(f"{name}.offload"), *history.index_dirs(data, real)]
+    # A file found by the first line of a recorded output is that output with lines
+    # appended (a resumed session), wherever the file has moved since.
+    first = [
+        *changes,
+        *history.siblings(f"{name}.offload"),
+        *history.index_dirs(data, real, grown=True),
+    ]
     own = [*(p for p in legacy if history.owns(path, p)), *history.changes(path)]
     return history.restore_chain(
         data,
         first,
-        lambda content: [*changes, *history.index_dirs(content, real)],
+        lambda content: [*changes, *history.index_dirs(content, real, grown=True)],
         name=name,
         own=own,
     )

@@ -199,11 +199,18 @@ def siblings(root: str) -> list[Path]:
     return [p for _, p in sorted(numbered, reverse=True)] + [base]
 
 
-def index_dirs(data: bytes, path: str | None, index: ReductionIndex | None = None) -> list[Path]:
-    """Directories the reduction index knows for this content, or that wrote to ``path``,
-    or whose output is the start of it (lines appended since, the file moved or not)."""
+def index_dirs(
+    data: bytes, path: str | None, index: ReductionIndex | None = None, *, grown: bool = False
+) -> list[Path]:
+    """Directories the reduction index knows for this content, or that wrote to ``path``.
+
+    ``grown`` adds those whose output starts ``data`` as it starts (its first line):
+    a reduced file its client appended to, moved or not. An in-place change records
+    them as what it builds on, so the restore of the file undoes them in turn.
+    """
+    head = head_digest(data) if grown and data else None
     entries = (index or ReductionIndex()).find(
-        output_sha256=sha256(data), path=path, output_head=head_digest(data) if data else None
+        output_sha256=sha256(data), path=path, output_head=head
     )
     return list(dict.fromkeys(Path(e.offload_dir) for e in entries))
 
