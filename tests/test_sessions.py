@@ -586,8 +586,7 @@ def test_a_reduction_that_makes_the_transcript_bigger_leaves_the_file(tmp_path: 
     assert path.read_bytes() == before and not (tmp_path / "t.jsonl.offload").exists()
     err = invoke(["reduce", str(path), "--in-place", "--config", str(config)]).stderr
     assert (
-        err
-        == f"ctx: {path}: nothing to gain (it would make 38 → 83 tokens, and the file would "
+        err == f"ctx: {path}: nothing to gain (it would make 38 → 83 tokens, and the file would "
         "not shrink to half its size); the file is unchanged\n"
     )
     assert path.read_bytes() == before

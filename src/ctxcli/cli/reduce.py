@@ -115,7 +115,8 @@ def reduce(
             ray = (offload_dir, column, jobs)
             reduce_ray(inputs, output, cfg, *ray, view=(json, quiet))
             return
-        if not in_place and output == STDIO and not json and sys.stdout.isatty():
+        terminal = sys.stdout is not None and sys.stdout.isatty()  # None: stdout closed
+        if not in_place and output == STDIO and not json and terminal:
             raise CtxError(
                 "the reduced transcript would flood the terminal (and its offload go to "
                 "./ctx-offload); pass -o FILE, redirect stdout, or --in-place."
