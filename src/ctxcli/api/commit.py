@@ -36,6 +36,7 @@ from ctxcli.services.tokens import CountOptions
 from ctxcli.store import history
 from ctxcli.store.change import Record, Transaction, free_sibling
 from ctxcli.store.disk import RecordTaken, check_offload_location
+from ctxcli.store.index import HEAD_BYTES, head_digest
 from ctxcli.store.inplace import Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side, manifest_for_rerun
 from ctxcli.store.naming import Preview
@@ -182,7 +183,13 @@ def reduce_and_commit(job: Job) -> tuple[Reduced, Outcome]:
         if no_gain or (job.skip_unchanged and same):
             tx.cancel()
             return reduced, Outcome(header.output.bytes, unchanged=True, no_gain=no_gain)
-        done = tx.commit(header, reduced.script, reduced.rerun, output=reduced.output)
+        done = tx.commit(
+            header,
+            reduced.script,
+            reduced.rerun,
+            output=reduced.output,
+            input_head=head_digest(job.data[:HEAD_BYTES]),
+        )
     return reduced, Outcome(done.written, done.carried, gain=gained)
 
 

@@ -64,6 +64,12 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
     if done.session:
         _print_session_change(done)
         return
+    if done.change is not None and done.change.record is None:
+        sys.stderr.write(
+            f"ctx: {done.change.path}: nothing to change (it is already what this chain "
+            "makes); the file is unchanged\n"
+        )
+        return
     sys.stderr.write(
         f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
         f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "

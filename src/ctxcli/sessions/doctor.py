@@ -34,6 +34,7 @@ from ctxcli.formats.claude_code import (
 from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
 from ctxcli.store.change import Record, Transaction
 from ctxcli.store.history import new_change, prune
+from ctxcli.store.index import head_digest
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side
 
@@ -521,7 +522,9 @@ def fix_in_place(
                 input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
                 output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
             )
-            done = tx.commit(header, repair.script, output=repair.output)
+            done = tx.commit(
+                header, repair.script, output=repair.output, input_head=head_digest(raw)
+            )
     after = done.written + done.carried
     return repair, Change(change.path, record, len(raw), after, done.carried)
 

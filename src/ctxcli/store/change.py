@@ -37,7 +37,7 @@ from ctxcli.core.errors import OffloadError, Remedy
 from ctxcli.core.io import Input, hash_input
 from ctxcli.services.lock import commit_lock
 from ctxcli.store import history
-from ctxcli.store.disk import OffloadStore, check_offload_target
+from ctxcli.store.disk import OffloadStore, check_offload_target, holds_records
 from ctxcli.store.index import HEAD_BYTES, ReductionIndex, head_digest, remember
 from ctxcli.store.inplace import InPlace, Staged
 from ctxcli.store.manifest import Header, manifest_for_rerun
@@ -186,12 +186,15 @@ class Transaction:
         *,
         output: bytes = b"",
         used: Iterable[Path] = (),
+        input_head: str | None = None,
     ) -> Committed:
         """Write the record (``header`` with ``script``), then the output; remember it.
 
         ``output`` is the new bytes unless they were streamed to :attr:`out`. ``used``
         are records this change used up (a restore in place): once the file is replaced
-        they are forgotten by the index and discarded.
+        they are forgotten by the index and discarded, but for those another reduction
+        was made from (its output restores through them). ``input_head`` is the
+        :func:`~ctxcli.store.index.head_digest` of the input, for the index.
 
         Raises:
             ChangedError: in place, the file changed other than by lines appended; it
@@ -230,7 +233,7 @@ class Transaction:
         done = Committed(self._record_path(), written, carried)
         if header is not None and done.record is not None:
             where = str(self.target.resolve()) if self.target is not None else ""
-            remember(header, done.record, where, self.log, head=head)
+            remember(header, done.record, where, self.log, head=head, input_head=input_head)
         _use_up(list(used))
         return done
 
@@ -320,12 +323,29 @@ class Transaction:
 
 
 def _use_up(used: list[Path]) -> None:
-    """Forget and discard records a restore in place used up."""
+    """Forget and discard records a restore in place used up, but those still needed.
+
+    A record is still needed when a reduction was made from its output (the input of
+    that reduction is the output, or starts with it: lines appended since): that
+    reduction's output restores through it.
+    """
     if not used:
         return
-    ReductionIndex().forget([str(p.resolve()) for p in used])
-    for record in used:
+    index = ReductionIndex()
+    names = {str(p.resolve()) for p in used}
+    spent = [p for p in used if not _restored_through(index, str(p.resolve()), names)]
+    index.forget([str(p.resolve()) for p in spent])
+    for record in spent:
         history.discard(record)
+
+
+def _restored_through(index: ReductionIndex, record: str, used: set[str]) -> bool:
+    """True if a reduction other than ``used`` ones was made from ``record``'s output."""
+    for entry in index.find(offload_dir=record):
+        heirs = index.find(input_sha256=entry.output_sha256, input_head=entry.output_head)
+        if any(h.offload_dir not in used for h in heirs):
+            return True
+    return False
 
 
 def _name_for_user(exc: OSError, target: Path | None, record: Record | None) -> None:
@@ -396,6 +416,8 @@ def claim_beside_output(base: Path, data: Input, output: Path | None, *, force: 
     manifest = holder(base)
     if manifest is None:
         return Claim(base)
+    if holds_records(base):
+        return Claim(free_sibling(base), why=f"{base} holds the records of other reductions")
     grown = _same_transcript(manifest, data)
     if grown is None:
         if force:
@@ -425,6 +447,8 @@ def claim_in_place(base: Path, path: Path, own: bool, *, force: bool) -> Claim:
     manifest = holder(base)
     if manifest is None:
         return Claim(base)
+    if holds_records(base):
+        return Claim(free_sibling(base), why=f"{base} holds the records of other reductions")
     named = _field(manifest, "input", "name")
     if own or (named is not None and os.path.realpath(named) == os.path.realpath(path)):
         return Claim(free_sibling(base), why=f"{base} holds this file's earlier reduction")

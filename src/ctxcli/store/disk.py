@@ -57,6 +57,7 @@ __all__ = [
     "RecordTaken",
     "check_offload_location",
     "check_offload_target",
+    "holds_records",
     "discard",
     "fsync_dir",
     "remove_stale",
@@ -556,6 +557,8 @@ def check_offload_target(
         )
     if input_sha is None:
         return
+    if holds_records(path):
+        raise RecordTaken(f"{path} holds the records of other reductions inside it")
     recorded = manifest.get("input")
     recorded = recorded if isinstance(recorded, dict) else {}
     if recorded.get("sha256") not in (input_sha, grown_from):
@@ -568,6 +571,20 @@ def check_offload_target(
         not isinstance(output, dict) or output.get("sha256") != output_sha
     ):
         raise RecordTaken(f"{path} holds the record of another reduction of this transcript")
+
+
+def holds_records(path: Path) -> bool:
+    """True if a directory below ``path`` is an offload directory of its own.
+
+    A batch given ``--offload-dir D`` writes ``D/<name>`` for each input; a single run
+    into ``D`` must never replace them with it.
+    """
+    for folder, dirs, files in os.walk(path):
+        if folder != os.fspath(path) and MANIFEST in files:
+            if read_manifest(Path(folder)) is not None:
+                return True
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+    return False
 
 
 def check_offload_location(path: Path, *, keep: list[Path]) -> None:
