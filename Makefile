@@ -105,7 +105,7 @@ bench-proxy: $(STAMP)
 
 # The real Claude Code and Codex CLIs (npm, pinned) through ctx wrap against fake APIs.
 e2e-proxy: $(STAMP)
-	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
+	$(BIN)/python -m pytest -m e2e tests/proxy/test_proxy_e2e.py
 
 # eval.py: tokens saved and referenced-term recall of every ctx stage/preset and every
 # peer (reasonblocks, LangChain, cozempic, headroom-ai) on ../shared/transcripts, one table

@@ -247,11 +247,11 @@ def run_increment(
     Two policies for what is kept. By default (cache first) everything shared keeps
     what was sent, and the stages run again over that reduced prefix: a stage may cut
     deeper into it, but it clears less than a full run would, so the sent prefix
-    changes less often (the prompt cache stays warm; tests/test_integration_*.py keep
+    changes less often (the prompt cache stays warm; tests/agent/test_integration_*.py keep
     at least half the calls' prefixes). ``options.exact`` (when every stage declares a
     frontier) keeps only the settled records, as the file re-runs of
     :mod:`ctxcli.pipeline.rerun` do, so every call sends what a full reduction of the
-    whole list would (tests/test_rerun.py).
+    whole list would (tests/pipeline/test_rerun.py).
 
     Raises:
         TranscriptError: a new record is not a message of ``fmt``.

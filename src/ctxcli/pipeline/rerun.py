@@ -3,7 +3,7 @@
 A session file grows by appending. When ``ctx reduce IN -o OUT`` finds the offload
 directory of its previous run on ``OUT`` and ``IN`` starts with the bytes that run read,
 it keeps that run's decisions for a prefix and processes only the rest; the output is
-the one a full run would write (tests/test_rerun.py checks it on real transcripts cut
+the one a full run would write (tests/pipeline/test_rerun.py checks it on real transcripts cut
 at random points).
 
 How much is kept is decided when a run ends, by the stages themselves: each stage that

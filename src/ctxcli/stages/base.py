@@ -147,7 +147,7 @@ def register(
 
     :func:`everything_final` is the frontier of a stage that decides each message on
     its own. The pipeline checks the first promise after every stage and falls back to
-    a full run when it is broken; tests/test_rerun.py checks the second on real files.
+    a full run when it is broken; tests/pipeline/test_rerun.py checks the second on real files.
     """
     if not NAME_RE.match(name):
         raise ValueError(f"invalid stage name {name!r}: must match {NAME_RE.pattern}")
