@@ -42,7 +42,7 @@ from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document, validate_bytes
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.results import Report
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import Conversation, StageContext, StageResult, TokenLedger, get_stage
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.manifest import Header, InputSide, Side
@@ -94,7 +94,7 @@ def run_stage(
 
         >>> from ctxcli.formats import load
         >>> conv = load(b'{"role": "user", "content": "hi"}\\n', "t").conversation
-        >>> run_stage("truncate_tool_output", conv, max_length=500).conversation == conv
+        >>> run_stage("truncate_tool_output", conv, max_chars=500).conversation == conv
         True
     """
     spec = get_stage(stage)

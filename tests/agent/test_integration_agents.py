@@ -109,7 +109,7 @@ def test_input_filter_through_runner(tmp_path: Path) -> None:
         {
             "tokenizer": "approx",
             "stages": [
-                {"use": "truncate_tool_output", "max_length": 10_000},
+                {"use": "truncate_tool_output", "max_chars": 10_000},
                 {"use": "clear_tool_results", "max_tokens": BUDGET, "keep_rounds": 1},
             ],
         },

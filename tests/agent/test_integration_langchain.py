@@ -98,7 +98,7 @@ def chain() -> Any:
         {
             "tokenizer": "approx",
             "stages": [
-                {"use": "truncate_tool_output", "max_length": 12_000},
+                {"use": "truncate_tool_output", "max_chars": 12_000},
                 {"use": "clear_tool_results", "max_tokens": BUDGET, "keep_rounds": 1},
             ],
         },

@@ -117,7 +117,7 @@ def test_a_held_change_keeps_reducing_what_arrives(tmp_path: Path) -> None:
     config = build_config(
         {
             "stages": [
-                {"use": "truncate_tool_output", "max_length": 300},
+                {"use": "truncate_tool_output", "max_chars": 300},
                 {"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 1},
             ]
         },

@@ -15,7 +15,7 @@ from ctxcli import Reducer
 from ctxcli.core.errors import TranscriptError
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.pipeline.incremental import chain_digests, common_prefix
+from ctxcli.pipeline.live_loop import chain_digests, common_prefix
 
 BIG = 60_000  # characters: over eino's truncation limit (50,000)
 
@@ -217,7 +217,7 @@ def test_fsspec_url_store() -> None:
 @given(cuts=st.lists(st.integers(min_value=1, max_value=60), min_size=1, max_size=6))
 def test_truncation_incremental_equals_full_run(tmp_path_factory: Any, cuts: list[int]) -> None:
     """Per-message stages give the same output whatever the calls the history came in."""
-    config = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 5000}]}, "test")
+    config = build_config({"stages": [{"use": "truncate_tool_output", "max_chars": 5000}]}, "test")
     root = tmp_path_factory.mktemp("off")
     msgs = conversation(30, size=2000, big_every=4)
     full = Reducer(config, offload_dir=root).reduce(msgs).messages
@@ -313,7 +313,7 @@ def test_the_collector_pauses_for_a_reduce_and_is_left_as_it_was(
 
 
 def test_a_reducer_takes_a_plain_dict_config(tmp_path: Path) -> None:
-    table = {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 800}]}
+    table = {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 800}]}
     from_dict = Reducer(config=table, offload_dir=tmp_path / "a")
     from_config = Reducer(config=build_config(table, "t"), offload_dir=tmp_path / "b")
     messages = conversation(4, size=3000, big_every=1)

@@ -49,7 +49,7 @@ def chain(budget: int) -> Any:
         {
             "tokenizer": "approx",
             "stages": [
-                {"use": "truncate_tool_output", "max_length": 2000},
+                {"use": "truncate_tool_output", "max_chars": 2000},
                 {"use": "clear_tool_results", "max_tokens": budget, "keep_rounds": 1},
             ],
         },
@@ -107,7 +107,7 @@ def test_truncation_alone_matches_a_full_run(api: str, tmp_path: Path, data: st.
     records = CASES[api]()
     cuts = data.draw(st.lists(st.integers(1, len(records)), max_size=6, unique=True), label="cuts")
     config = build_config(
-        {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 1000}]},
+        {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 1000}]},
         "test",
     )
     full = Reducer(config, offload_dir=tmp_path / "off", api=api).reduce(records).messages

@@ -246,11 +246,11 @@ def test_parallel_runs_to_one_output_leave_a_restorable_pair(tmp_path: Path) -> 
 
 
 def test_cache_directory_and_files_are_private(tmp_path: Path) -> None:
-    from ctxcli.services.disk_cache import DiskCache
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.answer_cache import AnswerCache
+    from ctxcli.services.tokens.count_cache import TokenCache
 
     root = tmp_path / "cache"
-    cache = DiskCache(root)
+    cache = AnswerCache(root)
     cache.put("ns", "k", {"summary": "private"})
     tokens = TokenCache(root / "tokens.sqlite3")
     tokens.put_many("cl100k", [(b"d" * 32, 7)])
@@ -265,15 +265,15 @@ def test_cache_directory_and_files_are_private(tmp_path: Path) -> None:
 
 
 def test_an_existing_world_readable_cache_is_made_private(tmp_path: Path) -> None:
-    from ctxcli.services.disk_cache import DiskCache
+    from ctxcli.services.answer_cache import AnswerCache
 
     root = tmp_path / "cache"
-    DiskCache(root).put("ns", "k", 1)
+    AnswerCache(root).put("ns", "k", 1)
     os.chmod(root, 0o755)
-    os.chmod(root / DiskCache.FILE, 0o644)
-    DiskCache(root).put("ns", "k2", 2)
+    os.chmod(root / AnswerCache.FILE, 0o644)
+    AnswerCache(root).put("ns", "k2", 2)
     assert stat.S_IMODE(root.stat().st_mode) == 0o700
-    assert stat.S_IMODE((root / DiskCache.FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((root / AnswerCache.FILE).stat().st_mode) == 0o600
 
 
 # -- 6. environment errors are exit 2 with one line, not "a bug" --------------------

@@ -30,7 +30,7 @@ from support.paths import corpus, shared_transcripts
 TIGHT = build_config(
     {
         "stages": [
-            {"use": "truncate_tool_output", "max_length": 2000},
+            {"use": "truncate_tool_output", "max_chars": 2000},
             {"use": "clear_tool_results", "max_tokens": 20000},
         ]
     },
@@ -169,7 +169,7 @@ def test_synthetic_reduce_is_the_same_mapped(
 def test_stats_are_the_same_mapped(
     synthetic: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ctxcli.services.tokens import CountOptions
+    from ctxcli.services.tokens.ledger import CountOptions
 
     counting = CountOptions(cache=False)
     monkeypatch.setattr(local, "MAP_MIN_BYTES", 1 << 60)
@@ -243,7 +243,7 @@ def test_lines_appended_during_the_run_are_left_for_the_next(
 def test_stats_of_a_file_changed_during_the_run_count_a_snapshot(
     synthetic: Path, monkeypatch: pytest.MonkeyPatch, mapped: None
 ) -> None:
-    from ctxcli.services.tokens import CountOptions
+    from ctxcli.services.tokens.ledger import CountOptions
 
     counting = CountOptions(cache=False)
     line = b'{"role": "user", "content": "one more line"}\n'

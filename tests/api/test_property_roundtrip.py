@@ -67,7 +67,7 @@ def _serialise(
 
 configs = st.fixed_dictionaries(
     {
-        "max_length": st.integers(256, 2500),
+        "max_chars": st.integers(256, 2500),
         "max_tokens": st.integers(0, 3000),
         "keep_rounds": st.integers(0, 3),
         "clear_arguments": st.booleans(),
@@ -97,7 +97,7 @@ def test_reduce_restore_rerun(
         {
             "tokenizer": "approx",
             "stages": [
-                {"use": "truncate_tool_output", "max_length": cfg["max_length"]},
+                {"use": "truncate_tool_output", "max_chars": cfg["max_chars"]},
                 {
                     "use": "clear_tool_results",
                     "max_tokens": cfg["max_tokens"],

@@ -28,7 +28,7 @@ BROKEN = "cc_mclaude_c76e5be5.jsonl"  # line 859: an invalid JSON escape left by
 TIGHT = build_config(
     {
         "stages": [
-            {"use": "truncate_tool_output", "max_length": 2000},
+            {"use": "truncate_tool_output", "max_chars": 2000},
             {"use": "clear_tool_results", "max_tokens": 20000},
         ]
     },
@@ -98,7 +98,7 @@ def test_reduce_restore_rerun_validate(path: Path, name: str, tmp_path: Path) ->
     longest = max(
         (len(b.text) for _, b in doc.conversation.iter_blocks(Kind.TOOL_RESULT)), default=0
     )
-    limit = cfg.stages[0].options.max_length  # type: ignore[attr-defined]
+    limit = cfg.stages[0].options.max_chars  # type: ignore[attr-defined]
     budget = cfg.stages[1].options.max_tokens  # type: ignore[attr-defined]
     if longest > limit or report.tokens_before > budget:
         assert report.tokens_after < report.tokens_before

@@ -16,7 +16,7 @@ from support.cli import invoke
 from support.paths import SAMPLE
 from support.s3_server import S3Server
 
-TIGHT = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 300}]}, "s3")
+TIGHT = build_config({"stages": [{"use": "truncate_tool_output", "max_chars": 300}]}, "s3")
 LONG = "\n".join(f"line {i}: " + "x" * 60 for i in range(1000))
 
 

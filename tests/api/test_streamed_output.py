@@ -33,7 +33,7 @@ CHAIN = build_config(
     {
         "tokenizer": "approx",
         "stages": [
-            {"use": "truncate_tool_output", "max_length": 1500},
+            {"use": "truncate_tool_output", "max_chars": 1500},
             {"use": "clear_tool_results", "max_tokens": 3000, "keep_rounds": 1},
         ],
     },
@@ -134,7 +134,7 @@ def test_changed_records_go_out_as_they_are_made(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(lines_module, "RELEASE_BYTES", 64 * 1024)
     raw = generate(8 * 1024 * 1024, seed=11)
     config = build_config(
-        {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 2000}]},
+        {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 2000}]},
         "cut every long result",
     )
     events: list[str] = []

@@ -13,7 +13,7 @@ from support.paths import SAMPLE, SHARED
 
 SMALL = """[[stages]]
 use = "truncate_tool_output"
-max_length = 500
+max_chars = 500
 """
 
 

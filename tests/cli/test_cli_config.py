@@ -32,11 +32,11 @@ def test_printed_config_loads_back_to_the_same_pipeline(path: Path) -> None:
 
 def test_init_template_round_trips_with_overrides() -> None:
     text = INIT_TEMPLATE.replace("# [stages.tools.grep]", "[stages.tools.grep]").replace(
-        "# max_length = 20000", "max_length = 20000"
+        "# max_chars = 20000", "max_chars = 20000"
     )
     Path("ctx.toml").write_text(text, encoding="utf-8")
     result = invoke(["config", "check"])
-    assert "tools = { grep = { max_length = 20000, skip = false } }" in result.stdout
+    assert "tools = { grep = { max_chars = 20000, skip = false } }" in result.stdout
     _same_pipeline(build_config(tomllib.loads(result.stdout), "printed"), load_config("ctx.toml"))
 
 
@@ -90,12 +90,12 @@ def test_pyproject_tool_ctx_is_found_and_named() -> None:
 
 def test_invalid_config_is_exit_2_with_one_line() -> None:
     Path("bad.toml").write_text(
-        '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 10\n', encoding="utf-8"
+        '[[stages]]\nuse = "truncate_tool_output"\nmax_chars = 10\n', encoding="utf-8"
     )
     result = invoke(["config", "check", "bad.toml"], code=2)
     assert result.stdout == ""
     assert result.stderr == (
-        "ctx: error: bad.toml: stages[1] (truncate_tool_output): max_length = 10 is invalid: "
+        "ctx: error: bad.toml: stages[1] (truncate_tool_output): max_chars = 10 is invalid: "
         "input should be greater than or equal to 256. "
         "Run 'ctx stages truncate_tool_output' for options.\n"
     )
@@ -120,8 +120,82 @@ def test_a_preset_is_written_out_stage_by_stage() -> None:
     assert "preset" not in data
     assert '# preset "eino": its stages are written out below' in result.stdout
     assert [s["use"] for s in data["stages"]] == ["truncate_tool_output", "clear_tool_results"]
-    assert data["stages"][0]["max_length"] == 8000
+    assert data["stages"][0]["max_chars"] == 8000
     original = load_config("ctx.toml")
     printed = build_config(data, "printed")
     assert printed.stages == original.stages
     assert printed.settings == original.settings.model_copy(update={"preset": None})
+
+
+OLD = """[[stages]]
+use = "truncate_tool_output"
+max_length = 9000
+[stages.tools.grep]
+max_length = 1000
+
+[[stages]]
+use = "keep_last"
+n = 3
+
+[[stages]]
+use = "compress_words"
+recent_cutoff = 1
+mid_cutoff = 2
+
+[[stages]]
+use = "clear_tool_results"
+clear_at_least = 100
+
+[[stages]]
+use = "head_tail"
+keep_recent = 1
+"""
+
+NEW = (
+    OLD.replace("max_length", "max_chars")
+    .replace("n = 3", "keep_messages = 3")
+    .replace("recent_cutoff", "recent_calls")
+    .replace("mid_cutoff", "mid_calls")
+    .replace("clear_at_least", "clear_at_least_tokens")
+    .replace("keep_recent", "keep_recent_results")
+)
+
+
+def test_old_option_names_still_work_and_check_names_the_new_ones() -> None:
+    Path("old.toml").write_text(OLD, encoding="utf-8")
+    Path("new.toml").write_text(NEW, encoding="utf-8")
+    _same_pipeline(load_config("old.toml"), load_config("new.toml"))
+    old = invoke(["config", "check", "old.toml"])
+    new = invoke(["config", "check", "new.toml"])
+    assert old.stdout == new.stdout.replace("new.toml", "old.toml")
+    assert new.stderr == "ctx: new.toml: valid, 5 stages\n"
+    stage = "ctx: old.toml: stages[{}] ({}): "
+    assert old.stderr == "".join(
+        f"{stage.format(i, name)}{key} is the old name of {now}; it still works, but write "
+        f"{now.rsplit('.', 1)[-1]}.\n"
+        for i, name, key, now in [
+            (1, "truncate_tool_output", "max_length", "max_chars"),
+            (1, "truncate_tool_output", "tools.grep.max_length", "tools.grep.max_chars"),
+            (2, "keep_last", "n", "keep_messages"),
+            (3, "compress_words", "recent_cutoff", "recent_calls"),
+            (3, "compress_words", "mid_cutoff", "mid_calls"),
+            (4, "clear_tool_results", "clear_at_least", "clear_at_least_tokens"),
+            (5, "head_tail", "keep_recent", "keep_recent_results"),
+        ]
+    ) + ("ctx: old.toml: valid, 5 stages\n")
+
+
+def test_an_error_names_the_key_as_written_and_both_names_are_refused() -> None:
+    Path("old.toml").write_text(
+        '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 10\n', encoding="utf-8"
+    )
+    result = invoke(["config", "check", "old.toml"], code=2)
+    assert result.stderr.startswith(
+        "ctx: error: old.toml: stages[1] (truncate_tool_output): max_length = 10 is invalid: "
+    )
+    Path("both.toml").write_text('[[stages]]\nuse = "keep_last"\nn = 2\nkeep_messages = 2\n')
+    result = invoke(["config", "check", "both.toml"], code=2)
+    assert result.stderr == (
+        "ctx: error: both.toml: stages[1] (keep_last): n is the old name of keep_messages: "
+        "give only keep_messages. Run 'ctx stages keep_last' for options.\n"
+    )

@@ -43,8 +43,8 @@ def test_failing_remote_stages_never_print_the_key(keyed: None, tmp_path: Path) 
                 "use": "compress_words",
                 "classifier": "anthropic",
                 "base_url": server.base_url,
-                "recent_cutoff": 0,
-                "mid_cutoff": 1,
+                "recent_calls": 0,
+                "mid_calls": 1,
                 "min_content_words": 5,
             },
         ]

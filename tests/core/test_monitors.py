@@ -30,7 +30,7 @@ from ctxcli.core.monitors import (
     test_repeat as repeat_score,  # aliased: pytest would collect test_*
 )
 from ctxcli.formats import load
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.nudge_early_exit import NudgeEarlyExitOptions, nudge_early_exit
 from ctxcli.store.naming import Preview

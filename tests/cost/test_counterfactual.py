@@ -39,7 +39,7 @@ def chain(*stages: dict[str, Any]) -> Chain:
     return Chain("test", build_config({"stages": list(stages)}, "test"))
 
 
-NOTHING = chain({"use": "truncate_tool_output", "max_length": 10**9})
+NOTHING = chain({"use": "truncate_tool_output", "max_chars": 10**9})
 CLEAR = chain({"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 1})
 
 

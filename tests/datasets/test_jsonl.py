@@ -56,7 +56,7 @@ CHAT = [
     },
     {"role": "tool", "tool_call_id": "c1", "content": "line\n" * 400},
 ]
-TIGHT = {"stages": [{"use": "truncate_tool_output", "max_length": 300}]}
+TIGHT = {"stages": [{"use": "truncate_tool_output", "max_chars": 300}]}
 
 
 def test_every_kind_of_line_comes_back_as_it_was() -> None:

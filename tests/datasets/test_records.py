@@ -19,7 +19,7 @@ from ctxcli.pipeline.config import load_config
 from ctxcli.store.manifest import read_manifest
 from support.paths import SAMPLE
 
-SMALL = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}
+SMALL = {"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}
 
 
 def _records() -> list[Any]:

@@ -30,7 +30,7 @@ from support.paths import REPO, corpus, shared_transcripts
 TIGHT = build_config(
     {
         "stages": [
-            {"use": "truncate_tool_output", "max_length": 500},
+            {"use": "truncate_tool_output", "max_chars": 500},
             {"use": "clear_tool_results", "max_tokens": 2000},
         ]
     },
@@ -90,7 +90,7 @@ def test_text_and_object_rows_keep_their_type() -> None:
 
 
 def test_reducer_pickles_and_reduces_the_same() -> None:
-    reducer = RowReducer({"stages": [{"use": "truncate_tool_output", "max_length": 500}]})
+    reducer = RowReducer({"stages": [{"use": "truncate_tool_output", "max_chars": 500}]})
     clone = pickle.loads(pickle.dumps(reducer))
     row = _chat(1, "w" * 4000)
     assert clone(row).value == reducer(row).value

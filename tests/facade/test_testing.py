@@ -65,19 +65,19 @@ def _conversation(records: list[Any]) -> Conversation:
 
 def test_run_stage_offloads_what_the_pipeline_offloads() -> None:
     conv = _conversation(RECORDS)
-    run = run_stage("truncate_tool_output", conv, max_length=500)
+    run = run_stage("truncate_tool_output", conv, max_chars=500)
     assert run.offloaded == {"trunc/call_1": LONG}
     assert "ctx-offload/trunc/call_1" in run.conversation.messages[2].blocks[0].text
     assert len(run.conversation.messages[2].blocks[0].text) <= 500
-    config = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}
+    config = {"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}
     piped = reduce_records(RECORDS, config=config)
     assert piped.offload == {"trunc/call_1": LONG}
     assert piped.records[2]["content"] == run.conversation.messages[2].blocks[0].text
 
 
 def test_run_stage_validates_options_like_the_config() -> None:
-    with pytest.raises(ValueError, match="max_length"):
-        run_stage("truncate_tool_output", _conversation(RECORDS), max_length=-1)
+    with pytest.raises(ValueError, match="max_chars"):
+        run_stage("truncate_tool_output", _conversation(RECORDS), max_chars=-1)
 
 
 # --- assert_stage_roundtrip / assert_roundtrip -------------------------------------------------

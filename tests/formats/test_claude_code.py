@@ -219,7 +219,7 @@ def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
 
 def test_default_and_clearing_configs(tmp_path: Path) -> None:
     cfg = config(
-        {"use": "truncate_tool_output", "max_length": 300},
+        {"use": "truncate_tool_output", "max_chars": 300},
         {"use": "clear_tool_results", "max_tokens": 0, "keep_rounds": 0, "clear_arguments": True},
     )
     out = golden_roundtrip(SRC, "claude_code", tmp_path, cfg)

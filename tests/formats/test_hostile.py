@@ -13,7 +13,7 @@ from support.cli import invoke
 
 CONFIG = """[[stages]]
 use = "truncate_tool_output"
-max_length = 600
+max_chars = 600
 [[stages]]
 use = "clear_tool_results"
 max_tokens = 100

@@ -31,15 +31,15 @@ from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.slots import get_in
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counting import CachedCounter
-from ctxcli.services.tokens import conversation_sources, conversation_texts
+from ctxcli.services.tokens.bulk import CachedCounter
+from ctxcli.services.tokens.ledger import conversation_sources, conversation_texts
 from support.paths import need_shared
 
 CHAIN = build_config(
     {
         "tokenizer": "approx",
         "stages": [
-            {"use": "truncate_tool_output", "max_length": 1500},
+            {"use": "truncate_tool_output", "max_chars": 1500},
             {"use": "clear_tool_results", "max_tokens": 3000, "keep_rounds": 1},
         ],
     },

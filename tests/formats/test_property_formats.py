@@ -27,14 +27,19 @@ from support.transcript_builders import FORMATS, build, to_jsonl
 
 # Options that make each stage act on small generated transcripts.
 STAGE_OPTIONS: dict[str, dict[str, Any]] = {
-    "truncate_tool_output": {"max_length": 300},
+    "truncate_tool_output": {"max_chars": 300},
     "clear_tool_results": {"max_tokens": 50, "keep_rounds": 1},
-    "head_tail": {"threshold_chars": 300, "head_chars": 100, "tail_chars": 80, "keep_recent": 1},
-    "compress_words": {"recent_cutoff": 1, "mid_cutoff": 2, "min_content_words": 10},
+    "head_tail": {
+        "threshold_chars": 300,
+        "head_chars": 100,
+        "tail_chars": 80,
+        "keep_recent_results": 1,
+    },
+    "compress_words": {"recent_calls": 1, "mid_calls": 2, "min_content_words": 10},
     "nudge_early_exit": {"min_model_calls": 1},
-    "keep_last": {"n": 3},
+    "keep_last": {"keep_messages": 3},
     "strip_tool_calls": {},
-    "strip_and_truncate": {"n": 3},
+    "strip_and_truncate": {"keep_messages": 3},
     "summarize": {"trigger": "always", "keep_messages": 3},
     # Claude Code stages: no-ops on other formats, which the property checks too.
     "prune_sidecars": {},

@@ -28,7 +28,7 @@ from ctxcli.pipeline.config import build_config
 from support.paths import SHARED
 
 TIGHT = build_config(
-    {"stages": [{"use": "truncate_tool_output", "max_length": 400}]}, "trajectory tests"
+    {"stages": [{"use": "truncate_tool_output", "max_chars": 400}]}, "trajectory tests"
 )
 SWE = SHARED / "sweagent_marshmallow-1867_fc.traj"
 TAU = SHARED / "oai_taubench_airline_task2_trial1.jsonl"

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 
 from ctxcli.core.errors import ConfigError
-from ctxcli.pipeline.config import default_config, load_config
+from ctxcli.pipeline.config import build_config, default_config, load_config
+from ctxcli.pipeline.presets import preset_names
+from support.paths import CASES
 
 
 def _err(text: str, name: str = "ctx.toml") -> str:
@@ -23,7 +25,7 @@ def test_defaults_are_eino_defaults() -> None:
     assert config.settings.language == "en"
     assert [s.use for s in config.stages] == ["truncate_tool_output", "clear_tool_results"]
     trunc, clear = (s.options for s in config.stages)
-    assert trunc.max_length == 50000 and trunc.read_tool_name == "read_file"  # type: ignore[attr-defined]
+    assert trunc.max_chars == 50000 and trunc.read_tool_name == "read_file"  # type: ignore[attr-defined]
     assert clear.max_tokens == 30000 and clear.keep_rounds == 1  # type: ignore[attr-defined]
 
 
@@ -57,7 +59,7 @@ def test_stage_options_and_per_tool_overrides() -> None:
         "[stages.tools.grep]\nmax_length = 1000\n[stages.tools.read_file]\nskip = true\n"
     )
     opts = load_config(Path("ctx.toml")).stages[0].options
-    assert opts.tools["grep"].max_length == 1000  # type: ignore[attr-defined]
+    assert opts.tools["grep"].max_chars == 1000  # type: ignore[attr-defined]
     assert opts.tools["read_file"].skip  # type: ignore[attr-defined]
 
 
@@ -93,12 +95,12 @@ def test_stage_options_and_per_tool_overrides() -> None:
         (
             '[[stages]]\nuse = "truncate_tool_output"\nmax_lenght = 10\n',
             "ctx.toml: stages[1] (truncate_tool_output): unknown option 'max_lenght'; did you mean "
-            "'max_length'? Run 'ctx stages truncate_tool_output' for options.",
+            "'max_chars'? Run 'ctx stages truncate_tool_output' for options.",
         ),
         (
             '[[stages]]\nuse = "truncate_tool_output"\n[stages.tools.grep]\nmax_lenth = 1\n',
             "ctx.toml: stages[1] (truncate_tool_output): unknown option 'tools.grep.max_lenth'; did "
-            "you mean 'max_length'? Run 'ctx stages truncate_tool_output' for options.",
+            "you mean 'max_chars'? Run 'ctx stages truncate_tool_output' for options.",
         ),
         ("stages = 3\n", "ctx.toml: 'stages' must be an array of tables ([[stages]])."),
         (
@@ -121,3 +123,11 @@ def test_cli_override_validated() -> None:
     with pytest.raises(ConfigError, match="tokenizer = 'bogus' is invalid"):
         default_config().with_overrides(tokenizer="bogus")
     assert default_config().with_overrides(tokenizer="approx").settings.tokenizer == "approx"
+
+
+def test_presets_and_golden_cases_use_the_new_option_names() -> None:
+    """Old option names are for users' files only: nothing shipped or golden uses one."""
+    for name in preset_names():
+        assert build_config({"preset": name}, name).notes == (), name
+    for path in sorted(CASES.glob("**/config.toml")):
+        assert load_config(path).notes == (), path

@@ -129,7 +129,7 @@ def test_a_config_file_overrides_and_extends_its_preset(tmp_path: Path) -> None:
     config = load_config(tmp_path / "ctx.toml")
     assert uses(config) == [*RESUME, "nudge_early_exit"]
     truncate = config.stages[RESUME.index("truncate_tool_output")].options
-    assert truncate.max_length == 9000  # type: ignore[attr-defined]
+    assert truncate.max_chars == 9000  # type: ignore[attr-defined]
     assert truncate.read_tool_name == "Read"  # type: ignore[attr-defined]  # from the preset
     assert config.settings.language == "zh"
     assert config.source == f"{tmp_path / 'ctx.toml'} (preset claude-code-resume)"

@@ -47,7 +47,7 @@ def chain(**clear: Any) -> Config:
         {
             "tokenizer": "approx",
             "stages": [
-                {"use": "truncate_tool_output", "max_length": 1500},
+                {"use": "truncate_tool_output", "max_chars": 1500},
                 {"use": "clear_tool_results", "max_tokens": 1500, "keep_rounds": 1, **clear},
             ],
         },
@@ -58,7 +58,7 @@ def chain(**clear: Any) -> Config:
 CONFIGS = {
     "default-like": chain(),
     "keep-results": chain(keep_rounds=0, keep_results=3, clear_arguments=True, hint="long"),
-    "cache-friendly": chain(clear_at_least=400, keep_rounds=2),
+    "cache-friendly": chain(clear_at_least_tokens=400, keep_rounds=2),
 }
 
 

@@ -96,11 +96,17 @@ def test_init_template_and_defaults_are_valid(validator: Draft202012Validator) -
         {"tokeniser": "cl100k"},
         {"tokenizer": "gpt2"},
         {"stages": [{"use": "no_such_stage"}]},
-        {"stages": [{"max_length": 1000}]},
-        {"stages": [{"use": "truncate_tool_output", "max_length": 10}]},
+        {"stages": [{"max_chars": 1000}]},
+        {"stages": [{"use": "truncate_tool_output", "max_chars": 10}]},
         {"stages": [{"use": "truncate_tool_output", "max_lenght": 1000}]},
         {"stages": [{"use": "truncate_tool_output", "tools": {"grep": {"max_len": 300}}}]},
         {"stages": {"use": "truncate_tool_output"}},
+        {"stages": [{"use": "keep_last", "n": 3, "keep_messages": 3}]},
+        {
+            "stages": [
+                {"use": "truncate_tool_output", "tools": {"a": {"max_chars": 9, "max_length": 9}}}
+            ]
+        },
     ],
     ids=[
         "unknown-key",
@@ -111,6 +117,8 @@ def test_init_template_and_defaults_are_valid(validator: Draft202012Validator) -
         "unknown-option",
         "unknown-override-option",
         "stages-not-array",
+        "old-and-new-name",
+        "old-and-new-override-name",
     ],
 )
 def test_what_ctx_rejects_the_schema_rejects(
@@ -118,6 +126,28 @@ def test_what_ctx_rejects_the_schema_rejects(
 ) -> None:
     assert not _accepted_by_ctx(data)
     assert list(validator.iter_errors(data)) != []
+
+
+OLD_NAMES = [
+    {"use": "truncate_tool_output", "max_length": 9000, "tools": {"grep": {"max_length": 900}}},
+    {"use": "keep_last", "n": 3},
+    {"use": "strip_and_truncate", "n": 3},
+    {"use": "compress_words", "recent_cutoff": 1, "mid_cutoff": 2},
+    {"use": "clear_tool_results", "clear_at_least": 100},
+    {"use": "head_tail", "keep_recent": 1},
+]
+
+
+@pytest.mark.parametrize("stage", OLD_NAMES, ids=[s["use"] for s in OLD_NAMES])
+def test_old_option_names_are_accepted_and_marked_deprecated(
+    validator: Draft202012Validator, stage: dict[str, Any]
+) -> None:
+    data = {"stages": [stage]}
+    assert _accepted_by_ctx(data)
+    assert list(validator.iter_errors(data)) == []
+    branch = json.loads(SHIPPED.read_text(encoding="utf-8"))["$defs"][f"stage:{stage['use']}"]
+    old = [k for k in stage if k not in ("use", "tools")]
+    assert all(branch["properties"][k]["deprecated"] is True for k in old)
 
 
 class _ProbeOptions(StageOptions):

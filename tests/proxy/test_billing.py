@@ -25,7 +25,7 @@ from ctxcli.proxy.billing import cache_blocks
 from ctxcli.proxy.engine import ProxyCore, ProxySettings, prefix_policy
 from ctxcli.proxy.server import ProxyServer
 from ctxcli.proxy.shapes import MAX_BREAKPOINTS, prompt_blocks, strip_cache_control
-from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens.engines import load_engine
 from support.fake_api import FakeServer, MessagesAPI
 
 HEADERS = {"x-api-key": "sk-test", "anthropic-version": "2023-06-01"}

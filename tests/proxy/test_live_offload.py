@@ -138,7 +138,7 @@ PROXY_ROUNDS = 3
 CHAIN = """
 [[stages]]
 use = "truncate_tool_output"
-max_length = 3000
+max_chars = 3000
 
 [[stages]]
 use = "clear_tool_results"

@@ -16,7 +16,7 @@ from test_report import session
 from ctxcli.cost.counterfactual import Chain
 from ctxcli.cost.session import CostOptions, session_cost
 from ctxcli.pipeline.config import load_config
-from ctxcli.report import cost_timeline, write_report
+from ctxcli.report import cost_timeline, write_html
 from support.cli import invoke
 from support.paths import SHARED
 
@@ -75,5 +75,5 @@ def test_a_transcript_without_a_bill_gets_no_cost_section(tmp_path: Path) -> Non
     src = tmp_path / "chat.jsonl"
     src.write_bytes(session())
     assert cost_timeline(src, load_config(), "defaults") is None
-    _, page = write_report(str(src), tmp_path / "report.html")
+    _, page = write_html(str(src), tmp_path / "report.html")
     assert b'id="chart-cost"' not in page and b'<section id="cost">' not in page

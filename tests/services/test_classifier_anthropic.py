@@ -14,6 +14,7 @@ from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
+from ctxcli.services.answer_cache import AnswerCache
 from ctxcli.services.anthropic_client import AnthropicAccess, ReplyError
 from ctxcli.services.classifier import (
     AnthropicClassifier,
@@ -21,9 +22,8 @@ from ctxcli.services.classifier import (
     is_informative,
     parse_reply,
 )
-from ctxcli.services.counters import get_counter
-from ctxcli.services.disk_cache import DiskCache
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.by_name import get_counter
+from ctxcli.services.tokens.ledger import CountOptions
 from support.cli import invoke
 from support.fake_api import (
     COUNT_TOKENS,
@@ -70,7 +70,7 @@ def _classifier(server: AnthropicServer, tmp_path: Path, **kw: Any) -> Anthropic
     return AnthropicClassifier(
         fallback=HeuristicClassifier(),
         access=AnthropicAccess(KEY, server.base_url),
-        cache=DiskCache(tmp_path / "cache"),
+        cache=AnswerCache(tmp_path / "cache"),
         **options,
     )
 
@@ -283,7 +283,7 @@ def test_stage_uses_the_api_and_caches_in_ctx_cache_dir(
     calls = counters["classifier_calls"]
     assert calls >= 4 and counters["fallbacks"] == 0 and counters["compressions"] == 2
     assert server.count(MESSAGES) == calls
-    assert (cache_dir / DiskCache.FILE).is_file()
+    assert (cache_dir / AnswerCache.FILE).is_file()
     second = reduce_bytes(_transcript(), config=config)
     assert second.output == first.output
     assert second.report.stages[0].counters["cache_hits"] == calls
@@ -306,7 +306,7 @@ def test_no_cache_makes_the_rerun_ask_again(
     second = reduce_bytes(_transcript(), config=config, options=ReduceOptions(counting=off))
     assert second.report.stages[0].counters["cache_hits"] == 0
     assert server.count(MESSAGES) == 2 * calls
-    assert not (tmp_path / "answers" / DiskCache.FILE).exists()
+    assert not (tmp_path / "answers" / AnswerCache.FILE).exists()
 
 
 def test_stage_without_key_warns_once_and_works_offline(server: AnthropicServer) -> None:

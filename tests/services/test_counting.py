@@ -11,11 +11,11 @@ from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
 from ctxcli.pipeline.compose import ReduceOptions
-from ctxcli.services import counting, tokens
-from ctxcli.services.counters import get_counter
-from ctxcli.services.counting import count_texts
-from ctxcli.services.engines import load_engine
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens import bulk
+from ctxcli.services.tokens.bulk import count_texts
+from ctxcli.services.tokens.by_name import get_counter
+from ctxcli.services.tokens.engines import load_engine
+from ctxcli.services.tokens.ledger import CountOptions, conversation_texts
 from ctxcli.stages import StageContext, TokenLedger
 from support.paths import REPO, shared_transcripts
 
@@ -54,7 +54,7 @@ def _real_texts() -> list[str]:
             doc = load(path.read_bytes(), str(path), on_invalid="keep")
         except Exception:
             continue  # a format another part of ctx does not read yet
-        texts.extend(tokens.conversation_texts(doc.conversation))
+        texts.extend(conversation_texts(doc.conversation))
     return texts
 
 
@@ -141,7 +141,7 @@ def test_reduce_with_worker_processes_equals_single_process(
     raw = _big_transcript()
     one = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=1)))
     # Force the pool even for this small input.
-    monkeypatch.setattr(counting, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
     two = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=2)))
     assert two.output == one.output
     assert two.report.to_dict() == one.report.to_dict()
@@ -153,7 +153,7 @@ def test_each_distinct_text_is_counted_once() -> None:
     doc = load(raw)
     ledger = TokenLedger(counter)
     ledger.prime(doc.conversation)
-    distinct = set(tokens.conversation_texts(doc.conversation))
+    distinct = set(conversation_texts(doc.conversation))
     assert counter.counted == len(distinct)
     before = counter.counted
     # The stages and the report ask again and again: all lookups.
@@ -170,7 +170,7 @@ def test_clear_tool_results_counts_the_transcript_once() -> None:
 
     doc = load(_big_transcript(200))
     calls: list[str] = []
-    counter = counting.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
+    counter = bulk.CachedCounter("test", lambda t: calls.append(t) or len(t) // 4)
     ctx = StageContext(TokenLedger(counter), Preview("ctx-offload"))
     result = get_stage("clear_tool_results").fn(
         doc.conversation, ClearToolResultsOptions(max_tokens=1000), ctx
@@ -178,7 +178,7 @@ def test_clear_tool_results_counts_the_transcript_once() -> None:
     assert result.counters["cleared"] > 100
     # Linear: every original text once, nothing recounted per cleared message.
     assert len(set(calls)) == len(calls)
-    assert len(calls) <= len(set(tokens.conversation_texts(doc.conversation)))
+    assert len(calls) <= len(set(conversation_texts(doc.conversation)))
 
 
 def test_approx_needs_no_engine() -> None:
@@ -189,7 +189,7 @@ def test_approx_needs_no_engine() -> None:
 
 def test_a_custom_count_function_also_runs_on_workers() -> None:
     texts = [f"word {i} " * (i % 50 + 1) for i in range(400)]
-    custom = counting.CachedCounter("custom", lambda t: len(t.split()), workers=2)
+    custom = bulk.CachedCounter("custom", lambda t: len(t.split()), workers=2)
     custom.parallel_min_bytes = 0
     custom.count_many(texts)
     assert [custom.count(t) for t in texts] == [len(t.split()) for t in texts]
@@ -211,7 +211,7 @@ def test_exceeds_agrees_with_total_at_every_limit(workers: int) -> None:
 
 
 def test_background_counts_reach_the_disk_cache(tmp_path: Path) -> None:
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.tokens.count_cache import TokenCache
 
     texts = [f"text {i} " * 200 for i in range(100)]
     cache = TokenCache(tmp_path / "c.sqlite3")
@@ -242,7 +242,7 @@ class _Span:
 def test_a_counted_span_is_not_read_again() -> None:
     texts = [f"{i} " + "word " * 400 for i in range(30)]
     spans = [_Span(t) for t in texts] + [_Span(texts[0])]  # one text twice
-    counter = counting.CachedCounter("words", lambda t: len(t.split()))
+    counter = bulk.CachedCounter("words", lambda t: len(t.split()))
     counter.count_many(spans)
     read = [s.reads for s in spans]
     assert read == [2] * 30 + [1]  # for its digest, then to be counted (once per text)

@@ -24,11 +24,11 @@ def test_ctx_variables_win_then_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: P
 def test_the_proxy_run_directory_honours_xdg_cache_home(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    from ctxcli.proxy.engine import default_offload_dir
+    from ctxcli.proxy.engine import new_run_dir
 
     monkeypatch.delenv("CTX_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xc"))
-    run = Path(default_offload_dir())
+    run = Path(new_run_dir())
     assert run.parent == tmp_path / "xc" / "ctx" / "proxy"
     assert stat.S_IMODE(run.parent.stat().st_mode) == 0o700
 

@@ -23,21 +23,22 @@ from pathlib import Path
 import pytest
 
 from ctxcli.services import kv
+from ctxcli.services.answer_cache import AnswerCache
 from ctxcli.services.dirs import cache_dir, data_dir
-from ctxcli.services.disk_cache import DiskCache
-from ctxcli.services.token_cache import DB_NAME, TokenCache
-from ctxcli.services.token_cache import SCHEMA as COUNTS
+from ctxcli.services.tokens.count_cache import DB_NAME, TokenCache
+from ctxcli.services.tokens.count_cache import SCHEMA as COUNTS
 from ctxcli.store.index import FILE as INDEX_FILE
+from ctxcli.store.index import FORMER_FILE as FORMER_INDEX_FILE
 from ctxcli.store.index import SCHEMA as INDEX
 from ctxcli.store.index import IndexEntry, ReductionIndex
 from support.cli import invoke
-from support.paths import SHARED
+from support.paths import SAMPLE, SHARED
 
 REAL = SHARED / "oai_taubench_airline_task2_trial1.jsonl"
 needs_real = pytest.mark.real_data  # the corpus guard: skip in a clone, fail in CI
 REDUCE = ["--preset", "swe-agent", "-q"]  # clears 15 tool results of REAL
 
-# -- the schemas as round two wrote them (services/token_cache.py, services/disk_cache.py,
+# -- the schemas as round two wrote them (services/tokens/count_cache.py, services/answer_cache.py,
 #    services/ledger.py before services/kv.py): literal SQL, never imported ------------
 
 ROUND_TWO_COUNTS = """
@@ -128,13 +129,13 @@ def test_an_old_token_cache_keeps_its_counts_and_is_upgraded(tmp_path: Path, scr
 
 
 def test_an_old_answer_cache_keeps_its_answers_and_is_upgraded(tmp_path: Path) -> None:
-    _write_db(tmp_path / DiskCache.FILE, ROUND_TWO_ANSWERS)
-    cache = DiskCache(tmp_path)
+    _write_db(tmp_path / AnswerCache.FILE, ROUND_TWO_ANSWERS)
+    cache = AnswerCache(tmp_path)
     assert cache.get("classifier", "k1") == {"keep": True}
     cache.put("classifier", "k2", [1, 2])
     assert cache.get_many("classifier", ["k1", "k2"]) == {"k1": {"keep": True}, "k2": [1, 2]}
     assert cache.problem is None
-    assert _user_version(tmp_path / DiskCache.FILE) >= 1
+    assert _user_version(tmp_path / AnswerCache.FILE) >= 1
 
 
 @needs_real
@@ -167,6 +168,38 @@ def test_an_old_index_still_finds_a_moved_output_and_is_upgraded() -> None:
     ]
 
 
+def test_an_index_under_its_former_name_is_moved_with_every_row() -> None:
+    """The index was ledger.sqlite3: the first open moves it, rows still in its WAL too."""
+    former = data_dir() / FORMER_INDEX_FILE
+    _write_db(former, ROUND_TWO_INDEX)
+    old_ctx = sqlite3.connect(former)  # an older ctx still has it open: the row is in the WAL
+    try:
+        old_ctx.execute("PRAGMA journal_mode=WAL")
+        old_ctx.execute(
+            "INSERT INTO reductions VALUES (?, 1, ?, '/off', '/out.jsonl', 0)", ("a" * 64, "b" * 64)
+        )
+        old_ctx.commit()
+        assert Path(f"{former}-wal").stat().st_size > 0
+        found = ReductionIndex().find(path="/out.jsonl")
+    finally:
+        old_ctx.close()
+    assert [e.offload_dir for e in found] == ["/off"]
+    index = data_dir() / INDEX_FILE
+    assert not former.exists() and not Path(f"{former}-wal").exists()
+    assert _user_version(index) == INDEX.version
+    assert stat.S_IMODE(index.stat().st_mode) == 0o600
+    assert [p.name for p in data_dir().iterdir() if "adopting" in p.name] == []
+
+
+def test_a_reduction_recorded_under_the_former_name_still_restores_moved(tmp_path: Path) -> None:
+    invoke(["reduce", str(SAMPLE), "-o", "out.jsonl", "-q"])
+    (data_dir() / INDEX_FILE).rename(data_dir() / FORMER_INDEX_FILE)  # as an older ctx left it
+    Path("out.jsonl").rename("moved.jsonl")  # only the index pairs it with out.jsonl.offload
+    invoke(["restore", "moved.jsonl", "-o", "back.jsonl"])
+    assert Path("back.jsonl").read_bytes() == SAMPLE.read_bytes()
+    assert not (data_dir() / FORMER_INDEX_FILE).exists()
+
+
 def test_the_path_lookup_uses_the_index_the_upgrade_adds(tmp_path: Path) -> None:
     index = ReductionIndex(tmp_path)
     index.record(IndexEntry("a" * 64, 1, "b" * 64, "/off", "/out.jsonl"))
@@ -185,7 +218,7 @@ def test_the_path_lookup_uses_the_index_the_upgrade_adds(tmp_path: Path) -> None
 
 def test_a_newer_ctxs_files_are_refused_in_one_line_and_left_as_they_are(tmp_path: Path) -> None:
     counts = cache_dir() / DB_NAME
-    answers = cache_dir() / DiskCache.FILE
+    answers = cache_dir() / AnswerCache.FILE
     index = data_dir() / INDEX_FILE
     _write_db(counts, ROUND_TWO_COUNTS, user_version=99)
     _write_db(answers, ROUND_TWO_ANSWERS, user_version=99)
@@ -194,7 +227,7 @@ def test_a_newer_ctxs_files_are_refused_in_one_line_and_left_as_they_are(tmp_pat
 
     notes: list[str] = []
     assert TokenCache.open_default(notes.append) is None
-    cache = DiskCache(cache_dir())
+    cache = AnswerCache(cache_dir())
     assert cache.get("classifier", "k1") is None
     cache.put("classifier", "k3", 1)
     found = ReductionIndex(log=notes.append)
@@ -235,11 +268,11 @@ def test_a_damaged_token_cache_is_started_anew_and_works() -> None:
 
 
 def test_a_damaged_answer_cache_is_started_anew(tmp_path: Path) -> None:
-    (tmp_path / DiskCache.FILE).write_bytes(b"\0garbage" * 1000)
-    cache = DiskCache(tmp_path)
+    (tmp_path / AnswerCache.FILE).write_bytes(b"\0garbage" * 1000)
+    cache = AnswerCache(tmp_path)
     assert cache.get("ns", "k") is None
     cache.put("ns", "k", {"answer": 1})
-    assert DiskCache(tmp_path).get("ns", "k") == {"answer": 1}
+    assert AnswerCache(tmp_path).get("ns", "k") == {"answer": 1}
     assert cache.problem is None
 
 
@@ -293,8 +326,8 @@ def test_a_run_with_a_damaged_index_succeeds_and_restores_beside_its_output() ->
 
 def test_every_database_is_private_and_an_old_wide_one_is_tightened(tmp_path: Path) -> None:
     ReductionIndex().record(IndexEntry("a" * 64, 1, "b" * 64, "/off", "/out"))
-    DiskCache(cache_dir()).put("ns", "k", 1)
-    for path in (data_dir() / INDEX_FILE, cache_dir() / DiskCache.FILE):
+    AnswerCache(cache_dir()).put("ns", "k", 1)
+    for path in (data_dir() / INDEX_FILE, cache_dir() / AnswerCache.FILE):
         assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path
         assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
     old = tmp_path / "old"
@@ -315,7 +348,7 @@ def test_every_database_is_private_and_an_old_wide_one_is_tightened(tmp_path: Pa
 _READ_ONLY_PROBE = """
 import json, sys
 from pathlib import Path
-from ctxcli.services.token_cache import TokenCache
+from ctxcli.services.tokens.count_cache import TokenCache
 from ctxcli.store.index import IndexEntry, ReductionIndex
 root = Path(sys.argv[1])
 notes = []

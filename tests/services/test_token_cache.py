@@ -13,11 +13,11 @@ import pytest
 from ctxcli.api import RunOptions, stats_file
 from ctxcli.pipeline import stats_cache
 from ctxcli.pipeline.config import load_config
-from ctxcli.services import counters, engines
-from ctxcli.services.counting import CACHE_MIN_CHARS
 from ctxcli.services.dirs import cache_dir
-from ctxcli.services.token_cache import DB_NAME, TokenCache
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens import by_name, engines
+from ctxcli.services.tokens.bulk import CACHE_MIN_CHARS
+from ctxcli.services.tokens.count_cache import DB_NAME, TokenCache
+from ctxcli.services.tokens.ledger import CountOptions
 from support.cli import invoke
 
 
@@ -43,7 +43,7 @@ def counted(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
         return "test", fn
 
-    monkeypatch.setattr(counters, "load_engine", fake)
+    monkeypatch.setattr(by_name, "load_engine", fake)
     return seen
 
 
@@ -162,7 +162,7 @@ def every_count(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     def fake(name: str, engine: str | None = None) -> tuple[str, Callable[[str], int]]:
         return "test", lambda text: seen.append(text) or real(text)
 
-    monkeypatch.setattr(counters, "load_engine", fake)
+    monkeypatch.setattr(by_name, "load_engine", fake)
     return seen
 
 

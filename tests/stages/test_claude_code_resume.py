@@ -20,7 +20,7 @@ import pytest
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import TokenLedger
 from support.cli import invoke
 from support.paths import SHARED, corpus

@@ -1,4 +1,4 @@
-"""clear_tool_results: rounds of tool use, clear_at_least, Anthropic's names, short hints."""
+"""clear_tool_results: rounds of tool use, clear_at_least_tokens, Anthropic's names, short hints."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from ctxcli.core.hints import clear_hint, is_cleared, is_ctx_marked, is_truncate
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 from ctxcli.store.naming import Preview
@@ -90,10 +90,10 @@ def test_keep_results_counts_tool_results() -> None:
 
 
 def test_clear_at_least_skips_a_small_gain() -> None:
-    small = run("clear_tool_results", _weather(), max_tokens=0, clear_at_least=10_000)
+    small = run("clear_tool_results", _weather(), max_tokens=0, clear_at_least_tokens=10_000)
     assert _results(small.conversation) == [BIG, BIG]
-    assert "clear_at_least 10000" in small.notes[0]
-    enough = run("clear_tool_results", _weather(), max_tokens=0, clear_at_least=50)
+    assert "clear_at_least_tokens 10000" in small.notes[0]
+    enough = run("clear_tool_results", _weather(), max_tokens=0, clear_at_least_tokens=50)
     assert enough.counters["cleared"] == 1
     assert enough.counters["tokens_reclaimed"] >= 50
 
@@ -245,7 +245,7 @@ def test_a_truncated_result_cleared_later_cites_its_full_text(
     conv = _real(SWE)
     monkeypatch.chdir(tmp_path)
     stages = [
-        {"use": "truncate_tool_output", "max_length": 2000},
+        {"use": "truncate_tool_output", "max_chars": 2000},
         {"use": "clear_tool_results", "max_tokens": 0},
     ]
     report, out = reduce_file(

@@ -25,7 +25,7 @@ from ctxcli.services.classifier import (
     is_informative,
     is_protected,
 )
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.compress_words import (
     CompressWordsOptions,
@@ -40,8 +40,8 @@ from support.paths import REPO, SHARED, need_shared
 
 # ReasonBlocks' tiers, which the reasonblocks preset sets (ctx's defaults are more aggressive).
 RB: dict[str, Any] = {
-    "recent_cutoff": 3,
-    "mid_cutoff": 10,
+    "recent_calls": 3,
+    "mid_calls": 10,
     "keep_ratio_mid": 0.55,
     "keep_ratio_old": 0.30,
 }
@@ -234,8 +234,8 @@ def test_anthropic_without_key_falls_back_and_says_so() -> None:
 
 
 def test_cutoffs_must_be_in_order() -> None:
-    with pytest.raises(ConfigError, match=r"mid_cutoff \(0\) must be >= recent_cutoff \(1\)"):
-        build_config({"stages": [{"use": "compress_words", "mid_cutoff": 0}]}, "ctx.toml")
+    with pytest.raises(ConfigError, match=r"mid_calls \(0\) must be >= recent_calls \(1\)"):
+        build_config({"stages": [{"use": "compress_words", "mid_calls": 0}]}, "ctx.toml")
 
 
 # -- the heuristic ------------------------------------------------------------------------
@@ -356,7 +356,7 @@ def test_chained_stages_save_more_than_either_alone() -> None:
 
 
 def test_a_text_mid_cutoff_calls_old_is_old() -> None:
-    # ReasonBlocks: calls_back < mid_cutoff is mid, so exactly mid_cutoff is old.
+    # ReasonBlocks: calls_back < mid_calls is mid, so exactly mid_calls is old.
     text = _output(9, lines=30)
     at_cutoff = compress_words(_conv([text], rounds_after=10), CompressWordsOptions(**RB), _ctx())
     assert "compressed to 30% of words" in _results(at_cutoff.conversation)[0]
@@ -374,7 +374,7 @@ def test_real_transcript_tiers_match_reasonblocks() -> None:
         for (mi, _bi), block in out.iter_blocks(Kind.TOOL_RESULT)
         if (m := re.search(r"compressed to (\d+)% of words", block.text))
     }
-    # mid_cutoff calls old: the old tier (30%, more where protected words alone exceed it)
+    # mid_calls calls old: the old tier (30%, more where protected words alone exceed it)
     assert 30 <= pcts[10] < 50
     assert all(pct >= 54 for age, pct in pcts.items() if age < 10)
 
@@ -390,7 +390,7 @@ def test_rerun_on_real_transcripts_changes_nothing(name: str, tokenizer: str) ->
     # A text left alone because compressing it saved nothing must stay alone on a
     # rerun, although the compressed texts around it changed the word statistics.
     path = need_shared() / name
-    stage = {"use": "compress_words", "recent_cutoff": 1, "mid_cutoff": 2, "min_content_words": 10}
+    stage = {"use": "compress_words", "recent_calls": 1, "mid_calls": 2, "min_content_words": 10}
     config = build_config({"tokenizer": tokenizer, "stages": [stage]}, "test")
     once = reduce_bytes(path.read_bytes(), config=config).output
     assert reduce_bytes(once, config=config).output == once
@@ -425,7 +425,7 @@ def test_the_reasonblocks_preset_keeps_reasonblocks_tiers() -> None:
     opts = next(s.options for s in stages if s.use == "compress_words")
     assert {k: getattr(opts, k) for k in RB} == RB
     defaults = CompressWordsOptions()
-    assert (defaults.recent_cutoff, defaults.keep_ratio_mid, defaults.keep_ratio_old) == (
+    assert (defaults.recent_calls, defaults.keep_ratio_mid, defaults.keep_ratio_old) == (
         1,
         0.25,
         0.10,
@@ -490,4 +490,4 @@ def test_every_text_of_a_tier_is_compressed_whatever_the_counter(tokenizer: str)
     out = compress_words(conv, CompressWordsOptions(**RB), ctx).conversation
     ages = model_call_ages(conv)
     got = {ages[ref[0]]: is_compressed(b.text) for ref, b in out.iter_blocks(Kind.TOOL_RESULT)}
-    assert got == {age: age >= RB["recent_cutoff"] for age in range(13)}
+    assert got == {age: age >= RB["recent_calls"] for age in range(13)}

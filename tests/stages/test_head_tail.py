@@ -12,7 +12,7 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.hints import truncation_hint
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.head_tail import HeadTailOptions, head_tail, is_head_tailed
 from ctxcli.store.naming import Preview
@@ -64,10 +64,10 @@ def test_full_text_is_offloaded() -> None:
 
 def test_last_results_are_exempt() -> None:
     conv = _conv(LONG, LONG, LONG)
-    result = head_tail(conv, HeadTailOptions(keep_recent=2), _ctx())
+    result = head_tail(conv, HeadTailOptions(keep_recent_results=2), _ctx())
     outs = _results(result.conversation)
     assert is_head_tailed(outs[0]) and outs[1:] == [LONG, LONG]
-    everything = head_tail(conv, HeadTailOptions(keep_recent=0), _ctx())
+    everything = head_tail(conv, HeadTailOptions(keep_recent_results=0), _ctx())
     assert all(is_head_tailed(t) for t in _results(everything.conversation))
 
 

@@ -45,13 +45,13 @@ def kept_keys(result: StageResult) -> list[int | None]:
     ],
 )
 def test_cut_moves_back_to_a_safe_boundary(n: int, expected: list[int]) -> None:
-    result = run("keep_last", fixture("parallel.jsonl"), n=n)
+    result = run("keep_last", fixture("parallel.jsonl"), keep_messages=n)
     assert kept_keys(result) == expected
     assert result.counters["dropped"] == 16 - len(expected)
 
 
 def test_counters_and_notes_say_how_far_the_cut_moved() -> None:
-    result = run("keep_last", fixture("parallel.jsonl"), n=2)
+    result = run("keep_last", fixture("parallel.jsonl"), keep_messages=2)
     assert result.counters == {"dropped": 11, "cut_moved": 2}
     assert result.notes == (
         "dropped 11 messages; their text is in off/keep_last/r1-r11",
@@ -61,17 +61,17 @@ def test_counters_and_notes_say_how_far_the_cut_moved() -> None:
 
 def test_nothing_to_drop_is_a_noop() -> None:
     conv = fixture("parallel.jsonl")
-    result = run("keep_last", conv, n=15)
+    result = run("keep_last", conv, keep_messages=15)
     assert result.conversation is conv
     assert result.counters == {"dropped": 0, "cut_moved": 0}
-    assert result.notes == ("15 non-system messages <= n 15; nothing dropped",)
+    assert result.notes == ("15 non-system messages <= keep_messages 15; nothing dropped",)
 
 
 def test_reused_call_ids_are_paired_by_position() -> None:
     # tau-bench reuses one call id for every call: the cut must still not orphan.
-    result = run("keep_last", fixture("repeated_ids.jsonl"), n=2)
+    result = run("keep_last", fixture("repeated_ids.jsonl"), keep_messages=2)
     assert kept_keys(result) == [0, 6, 7, 8]
-    result = run("keep_last", fixture("repeated_ids.jsonl"), n=3)
+    result = run("keep_last", fixture("repeated_ids.jsonl"), keep_messages=3)
     assert kept_keys(result) == [0, 6, 7, 8]
 
 
@@ -102,9 +102,9 @@ def test_claude_code_interleaved_response_stays_whole() -> None:
             _msg("assistant", Block(Kind.TEXT, "both done"), key=6, group="m2"),
         )
     )
-    assert kept_keys(run("keep_last", conv, n=1)) == [6]
-    assert kept_keys(run("keep_last", conv, n=2)) == [1, 2, 3, 4, 5, 6]
-    assert kept_keys(run("keep_last", conv, n=4)) == [1, 2, 3, 4, 5, 6]
+    assert kept_keys(run("keep_last", conv, keep_messages=1)) == [6]
+    assert kept_keys(run("keep_last", conv, keep_messages=2)) == [1, 2, 3, 4, 5, 6]
+    assert kept_keys(run("keep_last", conv, keep_messages=4)) == [1, 2, 3, 4, 5, 6]
     safe = safe_cuts(conv, 0)
     assert [c for c, ok in enumerate(safe) if ok] == [0, 1, 6, 7]
 
@@ -121,7 +121,7 @@ def test_results_spread_over_messages_before_their_calls_end() -> None:
             _msg("assistant", Block(Kind.TEXT, "ok"), key=5),
         )
     )
-    assert kept_keys(run("keep_last", conv, n=2)) == [1, 2, 3, 4, 5]
+    assert kept_keys(run("keep_last", conv, keep_messages=2)) == [1, 2, 3, 4, 5]
     assert latest_safe_cut(conv, 0, 3) == 1
 
 
@@ -136,11 +136,11 @@ def test_a_call_answered_twice_keeps_both_results() -> None:
             _msg("assistant", Block(Kind.TEXT, "ok"), key=5),
         )
     )
-    assert kept_keys(run("keep_last", conv, n=2)) == [1, 2, 3, 4, 5]
+    assert kept_keys(run("keep_last", conv, keep_messages=2)) == [1, 2, 3, 4, 5]
 
 
 def test_start_on_user_moves_the_cut_to_a_user_turn() -> None:
-    result = run("keep_last", fixture("parallel.jsonl"), n=2, start_on_user=True)
+    result = run("keep_last", fixture("parallel.jsonl"), keep_messages=2, start_on_user=True)
     assert kept_keys(result) == [0, *range(11, 16)]
 
 
@@ -161,7 +161,7 @@ def test_no_safe_cut_keeps_everything() -> None:
         )
     )
     # Only the user message could go, and the user asked to start on a user turn.
-    result = run("keep_last", conv, n=1, start_on_user=True)
+    result = run("keep_last", conv, keep_messages=1, start_on_user=True)
     assert result.conversation is conv
     assert result.notes == (
         "no cut point keeps every tool call with its result and starts on a user turn; "
@@ -179,13 +179,13 @@ def test_system_messages_later_on_are_not_counted() -> None:
             _msg("user", Block(Kind.TEXT, "three"), key=4),
         )
     )
-    assert kept_keys(run("keep_last", conv, n=2)) == [0, 2, 3, 4]
+    assert kept_keys(run("keep_last", conv, keep_messages=2)) == [0, 2, 3, 4]
 
 
 def test_end_to_end_offloads_restores_and_is_idempotent(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
     source.write_bytes((FIXTURES / "parallel.jsonl").read_bytes())
-    config = build_config({"stages": [{"use": "keep_last", "n": 2}]}, "test")
+    config = build_config({"stages": [{"use": "keep_last", "keep_messages": 2}]}, "test")
     report, out = reduce_file(source, tmp_path / "out.jsonl", config=config, offload_dir="off")
     lines = source.read_bytes().splitlines(keepends=True)
     assert out == b"".join([lines[0], *lines[12:]])
@@ -200,8 +200,8 @@ def test_end_to_end_offloads_restores_and_is_idempotent(tmp_path: Path) -> None:
     assert report.stages[0].counters == {"dropped": 11, "cut_moved": 2}
 
 
-def test_n_must_be_positive() -> None:
+def test_keep_messages_must_be_positive() -> None:
     from ctxcli.core.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"n = 0 is invalid"):
-        build_config({"stages": [{"use": "keep_last", "n": 0}]}, "ctx.toml")
+    with pytest.raises(ConfigError, match=r"keep_messages = 0 is invalid"):
+        build_config({"stages": [{"use": "keep_last", "keep_messages": 0}]}, "ctx.toml")

@@ -12,7 +12,7 @@ from ctxcli.core.model import Kind
 from ctxcli.core.monitors import conversation_monitors
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.stages.nudge_early_exit import (
     DEFAULT_NUDGE,

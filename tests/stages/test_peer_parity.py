@@ -20,7 +20,7 @@ from support.bench.peers import cozempic_output, langchain_clear, resume_tokens,
 from ctxcli.api import reduce_bytes
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.store.naming import Preview
 from support.paths import corpus, shared_transcripts

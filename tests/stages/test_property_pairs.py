@@ -133,14 +133,17 @@ def _anthropic(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
 BUILDERS = {"openai_chat": _openai, "anthropic": _anthropic}
 
 CONFIGS: list[tuple[str, list[dict[str, Any]]]] = [
-    (f"keep_last-{n}", [{"use": "keep_last", "n": n}]) for n in (1, 2, 5)
+    (f"keep_last-{n}", [{"use": "keep_last", "keep_messages": n}]) for n in (1, 2, 5)
 ] + [
-    ("keep_last-user", [{"use": "keep_last", "n": 2, "start_on_user": True}]),
+    ("keep_last-user", [{"use": "keep_last", "keep_messages": 2, "start_on_user": True}]),
     ("strip_tool_calls", [{"use": "strip_tool_calls"}]),
     ("strip_tool_calls-rounds", [{"use": "strip_tool_calls", "keep_last_rounds": 2}]),
     ("strip_tool_calls-tools", [{"use": "strip_tool_calls", "keep_tools": ["bash"]}]),
-    ("strip_and_truncate-1", [{"use": "strip_and_truncate", "n": 1}]),
-    ("strip_and_truncate-3", [{"use": "strip_and_truncate", "n": 3, "keep_last_rounds": 1}]),
+    ("strip_and_truncate-1", [{"use": "strip_and_truncate", "keep_messages": 1}]),
+    (
+        "strip_and_truncate-3",
+        [{"use": "strip_and_truncate", "keep_messages": 3, "keep_last_rounds": 1}],
+    ),
     *(
         (f"summarize-{n}", [{"use": "summarize", "trigger": "always", "keep_messages": n}])
         for n in (0, 1, 3)

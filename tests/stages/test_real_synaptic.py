@@ -22,10 +22,10 @@ from support.paths import corpus, shared_transcripts
 
 SIZES = (1, 2, 5, 20)
 STAGES: dict[str, Any] = {
-    "keep_last": lambda n: [{"use": "keep_last", "n": n}],
+    "keep_last": lambda n: [{"use": "keep_last", "keep_messages": n}],
     # n doubles as the number of protected rounds, so all four runs differ.
     "strip_tool_calls": lambda n: [{"use": "strip_tool_calls", "keep_last_rounds": n % 20}],
-    "strip_and_truncate": lambda n: [{"use": "strip_and_truncate", "n": n}],
+    "strip_and_truncate": lambda n: [{"use": "strip_and_truncate", "keep_messages": n}],
     "summarize": lambda n: [{"use": "summarize", "trigger": "always", "keep_messages": n}],
 }
 FILES = shared_transcripts()

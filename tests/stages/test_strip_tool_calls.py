@@ -168,10 +168,12 @@ def test_no_tool_calls_is_a_noop() -> None:
 
 
 def test_strip_and_truncate_counts_only_conversation(tmp_path: Path) -> None:
-    before, after = reduce(tmp_path, "parallel.jsonl", [{"use": "strip_and_truncate", "n": 2}])
+    before, after = reduce(
+        tmp_path, "parallel.jsonl", [{"use": "strip_and_truncate", "keep_messages": 2}]
+    )
     lines = before.splitlines(keepends=True)
     assert after == lines[0] + lines[11] + lines[15]
-    result = run("strip_and_truncate", fixture("parallel.jsonl"), n=2)
+    result = run("strip_and_truncate", fixture("parallel.jsonl"), keep_messages=2)
     assert result.counters == {
         "calls_removed": 7,
         "results_removed": 7,
@@ -182,14 +184,14 @@ def test_strip_and_truncate_counts_only_conversation(tmp_path: Path) -> None:
 
 
 def test_strip_and_truncate_is_the_two_stages_in_a_row(tmp_path: Path) -> None:
-    options = {"n": 3, "keep_last_rounds": 1, "keep_tools": ["grep"]}
+    options = {"keep_messages": 3, "keep_last_rounds": 1, "keep_tools": ["grep"]}
     _, combined = reduce(tmp_path, "parallel.jsonl", [{"use": "strip_and_truncate", **options}])
     _, chained = reduce(
         tmp_path,
         "parallel.jsonl",
         [
             {"use": "strip_tool_calls", "keep_last_rounds": 1, "keep_tools": ["grep"]},
-            {"use": "keep_last", "n": 3},
+            {"use": "keep_last", "keep_messages": 3},
         ],
     )
     assert combined == chained

@@ -20,8 +20,8 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import load
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
-from ctxcli.services.counters import get_counter
 from ctxcli.services.summarizer import ExtractiveSummarizer, SummarizerError
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
 from ctxcli.stages.base import StageResult
 from ctxcli.store.naming import Preview
@@ -535,12 +535,12 @@ def test_anthropic_long_history_is_summarized_in_chunks(server: AnthropicServer)
 
 
 def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -> None:
+    from ctxcli.services.answer_cache import AnswerCache
     from ctxcli.services.anthropic_client import AnthropicAccess
-    from ctxcli.services.disk_cache import DiskCache
 
     services = {
         "anthropic": AnthropicAccess("test-key", server.base_url),
-        "cache": DiskCache(tmp_path / "cache"),
+        "cache": AnswerCache(tmp_path / "cache"),
     }
     server.push(message("cached summary"))
     conv = fixture("session.jsonl")

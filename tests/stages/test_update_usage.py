@@ -197,7 +197,7 @@ def test_claude_code_last_usage_is_scaled_on_a_record_trackers_skip(tmp_path: Pa
     # client reads a-11 as the context size.
     src = claude_session(tmp_path, {"a-10": 150_000, "a-11": 150_000})
     out = tmp_path / "out.jsonl"
-    stages = [{"use": "truncate_tool_output", "max_length": 256}, {"use": "update_usage"}]
+    stages = [{"use": "truncate_tool_output", "max_chars": 256}, {"use": "update_usage"}]
     report, data = reduce_file(src, out, config=build_config({"stages": stages}, "t"))
     assert restore_file(out) == src.read_bytes()
     by_uuid = {r.get("uuid"): r for r in map(json.loads, data.splitlines())}

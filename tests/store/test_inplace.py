@@ -33,13 +33,14 @@ from ctxcli.services.dirs import cache_dir, data_dir
 from ctxcli.sessions import fix_in_place
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.history import LEGACY, changes, changes_dir
+from ctxcli.store.index import FILE as INDEX_FILE
 from ctxcli.store.inplace import InPlace
 from support.cli import invoke
 from support.session_layout import CC_MCLAUDE, Layout, age, build
 
 # Fast and real: the chain truncates long outputs; approx counting keeps each run short.
 CHAIN = build_config(
-    {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 800}]},
+    {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 800}]},
     "test chain",
 )
 
@@ -233,7 +234,7 @@ def test_changes_in_the_previous_layout_still_restore(layout: Layout) -> None:
     legacy = data_dir() / LEGACY / "claude_code" / CC_MCLAUDE
     legacy.parent.mkdir(parents=True)
     changes_dir(a).rename(legacy)
-    (data_dir() / "ledger.sqlite3").unlink()
+    (data_dir() / INDEX_FILE).unlink()
     assert restore_file(a) == original
     invoke(["restore", str(b), "--in-place"], code=2)  # B never changed: not B's to use
     assert sorted(p.name for p in legacy.iterdir()) == ["0001-doctor", "0002-reduce"]

@@ -29,7 +29,7 @@ from ctxcli.store.restore import ASCII, NESTED, escape_text, restore_bytes
 from support.paths import FIXTURES
 
 CONFIG = build_config(
-    {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_length": 300}]},
+    {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 300}]},
     "recipe tests",
 )
 OUTPUT = "".join(f'tests/test_cache.py::test_{i} PASSED "ok" café\tdone\n' for i in range(60))

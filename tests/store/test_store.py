@@ -76,6 +76,6 @@ def test_one_memory_store_for_records_and_rows() -> None:
     assert by_name.texts() == {"trunc/c1": text}
     # reduce_records keeps its texts in that store, by the names the disk store gives.
     records = [orjson.loads(line) for line in SAMPLE.read_bytes().splitlines()]
-    small = {"stages": [{"use": "truncate_tool_output", "max_length": 500}]}
+    small = {"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}
     out = reduce_records(records, config=small, offload_dir=str(Path("off")))
     assert out.offload and all(rel.startswith("trunc/") for rel in out.offload)

@@ -2,7 +2,7 @@
 
 An agent loop calls :meth:`Reducer.reduce` with the whole message list before each
 model call and sends what it returns. The reducer keeps the decisions it made for the
-messages it has seen (see :mod:`ctxcli.pipeline.incremental`), so a message reduced
+messages it has seen (see :mod:`ctxcli.pipeline.live_loop`), so a message reduced
 once is sent as the same bytes in every later call, and a call costs in proportion to
 what is new. Removed texts go to an offload directory (or fsspec URL) that the agent's
 read tool can open; the hints cite absolute paths.
@@ -37,7 +37,7 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config
-from ctxcli.pipeline.incremental import (
+from ctxcli.pipeline.live_loop import (
     Entry,
     IncrementOptions,
     PrefixState,
@@ -45,7 +45,7 @@ from ctxcli.pipeline.incremental import (
     run_increment,
 )
 from ctxcli.pipeline.run import StageReport
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.live import LiveOffload
 

@@ -33,9 +33,9 @@ from ctxcli.formats import get_format
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes, rerun_bytes
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
-from ctxcli.pipeline.results import Reduced, Report
+from ctxcli.pipeline.results import PipelineResult, Report
 from ctxcli.services.session_files import is_session_path
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store import history
 from ctxcli.store.disk import OffloadStore, check_offload_location
 from ctxcli.store.index import remember
@@ -84,13 +84,13 @@ class Job:
     unchanged: bool = False
 
 
-def reduce_and_commit(job: Job) -> Reduced:
+def reduce_and_commit(job: Job) -> PipelineResult:
     """Reduce into a staging offload directory, then commit the pair (see :func:`_commit`).
 
     A file changed during the run is refused unless its mapped bytes are still those
     hashed first (lines appended to a session are not part of this run, as with a read).
     With ``opts.stream`` the output is written to its staged file as it is made
-    (``Reduced.output`` is empty).
+    (``PipelineResult.output`` is empty).
     """
     off_path, display = offload_path(job.root)
     keep = [Path(job.input_name)] if job.input_name != STDIO else []
@@ -156,12 +156,12 @@ def _run(
     store: OffloadStore,
     staged: Staged | None,
     resume: tuple[Resume, dict[str, Any]] | None,
-) -> tuple[OffloadStore, Reduced]:
+) -> tuple[OffloadStore, PipelineResult]:
     """The reduction itself: keeping a previous run's prefix if it can, else in full."""
     opts = job.run
     incremental = opts.incremental and job.config.settings.incremental
 
-    def run(kept: Resume | None) -> Reduced:
+    def run(kept: Resume | None) -> PipelineResult:
         if staged is not None and staged.fh is not None:
             # A run in full after a re-run gave up starts anew.
             staged.fh.seek(0)
@@ -206,7 +206,7 @@ def _run(
     return store, run(None)
 
 
-def _header(job: Job, reduced: Reduced, input_sha: str) -> Header:
+def _header(job: Job, reduced: PipelineResult, input_sha: str) -> Header:
     """What the manifest says of this run (the store adds script, files and pack)."""
     if reduced.written is not None:
         output = Side(sha256=reduced.written.sha256, bytes=reduced.written.size)

@@ -35,7 +35,7 @@ def _check_inputs(inputs: Sequence[str]) -> None:
 
 
 def _json(results: Sequence[batch.FileResult]) -> None:
-    console.write_report(orjson.dumps(json_payload(results)) + b"\n")
+    console.write_json(orjson.dumps(json_payload(results)) + b"\n")
 
 
 TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")

@@ -55,6 +55,8 @@ def check(
             console.write_stdout(orjson.dumps(payload) + b"\n")
         else:
             console.write_stdout(config_to_toml(config).encode())
+        for note in config.notes:
+            sys.stderr.write(f"ctx: {note}\n")
         where = (
             "no ctx.toml or [tool.ctx] found; the built-in defaults"
             if config.source == "defaults"

@@ -57,7 +57,7 @@ def error(message: str) -> None:
         sys.stderr.write(f"ctx: error: {line}\n")
 
 
-def write_report(data: bytes) -> None:
+def write_json(data: bytes) -> None:
     """Write a JSON report (never a transcript) to stdout, with secrets redacted."""
     write_stdout(redact(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass"))
 

@@ -45,7 +45,7 @@ def reduce_ray(
     options = DatasetOptions(offload_uri=offload_dir, column=column, concurrency=jobs)
     summary = reduce_path(inputs[0], output, cfg, options)
     if json:
-        console.write_report(orjson.dumps(summary.to_dict()) + b"\n")
+        console.write_json(orjson.dumps(summary.to_dict()) + b"\n")
     elif not quiet:
         from ctxcli.cli.messages import saved_pct
 

@@ -43,7 +43,7 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
         if done.change is not None:
             record = done.change.record
             _file(payload)["offload_dir"] = str(record) if record is not None else None
-        console.write_report(orjson.dumps(payload) + b"\n")
+        console.write_json(orjson.dumps(payload) + b"\n")
         return
     if quiet:
         return
@@ -119,7 +119,7 @@ def print_stats(
             _file(payload)["by_tool"] = [r.to_dict() for r in data.by_tool]
         if data is not None and top:
             _file(payload)["top"] = [it.to_dict() for it in data.top]
-        console.write_report(orjson.dumps(payload) + b"\n")
+        console.write_json(orjson.dumps(payload) + b"\n")
         return
     from ctxcli.cli.render import (
         monitors_fired,

@@ -36,7 +36,7 @@ from ctxcli.cost._claude_code import BlockMemo, message_blocks
 from ctxcli.cost._codex import item_blocks
 from ctxcli.cost.sequence import Block, Request, RequestSequence
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.pipeline.incremental import record_digest
+from ctxcli.pipeline.live_loop import record_digest
 from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.store.lock import path_lock
 

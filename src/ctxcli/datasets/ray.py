@@ -272,8 +272,9 @@ def _default_actors() -> int:
 
 def to_huggingface(ds: Any) -> Any:
     """A Ray dataset as a Hugging Face ``datasets.Dataset`` (in memory, no hub)."""
-    import datasets
     import pyarrow as pa
+
+    import datasets
 
     ray = _ray()
     tables = ray.get(ds.to_arrow_refs())

@@ -1,8 +1,8 @@
-"""Keep the decisions made for a prefix; work only on what is new.
+"""The live loop: keep the decisions made for a prefix; work only on what is new.
 
-A conversation grows by appending. Every consumer that reduces it again and again
-(the in-process :class:`~ctxcli.agent.reducer.Reducer`, the proxy, an incremental re-run of
-a file) needs the same thing: recognise the part it has seen, send that part exactly
+A conversation grows by appending. Every consumer that reduces it again and again on
+every model call (the in-process :class:`~ctxcli.agent.reducer.Reducer`, the proxy, the
+cost counterfactual) needs the same thing: recognise the part it has seen, send that part exactly
 as it sent it before (same bytes: the provider's prompt cache stays valid), and run
 the chain only over the conversation made of that already reduced part plus the new
 records.
@@ -25,7 +25,9 @@ How it works:
   same objects call after call) and per text, so only new texts reach the tokenizer.
 
 The caller chooses the format (how a dict is a message) and the stage chain; this
-module does no I/O beyond what the stages do through their offload store.
+module does no I/O beyond what the stages do through their offload store. A transcript
+*file* that grew is re-run by :mod:`ctxcli.pipeline.rerun` (the ``incremental``
+setting), which keeps its decisions in the manifest instead.
 """
 
 from __future__ import annotations

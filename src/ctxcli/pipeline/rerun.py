@@ -1,4 +1,9 @@
-"""Incremental re-runs: reduce a transcript that grew by appending, paying for what is new.
+"""Re-runs of a grown file: reduce a transcript that grew by appending, paying for what is new.
+
+This is what the ``incremental`` setting, ``RunOptions.incremental`` and ``ctx reduce
+--no-incremental`` switch on and off, and what a format's ``incremental`` flag allows.
+The live loop (the Reducer, the proxy: a conversation reduced on every model call) keeps
+its decisions in memory instead, with :mod:`ctxcli.pipeline.live_loop`.
 
 A session file grows by appending. When ``ctx reduce IN -o OUT`` finds the offload
 directory of its previous run on ``OUT`` and ``IN`` starts with the bytes that run read,

@@ -10,7 +10,7 @@ from ctxcli.core.model import Conversation, Kind, RecordEdits
 from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
-from ctxcli.store.naming import Preview
+from ctxcli.store.naming import NamingPolicy
 
 
 @dataclass
@@ -40,7 +40,7 @@ class StageReport:
 
 def _offload_count(ctx: StageContext) -> int:
     offload = ctx.offload
-    return offload.count if isinstance(offload, Preview) else 0
+    return offload.count if isinstance(offload, NamingPolicy) else 0
 
 
 def _records_touched(before: RecordEdits, after: RecordEdits) -> int:

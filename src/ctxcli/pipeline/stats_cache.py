@@ -1,6 +1,6 @@
 """Remember ``ctx stats`` reports, so asking again about an unchanged file is instant.
 
-The token cache (:mod:`ctxcli.services.token_cache`) saves the counting, but parsing, running
+The token cache (:mod:`ctxcli.services.tokens.count_cache`) saves the counting, but parsing, running
 the stages and re-serialising still cost about as much as counting with a fast
 tokenizer. A stats report is a pure function of the input bytes, its name, the
 configuration and ctx's code, so the whole report is kept too, keyed by a hash of
@@ -28,12 +28,12 @@ from ctxcli.core.io import Input, hash_input
 from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.results import Report
 from ctxcli.pipeline.run import StageReport
-from ctxcli.services.token_cache import TokenCache
+from ctxcli.services.tokens.count_cache import TokenCache
 
 if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
     from ctxcli.pipeline.results import Report
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.tokens.count_cache import TokenCache
 
 OFFLINE_STAGES = frozenset(
     {

@@ -79,7 +79,7 @@ class Decision:
 
 
 @dataclass
-class Conversation:
+class ConversationState:
     key: str
     reducer: MessageReducer
     originals: list[str] = field(default_factory=list)
@@ -89,7 +89,7 @@ class Conversation:
 
 
 def decide(
-    conv: Conversation,
+    conv: ConversationState,
     messages: list[Any],
     system: Any,
     *,
@@ -145,17 +145,17 @@ class ConversationStore:
     max_conversations: int = 64
     idle_seconds: float = 3600.0
     clock: Callable[[], float] = time.monotonic
-    _items: OrderedDict[str, Conversation] = field(default_factory=OrderedDict)
+    _items: OrderedDict[str, ConversationState] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     expired: int = 0
 
-    def get(self, key: str, api: Api) -> Conversation:
+    def get(self, key: str, api: Api) -> ConversationState:
         now = self.clock()
         with self._lock:
             self._expire(now)
             conv = self._items.get(key)
             if conv is None:
-                conv = Conversation(key, self.make_reducer(api))
+                conv = ConversationState(key, self.make_reducer(api))
                 self._items[key] = conv
                 while len(self._items) > self.max_conversations:
                     self._items.popitem(last=False)

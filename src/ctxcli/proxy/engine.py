@@ -39,7 +39,7 @@ from ctxcli.proxy.shapes import (
     prompt_blocks,
 )
 from ctxcli.services.dirs import cache_dir, private_dir
-from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens.engines import load_engine
 
 RECENT_IN_STATS = 200
 """Requests listed one by one in the stats (the totals cover all of them)."""
@@ -111,7 +111,7 @@ def prefix_policy(api: Api, clear_at_least: int) -> PrefixPolicy:
     )
 
 
-def default_offload_dir() -> str:
+def new_run_dir() -> str:
     """A fresh directory (0700) for one proxy run, under ctx's cache directory."""
     base = private_dir(cache_dir() / "proxy", tighten=True)
     return tempfile.mkdtemp(prefix="run-", dir=base)
@@ -215,7 +215,7 @@ class ProxyCore:
         self.warn = warn or (lambda _msg: None)
         self._owns_dir = settings.offload_dir is None
         if settings.offload_dir is None:
-            self.offload_dir = default_offload_dir()
+            self.offload_dir = new_run_dir()
         else:
             self.offload_dir = str(private_dir(Path(settings.offload_dir).absolute()))
         """The directory the hints cite (absolute)."""

@@ -25,7 +25,7 @@ from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.naming import Preview, agent_text
 
 __all__ = [

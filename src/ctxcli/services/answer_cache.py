@@ -31,7 +31,7 @@ SCHEMA = Schema(
 )
 
 
-class DiskCache:
+class AnswerCache:
     """A small JSON key-value store in one SQLite file, safe across threads and processes.
 
     Nothing touches the disk until the first ``put``. A damaged file is started anew; a

@@ -29,8 +29,8 @@ from ctxcli.cost.recorded import recorded_cost
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
-from ctxcli.services.token_cache import cache_disabled
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.count_cache import cache_disabled
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.sessions.discover import (
     CLAUDE,
     CODEX,

@@ -5,24 +5,71 @@ from __future__ import annotations
 import inspect
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation
 from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
-from ctxcli.services.tokens import TokenLedger
+from ctxcli.services.tokens.ledger import TokenLedger
+
+
+def renames(model: type[BaseModel]) -> dict[str, str]:
+    """The old option names ``model`` still accepts, each with its new name.
+
+    Collected over the class's bases, so options made of two stages' options (as
+    ``strip_and_truncate``'s are) accept the old names of both.
+    """
+    found: dict[str, str] = {}
+    for klass in reversed(model.__mro__):
+        found.update(vars(klass).get("renamed", {}))
+    return found
+
+
+def _schema_of_renames(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Describe each old name in the JSON Schema: deprecated, and never beside its new name."""
+    properties = schema.get("properties", {})
+    for old, new in renames(model).items():
+        if new not in properties:
+            continue
+        current = {k: v for k, v in properties[new].items() if k not in ("default", "title")}
+        properties[old] = {**current, "deprecated": True, "description": f"Old name of {new}."}
+        schema.setdefault("allOf", []).append({"not": {"required": [old, new]}})
 
 
 class StageOptions(BaseModel):
-    """Base of every stage's options: unknown keys are errors, values are frozen."""
+    """Base of every stage's options: unknown keys are errors, values are frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    A stage that renames an option lists the old name in :attr:`renamed`; a config that
+    still uses it is accepted (``ctx config check`` names the new one).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True, json_schema_extra=_schema_of_renames
+    )
+
+    renamed: ClassVar[Mapping[str, str]] = {}
+    """Old option names still accepted, each with its new name (``{"n": "keep_messages"}``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_old_names(cls, data: Any) -> Any:
+        old_names = renames(cls)
+        if not old_names or not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in old_names.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(f"{old} is the old name of {new}: give only {new}")
+            data[new] = data.pop(old)
+        return data
 
 
 @dataclass(frozen=True)

@@ -26,12 +26,16 @@ _SAVED = {
 class HeadTailOptions(StageOptions):
     """Options of head_tail."""
 
+    renamed = {"keep_recent": "keep_recent_results"}
+
     threshold_chars: int = Field(
         1800, ge=1, description="Tool results longer than this many characters are cut."
     )
     head_chars: int = Field(900, ge=0, description="Characters kept from the start.")
     tail_chars: int = Field(700, ge=0, description="Characters kept from the end.")
-    keep_recent: int = Field(2, ge=0, description="The last this many tool results are never cut.")
+    keep_recent_results: int = Field(
+        2, ge=0, description="The last this many tool results are never cut."
+    )
     offload: bool = Field(
         True,
         description="Save each full result to <offload_dir>/head_tail/<id> and cite it; "
@@ -106,7 +110,7 @@ def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> S
     """Keep the first head_chars and last tail_chars of long tool results; offload the middle.
 
     Applies to: tool results longer than ``threshold_chars``, in every format, except
-    the last ``keep_recent`` results and results of calls that read a head_tail file.
+    the last ``keep_recent_results`` results and results of calls that read a head_tail file.
 
     Effect: the result becomes ``{head}\\n\\n[... N chars truncated ...]\\n\\n{tail}``
     (N = characters removed) with, under the marker, a line naming
@@ -121,7 +125,7 @@ def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> S
     """
     counters = {"compressions": 0, "chars_saved": 0, "already_truncated": 0, "not_offloaded": 0}
     results = list(conv.iter_blocks(Kind.TOOL_RESULT))
-    eligible = results[: max(0, len(results) - opts.keep_recent)]
+    eligible = results[: max(0, len(results) - opts.keep_recent_results)]
     root = ctx.offload.root
     changed: dict[BlockRef, Block] = {}
     for ref, block in eligible:

@@ -16,12 +16,12 @@ class StripAndTruncateOptions(KeepLastOptions, StripToolCallsOptions):
 def strip_and_truncate(
     conv: Conversation, opts: StripAndTruncateOptions, ctx: StageContext
 ) -> StageResult:
-    """Remove tool calls and their results, then keep the last n messages.
+    """Remove tool calls and their results, then keep the last keep_messages.
 
     Applies to: every format.
 
     Effect: exactly ``strip_tool_calls`` followed by ``keep_last`` with the same
-    options, so ``n`` counts only conversational messages. Both halves keep calls
+    options, so ``keep_messages`` counts only conversational messages. Both halves keep calls
     paired with their results (``keep_tools`` and ``keep_last_rounds`` leave some tool
     blocks in place, and the cut respects them). Offloads go to both stages' areas.
 

@@ -49,7 +49,7 @@ from ctxcli.store.manifest import (
     read_manifest,
     write_json,
 )
-from ctxcli.store.naming import Preview, agent_text
+from ctxcli.store.naming import NamingPolicy, agent_text
 from ctxcli.store.restore import ASCII, NESTED, escape_text
 
 __all__ = [
@@ -65,7 +65,7 @@ MIN_REF_CHARS = 64
 """Shorter texts are kept literally in the pack: a reference would save next to nothing."""
 
 
-class OffloadStore(Preview):
+class OffloadStore(NamingPolicy):
     """Writes offloaded texts into a private staging directory, then commits it.
 
     Args:

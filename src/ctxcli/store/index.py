@@ -20,13 +20,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ctxcli.services.dirs import data_dir
-from ctxcli.services.kv import OnDamage, Schema, StoreError, opened, transaction
+from ctxcli.services.kv import OnDamage, Schema, StoreError, exists, opened, transaction
 from ctxcli.store.manifest import Header
 
 __all__ = ["IndexEntry", "ReductionIndex", "remember"]
 
-FILE = "ledger.sqlite3"
-"""The file's name from when the index was called the ledger (kept: it holds users' records)."""
+FILE = "reductions.sqlite3"
+"""The index's file in ctx's data directory."""
+
+FORMER_FILE = "ledger.sqlite3"
+"""Its name from when the index was called the ledger: the first open moves it to :data:`FILE`."""
 
 SCHEMA = Schema(
     "reduction index",
@@ -43,6 +46,7 @@ SCHEMA = Schema(
     ),
     on_damage=OnDamage.REFUSE,
     read_only_reads=True,
+    former_names=(FORMER_FILE,),
 )
 
 
@@ -96,7 +100,7 @@ class ReductionIndex:
         self, *, output_sha256: str | None = None, path: str | None = None
     ) -> list[IndexEntry]:
         """Reductions whose output has this hash, or that wrote to this path (newest first)."""
-        if not self.path.exists():
+        if not exists(self.path, SCHEMA):
             return []
         clauses, args = [], []
         if output_sha256 is not None:
@@ -121,7 +125,7 @@ class ReductionIndex:
 
     def forget(self, offload_dirs: list[str]) -> None:
         """Drop the entries of records that were used up (a restore in place discarded them)."""
-        if not offload_dirs or not self.path.exists():
+        if not offload_dirs or not exists(self.path, SCHEMA):
             return
         try:
             with opened(self.path, SCHEMA) as db, transaction(db):

