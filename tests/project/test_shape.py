@@ -7,6 +7,7 @@ to its last line; its parameters are all it declares but ``self``/``cls``.
 from __future__ import annotations
 
 import ast
+import importlib
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -85,3 +86,25 @@ def test_no_public_library_function_takes_more_than_eight_parameters() -> None:
         if public and _parameters(fn) > MAX_PARAMETERS
     )
     assert many == []
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_every_public_module_declares_all_and_every_name_in_it_exists() -> None:
+    """A reader sees what a module offers in its ``__all__`` (STYLE §1); private ones are ``_``."""
+    missing, absent = [], []
+    for path in _modules():
+        rel = path.relative_to(PACKAGE)
+        if path.name == "__main__.py" or any(_private(Path(p)) for p in rel.parts):
+            continue
+        module = importlib.import_module(_module_name(path))
+        names = vars(module).get("__all__")
+        if names is None:
+            missing.append(_where(path))
+            continue
+        absent += [f"{_where(path)}: {n}" for n in names if not hasattr(module, n)]
+    assert missing == [], "public modules without __all__ (name the private ones _x.py)"
+    assert absent == [], "names in __all__ the module does not have"

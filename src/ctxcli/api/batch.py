@@ -21,6 +21,19 @@ from ctxcli.pipeline.config import Config
 from ctxcli.services.tokens.bulk import ignore_sigint
 from ctxcli.services.tokens.ledger import CountOptions
 
+__all__ = [
+    "BatchOptions",
+    "FileProgress",
+    "FileResult",
+    "RestoreResult",
+    "TRANSCRIPT_SUFFIXES",
+    "exit_code",
+    "expand_inputs",
+    "reduce_many",
+    "restore_many",
+    "stats_many",
+]
+
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""
 

@@ -29,6 +29,8 @@ from ctxcli.cli.sessions import sessions
 from ctxcli.cli.stats import stats
 from ctxcli.cli.validate import validate
 
+__all__ = ["app", "main"]
+
 app = typer.Typer(
     name="ctx",
     help="Shrink LLM-agent transcripts losslessly: reduce, preview and restore.",

@@ -21,6 +21,17 @@ from ctxcli.cli import console
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config
 
+__all__ = [
+    "TOTALS",
+    "View",
+    "is_batch",
+    "json_payload",
+    "reduce_batch",
+    "restore_batch",
+    "single_payload",
+    "stats_batch",
+]
+
 
 def is_batch(inputs: Sequence[str] | None) -> TypeGuard[Sequence[str]]:
     """True if the arguments name more than one file or a directory."""

@@ -13,6 +13,8 @@ from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.pipeline.config import load_config
 
+__all__ = ["check", "config_app", "schema"]
+
 config_app = typer.Typer(
     name="config",
     help="Check a configuration or print its JSON Schema.",

@@ -10,6 +10,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+__all__ = [
+    "SECRET_VARS",
+    "STDOUT_CHUNK",
+    "err_console",
+    "error",
+    "progress",
+    "redact",
+    "warn",
+    "write_json",
+    "write_stdout",
+]
+
 
 def err_console() -> Any:
     """A Rich console on the current stderr (looked up at call time, so tests capture it)."""

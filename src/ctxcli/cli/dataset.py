@@ -14,6 +14,13 @@ from ctxcli.cli import console
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 
+__all__ = [
+    "ENGINES",
+    "check_engine",
+    "reduce_ray",
+    "restore_ray",
+]
+
 ENGINES = ("local", "ray")
 
 

@@ -15,6 +15,8 @@ from ctxcli.pipeline.config import INIT_TEMPLATE
 from ctxcli.pipeline.presets import get_preset, preset_names
 from ctxcli.stages import get_stage, registry
 
+__all__ = ["init", "presets", "stages"]
+
 
 def stages(
     name: Annotated[

@@ -14,6 +14,14 @@ from ctxcli.cli.batch import single_payload
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
 
+__all__ = [
+    "print_reduction",
+    "print_restored",
+    "print_stats",
+    "saved_pct",
+    "warn_all",
+]
+
 
 def saved_pct(before: int, after: int) -> str:
     """Share saved, as a percentage string."""

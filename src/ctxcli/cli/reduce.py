@@ -38,6 +38,8 @@ from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt,
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.services.tokens.ledger import CountOptions
 
+__all__ = ["reduce"]
+
 
 def reduce(
     inputs: Inputs = None,

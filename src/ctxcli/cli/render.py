@@ -15,6 +15,17 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.results import Report
     from ctxcli.report.data import Item, ToolRow
 
+__all__ = [
+    "batch_table",
+    "monitors_fired",
+    "monitors_table",
+    "report_json",
+    "report_rows",
+    "report_table",
+    "tools_table",
+    "top_table",
+]
+
 
 def report_rows(report: Report) -> list[tuple[str, ...]]:
     """One row per stage, then the total: stage, changed, offloaded, tokens, saved."""

@@ -23,6 +23,8 @@ from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.pipeline.config import load_config
 from ctxcli.services.tokens.ledger import CountOptions
 
+__all__ = ["report"]
+
 
 def report(
     input: Annotated[

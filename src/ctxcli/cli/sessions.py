@@ -15,6 +15,22 @@ from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 
+__all__ = [
+    "COLUMNS",
+    "CUT",
+    "DROPPED",
+    "LastOpt",
+    "LiveSecondsOpt",
+    "ProjectOpt",
+    "READABLE",
+    "SessionOpt",
+    "is_session_file",
+    "plain_title",
+    "session_input",
+    "sessions",
+    "sessions_table",
+]
+
 SessionOpt = Annotated[
     str | None,
     typer.Option(

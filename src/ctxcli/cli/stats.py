@@ -36,6 +36,8 @@ from ctxcli.services.tokens.ledger import CountOptions
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
 
+__all__ = ["stats"]
+
 
 def stats(
     inputs: Inputs = None,

@@ -25,6 +25,8 @@ from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.format import Problem
 
+__all__ = ["validate"]
+
 
 def validate(
     inputs: Annotated[

@@ -27,6 +27,13 @@ from ctxcli.core.errors import ConfigError
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+__all__ = [
+    "BUILTIN",
+    "Registry",
+    "package_of_module",
+    "plugins_enabled",
+]
+
 T = TypeVar("T")
 
 BUILTIN = "ctxcli"

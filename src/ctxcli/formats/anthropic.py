@@ -30,6 +30,26 @@ from ctxcli.formats.format import Format, OutRecord
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "ANTHROPIC_ONLY",
+    "Anthropic",
+    "CallInput",
+    "KEEP",
+    "ROLES",
+    "STR",
+    "TEXT",
+    "TOOL_RESULT",
+    "TOOL_USE",
+    "blocks_from_content",
+    "call_input",
+    "content_from_blocks",
+    "has_anthropic_blocks",
+    "item_from_block",
+    "result_text",
+    "text_path",
+    "write_content",
+]
+
 ROLES = {"user", "assistant"}
 
 # Block types only the Anthropic schema has; a file using any of them is Anthropic

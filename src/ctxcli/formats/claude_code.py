@@ -49,6 +49,20 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_
 
+__all__ = [
+    "CONTENT",
+    "ClaudeCode",
+    "ENVELOPE",
+    "ID_KEYS",
+    "KNOWN_TYPES",
+    "LINKS",
+    "derived_uuid",
+    "is_chain_restart",
+    "is_compact_boundary",
+    "resume_chain",
+    "resume_leaf",
+]
+
 KNOWN_TYPES = {
     "user",
     "assistant",

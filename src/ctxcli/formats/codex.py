@@ -42,6 +42,16 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, delete_many, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "CALLS",
+    "Codex",
+    "ENVELOPE_TYPES",
+    "ITEM_TYPES",
+    "OUTPUTS",
+    "ROLE",
+    "TEXT_PARTS",
+]
+
 ENVELOPE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 ITEM_TYPES = {
     "message",

@@ -14,6 +14,8 @@ from typing import Any
 
 from ctxcli.formats.collection import JsonlRows
 
+__all__ = ["MessageRows"]
+
 
 class MessageRows(JsonlRows):
     """JSONL rows, each holding a list of ``{role, ...}`` messages."""

@@ -31,6 +31,15 @@ from ctxcli.formats.lines import (
 )
 from ctxcli.formats.slots import encode_slot, get_in, set_in
 
+__all__ = [
+    "Document",
+    "Format",
+    "OutRecord",
+    "Problem",
+    "Resumable",
+    "State",
+]
+
 
 @dataclass
 class Document:

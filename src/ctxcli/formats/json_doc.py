@@ -52,6 +52,18 @@ from ctxcli.formats.lines import BOM, Record, Writable
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.registry import register_format
 
+__all__ = [
+    "COPIES_KEY",
+    "JsonDocument",
+    "LIST_KEYS",
+    "Layout",
+    "PASSTHROUGH_ROLES",
+    "SWE_FOOTER",
+    "V0_CALL",
+    "is_jsonl",
+    "layout_from",
+]
+
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
 COPIES_KEY = "trajectory"  # SWE-agent: steps repeating the history and the outputs

@@ -31,6 +31,14 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, delete_many, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "CLASS_ROLE",
+    "LangChain",
+    "ROLE_CLASS",
+    "ROLE_TYPE",
+    "TYPE_ROLE",
+]
+
 # messages_to_dict "type" and constructor class name -> role.
 TYPE_ROLE = {
     "ai": "assistant",

@@ -21,6 +21,16 @@ from ctxcli.formats.jsontext import loads_record
 from ctxcli.formats.lines import Record
 from ctxcli.formats.slots import Path_, get_in
 
+__all__ = [
+    "LAZY_MIN_CHARS",
+    "LazyTexts",
+    "SHARED_MAX_CHARS",
+    "Span",
+    "leave_in_input",
+    "same_text",
+    "share_strings",
+]
+
 LAZY_MIN_CHARS = 1024
 """A text at least this long is left in the input by a format with ``lazy_texts``."""
 

@@ -19,6 +19,16 @@ from ctxcli.core.io import RELEASE_BYTES, Input, Pages, release
 from ctxcli.core.model import Message
 from ctxcli.formats.jsontext import loads_record
 
+__all__ = [
+    "BOM",
+    "Record",
+    "Writable",
+    "iter_records",
+    "join_parts",
+    "parse_lines",
+    "raise_first_invalid",
+]
+
 BOM = b"\xef\xbb\xbf"
 
 

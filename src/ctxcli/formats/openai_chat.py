@@ -16,6 +16,8 @@ from ctxcli.formats.format import Format
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import delete_many, set_in, text_block
 
+__all__ = ["OpenAIChat", "ROLES"]
+
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 

@@ -32,6 +32,8 @@ from ctxcli.formats.format import Format
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import text_block
 
+__all__ = ["OpenHandsEvents", "OpenHandsOutput"]
+
 
 def _is_event(item: Any) -> bool:
     return (

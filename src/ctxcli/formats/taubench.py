@@ -26,6 +26,8 @@ from ctxcli.formats.json_doc import layout_from
 from ctxcli.formats.jsontext import array_items, loads_record
 from ctxcli.formats.lines import BOM, join_parts
 
+__all__ = ["TRAJ", "TauBenchRuns"]
+
 TRAJ = "traj"
 _NON_SPACE = re.compile(rb"\S")
 _NON_ASCII = re.compile(rb"[\x80-\xff]")

@@ -17,6 +17,20 @@ from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
 from ctxcli.stages.base import renames
 
+__all__ = [
+    "CONFIG_NAME",
+    "Config",
+    "DEFAULT_STAGES",
+    "INIT_TEMPLATE",
+    "Settings",
+    "StageConfig",
+    "build_config",
+    "default_config",
+    "find_config",
+    "load_config",
+    "stage_names",
+]
+
 CONFIG_NAME = "ctx.toml"
 
 

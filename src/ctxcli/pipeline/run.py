@@ -12,6 +12,8 @@ from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
 from ctxcli.store.naming import NamingPolicy
 
+__all__ = ["StageReport", "run_pipeline", "settled_prefix"]
+
 
 @dataclass
 class StageReport:

@@ -35,6 +35,16 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.results import Report
     from ctxcli.services.tokens.count_cache import TokenCache
 
+__all__ = [
+    "OFFLINE_STAGES",
+    "OFFLINE_TOKENIZERS",
+    "cached_stats",
+    "code_fingerprint",
+    "load_report",
+    "report_key",
+    "store_report",
+]
+
 OFFLINE_STAGES = frozenset(
     {
         "truncate_tool_output",

@@ -30,6 +30,15 @@ from ctxcli.proxy.shapes import (
     strip_cache_control,
 )
 
+__all__ = [
+    "ConversationState",
+    "ConversationStore",
+    "Decision",
+    "MessageReducer",
+    "ReducedCall",
+    "decide",
+]
+
 
 class ReducedCall(Protocol):
     """What the proxy reads of a :class:`~ctxcli.agent.reducer.ReducerResult`."""

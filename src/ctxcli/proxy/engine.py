@@ -41,6 +41,20 @@ from ctxcli.proxy.shapes import (
 from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.services.tokens.engines import load_engine
 
+__all__ = [
+    "Prepared",
+    "ProxyCore",
+    "ProxySettings",
+    "RECENT_IN_STATS",
+    "REDUCED_APIS",
+    "RequestRecord",
+    "STATS_FILE",
+    "USAGE_FIELDS",
+    "holds_offloaded_text",
+    "new_run_dir",
+    "prefix_policy",
+]
+
 RECENT_IN_STATS = 200
 """Requests listed one by one in the stats (the totals cover all of them)."""
 

@@ -19,6 +19,8 @@ from ctxcli.core.errors import CtxError
 from ctxcli.proxy.app import create_app
 from ctxcli.proxy.engine import ProxyCore
 
+__all__ = ["LOOPBACK", "ProxyServer", "serve"]
+
 LOOPBACK = "127.0.0.1"
 
 

@@ -19,6 +19,8 @@ from typing import Any
 
 from ctxcli.services.kv import OnDamage, Schema, StoreError, opened, select_in, transaction
 
+__all__ = ["AnswerCache", "SCHEMA", "digest"]
+
 SCHEMA = Schema(
     "answer cache",
     steps=(

@@ -20,6 +20,15 @@ from ctxcli.services.tokens.count_cache import cache_disabled
 if TYPE_CHECKING:
     import anthropic
 
+__all__ = [
+    "AnthropicAccess",
+    "DEFAULT_MODEL",
+    "ReplyError",
+    "default_services",
+    "describe_api_error",
+    "make_client",
+]
+
 DEFAULT_MODEL = "claude-haiku-4-5"
 """The small, fast model every Anthropic service uses unless told otherwise."""
 

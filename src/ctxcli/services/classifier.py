@@ -43,6 +43,25 @@ from ctxcli.services.anthropic_client import (
 if TYPE_CHECKING:
     import anthropic
 
+__all__ = [
+    "AnthropicClassifier",
+    "Classifier",
+    "HeuristicClassifier",
+    "INFORMATIVE_BONUS",
+    "LITERAL_BONUS",
+    "MENTIONED_BONUS",
+    "PROMPT_VERSION",
+    "PROPER_NOUN_BONUS",
+    "REPEAT_PENALTY",
+    "WordStats",
+    "build_prompt",
+    "classify_windows",
+    "is_informative",
+    "is_protected",
+    "normalise_word",
+    "parse_reply",
+]
+
 PROMPT_VERSION = "keep-indices-v1"
 
 

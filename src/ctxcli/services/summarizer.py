@@ -41,6 +41,19 @@ if TYPE_CHECKING:
 
     from ctxcli.services.answer_cache import AnswerCache
 
+__all__ = [
+    "AnthropicSummarizer",
+    "CountTokens",
+    "DEFAULT_PROMPT",
+    "ExtractiveSummarizer",
+    "PROMPT_VERSION",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryRequests",
+    "build_summarizer",
+    "pack",
+]
+
 CountTokens = Callable[[str], int]
 PROMPT_VERSION = "summarize-v1"
 

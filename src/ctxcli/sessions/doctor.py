@@ -38,6 +38,19 @@ from ctxcli.store.index import remember
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side
 
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "Problem",
+    "Repair",
+    "Sink",
+    "WARNINGS",
+    "diagnose",
+    "fix_in_place",
+    "plan_fixes",
+    "repair_json_line",
+    "salvage_tail",
+]
+
 DEFAULT_MAX_LINE_BYTES = 1_000_000
 _PREVIEW_HEAD = 2000
 _PREVIEW_TAIL = 1000

@@ -43,6 +43,21 @@ from ctxcli.sessions.discover import (
 )
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
 
+__all__ = [
+    "CACHE_NAME",
+    "ScanCache",
+    "SessionQuery",
+    "SessionRow",
+    "default_project",
+    "list_sessions",
+    "preset_for",
+    "recorded_usage",
+    "recorded_usd",
+    "relative_time",
+    "scan_metadata",
+    "scan_session",
+]
+
 CACHE_NAME = "sessions-v2.json"
 _SKIP_PROMPT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-")
 

@@ -18,6 +18,21 @@ from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
 from ctxcli.services.tokens.ledger import TokenLedger
 
+__all__ = [
+    "Frontier",
+    "NAME_RE",
+    "PLUGIN_GROUP",
+    "STAGE_REGISTRY",
+    "StageContext",
+    "StageFn",
+    "StageOptions",
+    "StageResult",
+    "StageSpec",
+    "everything_final",
+    "register",
+    "renames",
+]
+
 
 def renames(model: type[BaseModel]) -> dict[str, str]:
     """The old option names ``model`` still accepts, each with its new name.

@@ -19,6 +19,8 @@ from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["ClearToolOverride", "ClearToolResultsOptions", "clear_tool_results"]
+
 
 class ClearToolOverride(StageOptions):
     """Per-tool settings for clear_tool_results."""

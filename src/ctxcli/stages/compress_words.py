@@ -27,6 +27,17 @@ from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
 
+__all__ = [
+    "AREA",
+    "CompressWordsOptions",
+    "compress_words",
+    "is_compressed",
+    "join_lines",
+    "model_call_ages",
+    "split_lines",
+    "windows_of",
+]
+
 AREA = "compress_words"
 
 _MARK = {

@@ -11,6 +11,15 @@ from ctxcli.core.model import Block, BlockRef, Conversation, Kind
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = [
+    "AREA",
+    "HeadTailOptions",
+    "cut",
+    "head_tail",
+    "is_head_tailed",
+    "replace_blocks",
+]
+
 AREA = "head_tail"
 
 # The marker ReasonBlocks' TokenSavingMiddleware writes, kept verbatim so tools that

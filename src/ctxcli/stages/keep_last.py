@@ -14,6 +14,8 @@ from ctxcli.core.cuts import (
 from ctxcli.core.model import Conversation
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["KeepLastOptions", "keep_last"]
+
 
 class KeepLastOptions(StageOptions):
     """Options of keep_last."""

@@ -11,6 +11,13 @@ from ctxcli.core.model import Conversation, RecordEdits, SourceRecord, hydrate, 
 from ctxcli.stages._validity import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = [
+    "MESSAGE_TYPES",
+    "PERSISTED",
+    "PruneSidecarsOptions",
+    "prune_sidecars",
+]
+
 # Record types that hold model-visible messages: never dropped as a sidecar.
 MESSAGE_TYPES = ("user", "assistant")
 PERSISTED = "<persisted-output>"

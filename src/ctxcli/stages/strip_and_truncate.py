@@ -7,6 +7,8 @@ from ctxcli.stages.base import StageContext, StageResult, register
 from ctxcli.stages.keep_last import KeepLastOptions, keep_last
 from ctxcli.stages.strip_tool_calls import StripToolCallsOptions, strip_tool_calls
 
+__all__ = ["StripAndTruncateOptions", "strip_and_truncate"]
+
 
 class StripAndTruncateOptions(KeepLastOptions, StripToolCallsOptions):
     """Options of strip_and_truncate: those of keep_last and strip_tool_calls together."""

@@ -15,6 +15,14 @@ from ctxcli.stages.base import (
     register,
 )
 
+__all__ = [
+    "TruncateToolOutputOptions",
+    "TruncateToolOverride",
+    "reads_offloaded_file",
+    "split_preview",
+    "truncate_tool_output",
+]
+
 
 class TruncateToolOverride(StageOptions):
     """Per-tool settings; they take precedence over the stage's own."""

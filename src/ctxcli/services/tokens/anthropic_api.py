@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
     from ctxcli.services.tokens.count_cache import TokenCache
 
+__all__ = ["AnthropicCounter", "anthropic_counter"]
+
 _BASELINE_TEXT = "x"
 _BASELINE_KEY = text_key("\x00ctx: count_tokens overhead of a one-message request")
 

@@ -26,6 +26,18 @@ from ctxcli.services.tokens.ledger import Progress, Source, read_source
 if TYPE_CHECKING:
     from ctxcli.services.tokens.count_cache import TokenCache
 
+__all__ = [
+    "CACHE_MIN_CHARS",
+    "CachedCounter",
+    "DIGEST_MIN_CHARS",
+    "Key",
+    "PARALLEL_MIN_BYTES",
+    "count_texts",
+    "default_workers",
+    "ignore_sigint",
+    "text_key",
+]
+
 CACHE_MIN_CHARS = 64
 """Texts shorter than this are counted directly: cheaper than hashing and a lookup."""
 

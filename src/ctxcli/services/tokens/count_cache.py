@@ -29,6 +29,15 @@ from ctxcli.services.dirs import cache_dir
 from ctxcli.services.kv import OnDamage, Schema, StoreError, connect, select_in, transaction
 from ctxcli.services.kv import make_private as make_private  # its home before services.kv
 
+__all__ = [
+    "DB_NAME",
+    "DEFAULT_MAX_ENTRIES",
+    "MAX_BLOBS",
+    "SCHEMA",
+    "TokenCache",
+    "cache_disabled",
+]
+
 DB_NAME = "token-counts.sqlite3"
 DEFAULT_MAX_ENTRIES = 1_000_000
 """About 60 MB on disk; a long coding session has a few thousand distinct long texts."""

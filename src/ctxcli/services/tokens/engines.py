@@ -16,6 +16,8 @@ from typing import Any
 
 from ctxcli.core.errors import ConfigError
 
+__all__ = ["TOKENIZERS", "approx_of_length", "load_engine"]
+
 TOKENIZERS = ("cl100k", "o200k", "approx", "anthropic")
 
 

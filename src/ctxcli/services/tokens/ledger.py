@@ -23,6 +23,21 @@ from ctxcli.core.model import (
     visible_texts,
 )
 
+__all__ = [
+    "CountOptions",
+    "Progress",
+    "Source",
+    "TokenCounter",
+    "TokenLedger",
+    "block_tokens",
+    "conversation_exceeds",
+    "conversation_sources",
+    "conversation_texts",
+    "conversation_tokens",
+    "message_tokens",
+    "read_source",
+]
+
 Source = str | TextSpan
 """A text to count, or where to read it (a lazy block's span)."""
 
