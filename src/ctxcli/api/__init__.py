@@ -337,7 +337,9 @@ def validate(
     on_invalid: OnInvalid | str = OnInvalid.ERROR,
     raw: bytes | None = None,
 ) -> list[Problem]:
-    """What breaks a transcript: calls without results, results without calls, and what
+    """List what breaks a transcript.
+
+    What breaks a transcript: calls without results, results without calls, and what
     its format checks (an empty list: it is valid).
 
     Raises:

@@ -224,7 +224,9 @@ def _header(job: Job, reduced: PipelineResult, input_sha: str) -> Header:
 def _resume(
     job: Job, input_hash: hashlib._Hash, off_path: Path, root: str
 ) -> tuple[tuple[Resume, dict[str, Any]] | None, int, str | None]:
-    """The prefix a previous run of the input into the output lets this run keep, if any;
+    """Find the prefix a previous run into the same output lets this run keep.
+
+    The prefix a previous run of the input into the output lets this run keep, if any;
     how many leading bytes of the input were hashed into ``input_hash`` to find out; and
     the sha256 of the previous input if the input starts with it (the same transcript,
     grown: its offload directory may be replaced without ``force``).

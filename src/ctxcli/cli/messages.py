@@ -31,6 +31,7 @@ def saved_pct(before: int, after: int) -> str:
 
 
 def warn_all(warnings: list[str]) -> None:
+    """Print each warning on stderr."""
     for w in warnings:
         console.warn(w)
 

@@ -25,4 +25,5 @@ class MessageRows(JsonlRows):
     columns = ("messages", "conversation", "conversations", "traj")
 
     def accept_item(self, item: dict[str, Any]) -> bool:
+        """Accept a row item that is a chat message."""
         return isinstance(item.get("role"), str)

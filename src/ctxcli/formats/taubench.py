@@ -56,6 +56,7 @@ class TauBenchRuns(Collection):
     description = "tau-bench results: a JSON array of runs [{task_id, traj: [messages]}, ...]"
 
     def split(self, raw: Input, path: str) -> Split | None:
+        """Split a tau-bench results array into its runs (None: not one)."""
         start = first_value(raw)
         if start < 0 or raw[start : start + 1] != b"[":
             return None

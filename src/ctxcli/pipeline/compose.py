@@ -84,7 +84,7 @@ def reduce_bytes(
     into: Writable | None = None,
     options: ReduceOptions | None = None,
 ) -> PipelineResult:
-    """Reduce a transcript held in memory.
+    r"""Reduce a transcript held in memory.
 
     ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
     given back as they are parsed, packed and copied. With the default ``offload``
@@ -98,7 +98,7 @@ def reduce_bytes(
     Example::
 
         >>> from ctxcli.api import reduce_bytes
-        >>> line = b'{"role": "user", "content": "hi"}\\n'
+        >>> line = b'{"role": "user", "content": "hi"}\n'
         >>> reduce_bytes(line).output == line
         True
     """
@@ -184,8 +184,11 @@ class _Job:
 
 
 def _reduce(job: _Job, resume: Resume | None, *, keep: bool) -> PipelineResult:
-    """Load ``job``'s transcript (or, with ``resume``, what follows the kept prefix) and
-    reduce it; ``keep`` fills ``PipelineResult.rerun``."""
+    """Load ``job``'s transcript and reduce it.
+
+    Load ``job``'s transcript (or, with ``resume``, what follows the kept prefix) and
+    reduce it; ``keep`` fills ``PipelineResult.rerun``.
+    """
     raw, path, on_invalid = job.raw, job.path, job.options.on_invalid
     if resume is not None:
         doc = load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)
@@ -251,8 +254,11 @@ class _Tokens:
 
 
 def _count(ledger: TokenLedger, doc: Document, conv: Conversation, prefix: Kept | None) -> _Tokens:
-    """The totals of ``doc``'s conversation and of the chain's output ``conv``; the kept
-    stand-ins of a re-run count 0, their tokens are the manifest's."""
+    """Total the tokens before and after the chain.
+
+    The totals of ``doc``'s conversation and of the chain's output ``conv``; the kept
+    stand-ins of a re-run count 0, their tokens are the manifest's.
+    """
     before, after = ledger.total(doc.conversation), ledger.total(conv)
     if prefix is not None:
         before += prefix.tokens[0]
@@ -358,8 +364,11 @@ def _dumps_into(cls: type[Format]) -> bool:
 
 
 def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
-    """What the stages get; their notes meant for the user (a classifier falling back)
-    go to the caller's ``log``, else to ``notes`` (the run's warnings)."""
+    """Build the context the stages get.
+
+    What the stages get; their notes meant for the user (a classifier falling back)
+    go to the caller's ``log``, else to ``notes`` (the run's warnings).
+    """
     return StageContext(
         ledger,
         job.offload,
@@ -406,7 +415,9 @@ class _Parts:
 
 
 def _reduce_collection(job: _Job, split: Split) -> PipelineResult:
-    """Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
+    """Reduce many trajectories in one file, each on its own.
+
+    Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
     its own with the same counter and offload store, a batch of parts at a time.
 
     ``trace`` (``ctx report``) follows the file's only trajectory.

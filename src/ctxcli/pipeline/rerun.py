@@ -288,7 +288,9 @@ def unpack_skeletons(packed: Any) -> list[Any]:
 
 
 def script_cut(ops: Sequence[Sequence[Any]], records: int) -> tuple[list[list[Any]], int]:
-    """The ops of ``script`` that rebuild the first ``records`` input units, and how many
+    """Find the ops of ``script`` that rebuild the first ``records`` input units.
+
+    The ops of ``script`` that rebuild the first ``records`` input units, and how many
     output units they cover.
 
     Ops run in output order: ``c n`` is n units of both, an original (``b``/``p``) one

@@ -117,7 +117,6 @@ def report_key(data: Input, path: str, config: Config, on_invalid: OnInvalid | s
 
 def load_report(cache: TokenCache, key: bytes) -> Report | None:
     """The remembered report for ``key``, or None."""
-
     blob = cache.get_blob(key)
     if blob is None:
         return None
@@ -162,7 +161,6 @@ def cached_stats(
 
     Close the returned cache when done; it is None when caching is off or unusable.
     """
-
     key = report_key(data, path, config, on_invalid)
     if key is None:
         return None, None, None

@@ -44,23 +44,37 @@ class ReducedCall(Protocol):
     """What the proxy reads of a :class:`~ctxcli.agent.reducer.ReducerResult`."""
 
     @property
-    def messages(self) -> Sequence[Any]: ...
+    def messages(self) -> Sequence[Any]:
+        """The messages to send."""
+
     @property
-    def offloaded(self) -> Sequence[str]: ...
+    def offloaded(self) -> Sequence[str]:
+        """The offload paths this call wrote."""
+
     @property
-    def reused(self) -> int: ...
+    def reused(self) -> int:
+        """How many leading messages went as they were sent before."""
+
     @property
-    def changed_prefix_at(self) -> int | None: ...
+    def changed_prefix_at(self) -> int | None:
+        """Where the sent prefix first changed (None: it only grew)."""
+
     @property
-    def held_back(self) -> bool: ...
+    def held_back(self) -> bool:
+        """Whether the reduction was held back to keep the cache."""
+
     @property
-    def cache_breakpoint(self) -> int | None: ...
+    def cache_breakpoint(self) -> int | None:
+        """The message to mark with a cache breakpoint (None: none)."""
 
 
 class MessageReducer(Protocol):
+    """What the proxy needs of a reducer: one call's messages reduced."""
+
     def reduce(
         self, messages: Sequence[Mapping[str, Any]], *, system: Any = None, at: float | None = None
-    ) -> ReducedCall: ...
+    ) -> ReducedCall:
+        """Reduce the messages of one call (``at``: when it is sent, seconds)."""
 
 
 @dataclass
@@ -89,6 +103,8 @@ class Decision:
 
 @dataclass
 class ConversationState:
+    """One conversation the proxy serves: its reducer and what it has sent."""
+
     key: str
     reducer: MessageReducer
     originals: list[str] = field(default_factory=list)
@@ -159,6 +175,7 @@ class ConversationStore:
     expired: int = 0
 
     def get(self, key: str, api: Api) -> ConversationState:
+        """Return the conversation ``key``, made for ``api`` on first use."""
         now = self.clock()
         with self._lock:
             self._expire(now)
@@ -182,5 +199,6 @@ class ConversationStore:
         return len(self._items)
 
     def keys(self) -> list[str]:
+        """Return the keys of the conversations kept now."""
         with self._lock:
             return list(self._items)

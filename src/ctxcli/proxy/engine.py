@@ -118,8 +118,11 @@ class ProxySettings:
 
 
 def prefix_policy(api: Api, clear_at_least: int) -> PrefixPolicy:
-    """The prefix policy of the proxy's reducers: the API's cache and prices, the floor,
-    and (Anthropic) the breakpoint the proxy adds on the reducer's ``cache_breakpoint``."""
+    """Build the prefix policy of the proxy's reducers.
+
+    The prefix policy of the proxy's reducers: the API's cache and prices, the floor,
+    and (Anthropic) the breakpoint the proxy adds on the reducer's ``cache_breakpoint``.
+    """
     return replace(
         PrefixPolicy.for_api(api), marked=api == "anthropic", clear_at_least=clear_at_least
     )
@@ -156,6 +159,7 @@ class RequestRecord:
     upstream_usage: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """Return the record as the JSON of ``/stats``."""
         return {
             "api": self.api,
             "conversation": self.conversation[:12],

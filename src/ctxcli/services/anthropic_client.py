@@ -54,7 +54,6 @@ def default_services(*, cache: bool = True) -> dict[str, Any]:
     ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
     ``CTX_NO_CACHE`` is set.
     """
-
     answers = AnswerCache(cache_dir()) if cache and not cache_disabled() else None
     return {"anthropic": AnthropicAccess.from_env(), "cache": answers}
 

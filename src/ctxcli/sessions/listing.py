@@ -274,13 +274,16 @@ class ScanCache:
 
     @staticmethod
     def key(session: SessionFile, exact: bool, max_line_bytes: int) -> str:
+        """Key a session's scan by what would change it (file, size, mtime, options)."""
         return f"{session.path}|{session.size}|{session.mtime_ns}|{int(exact)}|{max_line_bytes}"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """Return the scan kept under ``key``, if any."""
         value = self.entries.get(key)
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` under ``key``; the cache is written back later."""
         self.entries[key] = value
         self.dirty = True
 

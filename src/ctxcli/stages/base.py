@@ -118,13 +118,15 @@ class StageResult:
 class StageFn(Protocol):
     """A stage: a pure function of conversation, options and context."""
 
-    def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult: ...
+    def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult:
+        """Run the stage on ``conv`` with ``opts``; all I/O through ``ctx``."""
 
 
 class Frontier(Protocol):
     """Where a stage's decisions become final: see :func:`register`'s ``frontier``."""
 
-    def __call__(self, before: Conversation, result: StageResult, opts: Any, /) -> int: ...
+    def __call__(self, before: Conversation, result: StageResult, opts: Any, /) -> int:
+        """Return how many leading messages of ``before`` hold final decisions."""
 
 
 def everything_final(before: Conversation, result: StageResult, opts: Any, /) -> int:

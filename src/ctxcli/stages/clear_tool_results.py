@@ -179,9 +179,12 @@ def _apply(
 
 @dataclass(frozen=True, slots=True)
 class _Clear:
-    """One result to clear: where it is, its offload key, the file its hint cites when
+    """One result to clear, and what clearing it takes.
+
+    One result to clear: where it is, its offload key, the file its hint cites when
     that file exists already (``cited``), whether the result itself goes (a short one
-    stays), its call (if its arguments go) and the tokens saved."""
+    stays), its call (if its arguments go) and the tokens saved.
+    """
 
     ref: BlockRef
     block: Block

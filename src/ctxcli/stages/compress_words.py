@@ -268,7 +268,7 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
 def compress_words(
     conv: Conversation, opts: CompressWordsOptions, ctx: StageContext
 ) -> StageResult:
-    """Drop low-information words from older tool outputs, keeping lines and indentation.
+    r"""Drop low-information words from older tool outputs, keeping lines and indentation.
 
     Applies to: tool results (and, with ``include_assistant_text``, assistant text)
     at least ``recent_calls`` model calls old, with at least ``min_content_words``
@@ -277,7 +277,7 @@ def compress_words(
 
     Effect: texts fewer than ``mid_calls`` calls old keep about ``keep_ratio_mid`` of
     their words, older texts ``keep_ratio_old`` (ReasonBlocks' tiers), and never lose a
-    protected word: one holding a digit, ``_``, ``/`` or ``\\``, a dotted name, an error
+    protected word: one holding a digit, ``_``, ``/`` or ``\``, a dotted name, an error
     class or an upper-case code (paths, identifiers, numbers, error codes stay even
     past the ratio, whichever classifier runs). Words are judged in windows of
     ``window_words`` by the classifier: ``heuristic`` ranks numbers, paths,

@@ -116,12 +116,12 @@ def _reads_own_offload(conv: Conversation, ref: BlockRef) -> bool:
 
 @register("head_tail", options=HeadTailOptions)
 def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> StageResult:
-    """Keep the first head_chars and last tail_chars of long tool results; offload the middle.
+    r"""Keep the first head_chars and last tail_chars of long tool results; offload the middle.
 
     Applies to: tool results longer than ``threshold_chars``, in every format, except
     the last ``keep_recent_results`` results and results of calls that read a head_tail file.
 
-    Effect: the result becomes ``{head}\\n\\n[... N chars truncated ...]\\n\\n{tail}``
+    Effect: the result becomes ``{head}\n\n[... N chars truncated ...]\n\n{tail}``
     (N = characters removed) with, under the marker, a line naming
     ``{offload_dir}/head_tail/{id}``, which holds the full result. With
     ``offload = false`` no file is written and the line is left out. A result that

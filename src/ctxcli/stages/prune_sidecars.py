@@ -151,8 +151,11 @@ def _sidecars(
 def _constant_fields(
     conv: Conversation, names: list[str], drop: set[int], live: Collection[int | None]
 ) -> dict[int, frozenset[str]]:
-    """Fields to strip: each of ``names`` whose kept records all hold one value, from
-    every such record but the first (which keeps the value for the whole file)."""
+    """Choose the constant envelope fields to strip from all but the first record.
+
+    Fields to strip: each of ``names`` whose kept records all hold one value, from
+    every such record but the first (which keeps the value for the whole file).
+    """
     if not names:
         return {}
     kept = [

@@ -113,6 +113,7 @@ class OffloadStore(NamingPolicy):
             raise
 
     def put(self, area: str, key: str, text: str) -> str:
+        """Stage ``text`` under ``area``/``key``; return the path a hint cites."""
         try:
             data = text.encode("utf-8")
             exact = True
@@ -384,8 +385,11 @@ class OffloadStore(NamingPolicy):
         remove_stale(self.path.parent, self.path.name, "old")
 
     def revert(self) -> None:
-        """Undo :meth:`commit` before its output replaced anything (an in-place run whose
-        file changed meanwhile): the directory is again what it was before the run."""
+        """Undo :meth:`commit` before its output replaced anything.
+
+        Undo :meth:`commit` before its output replaced anything (an in-place run whose
+        file changed meanwhile): the directory is again what it was before the run.
+        """
         if self._replaced is not None:
             self.abort()  # a re-run's: the previous manifest goes back
             return

@@ -23,9 +23,9 @@ __all__ = ["NamingPolicy", "Preview", "agent_text"]
 
 
 def agent_text(text: str) -> bytes:
-    """The UTF-8 bytes of an offloaded text for the agent to read.
+    r"""The UTF-8 bytes of an offloaded text for the agent to read.
 
-    A lone surrogate (a valid ``\\ud800`` escape in JSON) has no UTF-8 form: it
+    A lone surrogate (a valid ``\ud800`` escape in JSON) has no UTF-8 form: it
     becomes U+FFFD so strict readers can open the file. The restore pack keeps the
     exact original bytes, so nothing is lost.
     """

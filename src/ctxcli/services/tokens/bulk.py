@@ -238,8 +238,11 @@ class CachedCounter:
         background.keys.update(keys)
 
     def _uncounted(self, texts: Iterable[Source]) -> dict[Key, Source]:
-        """The texts neither known nor being counted, by memo key (short ones are counted
-        at once: cheaper than a lookup)."""
+        """Return the texts neither known nor being counted, by memo key.
+
+        The texts neither known nor being counted, by memo key (short ones are counted
+        at once: cheaper than a lookup).
+        """
         memo = self._memo
         todo: dict[Key, Source] = {}
         background = self._background

@@ -163,8 +163,11 @@ class TokenLedger:
         return n
 
     def seed(self, messages: Iterable[Message], tokens: int = 0) -> None:
-        """Take ``tokens`` as the count of each of ``messages`` without counting them
-        (the text-less stand-ins of an incremental re-run's kept prefix)."""
+        """Take ``tokens`` as the count of each of ``messages`` without counting them.
+
+        Take ``tokens`` as the count of each of ``messages`` without counting them
+        (the text-less stand-ins of an incremental re-run's kept prefix).
+        """
         for msg in messages:
             self._by_id[id(msg)] = (msg, tokens)
 
