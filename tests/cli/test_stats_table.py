@@ -8,8 +8,7 @@ import pytest
 from rich.console import Console
 
 from ctxcli.api import Report
-from ctxcli.cli.messages import saved_pct
-from ctxcli.cli.render import monitors_table, report_rows, report_table
+from ctxcli.cli.render import monitors_table, report_rows, report_table, saved_pct
 from ctxcli.pipeline.run import StageReport
 from support.paths import SNAPSHOTS
 

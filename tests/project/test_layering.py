@@ -125,17 +125,30 @@ def test_layer_contracts_hold() -> None:
     assert "0 broken" in result.stdout
 
 
-def test_layer_contracts_catch_an_upward_import(tmp_path: Path) -> None:
-    """The contracts are not vacuous: a core module importing the pipeline breaks them."""
+def _planted(tmp_path: Path, module: str, code: str) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on a copy of the package with ``code`` appended to ``module``."""
     import shutil
 
     shutil.copytree(REPO / "src" / "ctxcli", tmp_path / "src" / "ctxcli")
     shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    model = tmp_path / "src" / "ctxcli" / "core" / "hints.py"
-    model.write_text(model.read_text() + "\nfrom ctxcli.pipeline import compose  # noqa\n")
-    result = _lint_imports(tmp_path / "src", tmp_path / "pyproject.toml")
+    path = tmp_path / "src" / "ctxcli" / module
+    path.write_text(path.read_text() + code)
+    return _lint_imports(tmp_path / "src", tmp_path / "pyproject.toml")
+
+
+def test_layer_contracts_catch_an_upward_import(tmp_path: Path) -> None:
+    """The contracts are not vacuous: a core module importing the pipeline breaks them."""
+    result = _planted(tmp_path, "core/hints.py", "\nfrom ctxcli.pipeline import compose  # noqa\n")
     assert result.returncode != 0
     assert "ctxcli.core.hints -> ctxcli.pipeline.compose" in result.stdout
+
+
+def test_the_cli_contract_catches_the_old_circle_even_inside_a_function(tmp_path: Path) -> None:
+    """render sits below messages: an import back up, even one hidden in a function, breaks."""
+    code = "\n\ndef _planted() -> None:\n    from ctxcli.cli.messages import warn_all  # noqa\n"
+    result = _planted(tmp_path, "cli/render.py", code)
+    assert result.returncode != 0
+    assert "ctxcli.cli.render -> ctxcli.cli.messages" in result.stdout
 
 
 def _cli_flags() -> set[str]:

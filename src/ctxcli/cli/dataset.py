@@ -11,6 +11,7 @@ import sys
 import orjson
 
 from ctxcli.cli import console
+from ctxcli.cli.payload import saved_pct
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 
@@ -54,8 +55,6 @@ def reduce_ray(
     if json:
         console.write_json(orjson.dumps(summary.to_dict()) + b"\n")
     elif not quiet:
-        from ctxcli.cli.messages import saved_pct
-
         s = summary
         sys.stderr.write(
             f"ctx: {inputs[0]}: {s.rows:,} rows, {s.tokens_before:,} → {s.tokens_after:,} "

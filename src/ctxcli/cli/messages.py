@@ -9,7 +9,7 @@ import orjson
 
 from ctxcli import api
 from ctxcli.cli import console
-from ctxcli.cli.batch import single_payload
+from ctxcli.cli.payload import saved_pct, single_payload
 
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
@@ -18,16 +18,8 @@ __all__ = [
     "print_reduction",
     "print_restored",
     "print_stats",
-    "saved_pct",
     "warn_all",
 ]
-
-
-def saved_pct(before: int, after: int) -> str:
-    """Share saved, as a percentage string."""
-    if before <= 0:
-        return "0.0%"
-    return f"{100.0 * (before - after) / before:.1f}%"
 
 
 def warn_all(warnings: list[str]) -> None:
@@ -130,6 +122,7 @@ def print_stats(
             _file(payload)["top"] = [it.to_dict() for it in data.top]
         console.write_json(orjson.dumps(payload) + b"\n")
         return
+    # Here, not at the top: `ctx stats --json` prints no table and loads no Rich.
     from ctxcli.cli.render import (
         monitors_fired,
         monitors_table,
