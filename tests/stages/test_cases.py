@@ -72,9 +72,15 @@ def test_case(case: Path, tmp_path: Path, update_goldens: bool) -> None:
 
 
 def test_every_stage_has_a_noop_case() -> None:
+    """Every registered stage has golden cases: one where it changes nothing, one where it acts."""
     from ctxcli.stages import registry
 
-    for name in ("truncate_tool_output", "clear_tool_results"):
-        assert name in registry()
-        cases = [p.name for p in (CASES / name).iterdir()]
-        assert any("noop" in c for c in cases), f"{name} has no no-op case"
+    for name in registry():
+        cases = sorted(p.name for p in (CASES / name).glob("*/config.toml") for p in [p.parent])
+        noops = [c for c in cases if "noop" in c]
+        assert noops, f"{name} has no no-op case under tests/cases/{name}/"
+        assert len(cases) > len(noops), f"{name} has no case where it acts"
+        for case in noops:
+            folder = CASES / name / case
+            same = (folder / "expected.jsonl").read_bytes() == (folder / "input.jsonl").read_bytes()
+            assert same, f"{name}/{case} is a no-op case whose output differs from its input"
