@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 
-.PHONY: setup demo test test-all test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: setup demo test test-slow test-all test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -32,12 +32,17 @@ demo: $(DEMO_VENV)/.installed
 	$(DEMO_VENV)/bin/ctx restore build/demo.reduced.jsonl -o build/demo.restored.jsonl
 	cmp build/demo.restored.jsonl sample_transcripts/openai_chat_support.jsonl && echo "restored byte for byte"
 
-# The default suite (under ~10 minutes on 2 cores). The suites that need the network, a
-# browser, the real clients or Ray have targets of their own; `make test-all` (what CI
-# runs) runs them all. Tests on ../shared/transcripts skip without it (CTX_REQUIRE_SHARED=1
-# makes them fail instead).
+# The default suite: every test not marked slow (a few minutes on 2 cores). The slow tests
+# (whole real transcripts, property runs, subprocesses) and the suites that need the
+# network, a browser, the real clients or Ray have targets of their own; `make test-all`
+# (what CI runs) runs them all. Tests on ../shared/transcripts skip without it
+# (CTX_REQUIRE_SHARED=1 makes them fail instead).
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The slow tests the default run leaves out (those of the other suites stay in theirs).
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m 'slow and not e2e and not browser and not ray and not network'
 
 # The wheel installed into a fresh virtualenv with its dependencies from PyPI, and the
 # pre-commit hooks installed from this checkout.
@@ -53,7 +58,7 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-network test-browser test-ray e2e-proxy e2e
+test-all: test test-slow test-network test-browser test-ray e2e-proxy e2e
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
@@ -105,7 +110,7 @@ bench-proxy: $(STAMP)
 
 # The real Claude Code and Codex CLIs (npm, pinned) through ctx wrap against fake APIs.
 e2e-proxy: $(STAMP)
-	$(BIN)/python -m pytest -m e2e tests/test_proxy_e2e.py
+	$(BIN)/python -m pytest -m e2e tests/proxy/test_proxy_e2e.py
 
 # eval.py: tokens saved and referenced-term recall of every ctx stage/preset and every
 # peer (reasonblocks, LangChain, cozempic, headroom-ai) on ../shared/transcripts, one table

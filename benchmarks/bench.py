@@ -145,7 +145,7 @@ def floor(path: Path, out: Path) -> float:
 def visible_texts(path: Path) -> list[str]:
     """Every text ctx counts, in order (through ctx's own loader)."""
     from ctxcli.formats import load
-    from ctxcli.services.tokens import conversation_texts
+    from ctxcli.services.tokens.ledger import conversation_texts
 
     doc = load(path.read_bytes(), str(path))
     return list(conversation_texts(doc.conversation))
@@ -155,7 +155,7 @@ _TEXTS: list[str] = []
 
 
 def _count_share(engine: str, share: int, of: int) -> int:
-    from ctxcli.services.engines import load_engine
+    from ctxcli.services.tokens.engines import load_engine
 
     fn = load_engine("cl100k", engine)[1]
     return sum(fn(t) for t in _TEXTS[share::of])
@@ -165,7 +165,7 @@ def count_on_all_cores(texts: list[str], engine: str, workers: int) -> float:
     """Seconds to count every text (no dedup, no cache) on ``workers`` processes."""
     import multiprocessing
 
-    from ctxcli.services.engines import load_engine
+    from ctxcli.services.tokens.engines import load_engine
 
     global _TEXTS
     load_engine("cl100k", engine)  # loaded before the fork, as ctx does
@@ -244,7 +244,7 @@ _PEER = r"""
 import json, sys, time
 import orjson
 which, src, dst = sys.argv[1:4]
-from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens.engines import load_engine
 count = load_engine("cl100k")[1]
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 if which == "langchain":
@@ -461,8 +461,8 @@ def main() -> int:
     rows: list[Row] = []
     texts_mb = 0.0
     try:
-        from ctxcli.services.counting import default_workers
-        from ctxcli.services.engines import load_engine
+        from ctxcli.services.tokens.bulk import default_workers
+        from ctxcli.services.tokens.engines import load_engine
 
         workers = default_workers()
         engine = load_engine("cl100k")[0]

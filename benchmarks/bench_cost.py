@@ -30,7 +30,7 @@ from ctxcli.cost.recorded import RecordedCost
 from ctxcli.cost.replay import SessionReplay
 from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared" / "transcripts"

@@ -129,7 +129,7 @@ def main() -> int:
                 return grow(mw.session().reduce, to_lc)
 
             rows.append(row("ctx CtxMiddleware (LangChain msgs), approx", best(mw_run), 5.0))
-            from ctxcli.services.engines import load_engine
+            from ctxcli.services.tokens.engines import load_engine
 
             count = load_engine("cl100k")[1]  # the engine ctx counts with: same counter
 

@@ -42,7 +42,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.run import run_pipeline
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.naming import Preview
 
@@ -295,7 +295,7 @@ SWEEP: list[tuple[str, list[dict[str, Any]]]] = [
                 "use": "compress_words",
                 "keep_ratio_mid": 0.55,
                 "keep_ratio_old": 0.30,
-                "recent_cutoff": 3,
+                "recent_calls": 3,
             }
         ],
     ),
@@ -306,7 +306,7 @@ SWEEP: list[tuple[str, list[dict[str, Any]]]] = [
                 "use": "compress_words",
                 "keep_ratio_mid": 0.01,
                 "keep_ratio_old": 0.01,
-                "recent_cutoff": 0,
+                "recent_calls": 0,
                 "min_content_words": 1,
             }
         ],

@@ -36,7 +36,7 @@ from ctxcli.core.model import Conversation
 from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.pipeline.run import run_pipeline
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.naming import Preview
 

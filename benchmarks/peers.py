@@ -14,7 +14,7 @@
 * headroom-ai's ``compress`` at its defaults, on the conversation as OpenAI chat
   messages (run offline: no model download, no telemetry).
 
-Used by ``benchmarks/eval.py`` (``make eval``) and by tests/test_peer_parity.py. A
+Used by ``benchmarks/eval.py`` (``make eval``) and by tests/stages/test_peer_parity.py. A
 peer that is not installed raises ImportError; callers report it, never fake it.
 """
 

@@ -11,7 +11,7 @@ counted with the caller's counter on the past's tool outputs (``tool``) and on
 everything model-visible (``context``).
 
 This is the one definition ``make eval``, ``benchmarks/eval_peers.py`` and the
-recall floor test (tests/test_recall_floor.py) use.
+recall floor test (tests/project/test_recall_floor.py) use.
 """
 
 from __future__ import annotations

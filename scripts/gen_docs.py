@@ -11,8 +11,8 @@ A block is everything between ``<!-- [[[ctx:NAME]]] -->`` and ``<!-- [[[end]]] -
   the command printed (stdout and stderr) when every ``$`` line of the README ran in order
   in a scratch checkout (see :func:`run_readme`).
 
-With --check, write nothing and exit 1 with a diff if a block is stale. tests/test_docs.py
-compares the fast blocks; tests/test_readme.py runs the README and compares the ``run`` ones.
+With --check, write nothing and exit 1 with a diff if a block is stale. tests/project/test_docs.py
+compares the fast blocks; tests/project/test_readme.py runs the README and compares the ``run`` ones.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The shipped schema describes the built-in stages only; `ctx config schema` adds
 the stages of installed plugins. With --check, write nothing and exit 1 if the
-file is stale (tests/test_schema.py runs the same comparison).
+file is stale (tests/pipeline/test_schema.py runs the same comparison).
 """
 
 from __future__ import annotations

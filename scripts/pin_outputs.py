@@ -13,11 +13,17 @@ the repository is. For every transcript in ``../shared/transcripts`` (when prese
 ``sample_transcripts/`` and every preset (plus the default chain) it records the sha256 of
 the output, the manifest, each offload file, the ``--json`` reports of ``reduce`` and
 ``stats``, and whether ``ctx restore`` gives the input back byte for byte.
+
+Hints cite the offload directory by its absolute path, so the bytes (and the token counts
+of the reports) depend on where a run happens: every run happens under one fixed scratch
+directory, ``$TMPDIR/ctx-pins``, taken under a lock so two records on one machine (two
+engineers, two worktrees) wait for each other instead of sharing it.
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import json
 import os
@@ -25,13 +31,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "transcripts"
 SAMPLES = ROOT / "sample_transcripts"
 SUFFIXES = (".jsonl", ".json", ".traj")
+SCRATCH = Path(tempfile.gettempdir()) / "ctx-pins"
+"""Where every run happens: the same path each time, so hints cite the same bytes."""
 
 
 def transcripts() -> list[Path]:
@@ -136,14 +146,24 @@ def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[
     return key, pins
 
 
+@contextmanager
+def _scratch() -> Iterator[Path]:
+    """:data:`SCRATCH`, empty and ours alone until the block ends."""
+    with open(f"{SCRATCH}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        shutil.rmtree(SCRATCH, ignore_errors=True)
+        SCRATCH.mkdir()
+        try:
+            yield SCRATCH
+        finally:
+            shutil.rmtree(SCRATCH, ignore_errors=True)
+
+
 def record(target: Path, jobs: int) -> None:
-    scratch = Path(tempfile.mkdtemp(prefix="ctx-pin-"))
-    try:
+    with _scratch() as scratch:
         runs = [(t, p) for t in transcripts() for p in presets()]
         with ThreadPoolExecutor(jobs) as pool:
             results = dict(pool.map(lambda run: pin_one(*run, scratch), runs))
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(dict(sorted(results.items())), indent=1, sort_keys=True) + "\n")
     print(f"{len(results)} runs pinned in {target}")

@@ -1,4 +1,14 @@
-"""Shared fixtures: every test runs isolated from the user's environment."""
+"""Shared fixtures: every test runs isolated from the user's environment.
+
+The tests mirror the packages of ``src/ctxcli`` (``tests/store/`` tests ``ctxcli.store``;
+``tests/project/`` checks the repository: README, docs, layering, packaging), with
+``support/`` (helpers), ``cases/`` (golden cases), ``fixtures/`` and ``e2e/`` beside them.
+The folders have no ``__init__.py`` and pytest imports in its default ``prepend`` mode,
+so every test file's basename is unique (pytest refuses a second one): a package
+``tests/datasets`` would shadow Hugging Face's ``datasets``, and the ``importlib`` mode
+would make test modules unimportable by name (cloudpickle, and the few tests that import
+a neighbour's helpers). This folder is on ``sys.path``, so ``support`` imports as a package.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Checks for stage and format plugin authors: ctx's guarantees as test assertions.
+r"""Checks for stage and format plugin authors: ctx's guarantees as test assertions.
 
 Use them from a plugin's own tests (pytest or plain ``assert``): each helper raises
 ``AssertionError`` with a one-line reason when the plugin breaks a guarantee.
@@ -18,7 +18,7 @@ Use them from a plugin's own tests (pytest or plain ``assert``): each helper rai
 Example::
 
     >>> from ctxcli.testing import assert_stage_roundtrip
-    >>> line = b'{"role": "user", "content": "hi"}\\n'
+    >>> line = b'{"role": "user", "content": "hi"}\n'
     >>> assert_stage_roundtrip("truncate_tool_output", line) == line
     True
 
@@ -42,7 +42,7 @@ from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document, validate_bytes
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.results import Report
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import Conversation, StageContext, StageResult, TokenLedger, get_stage
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.manifest import Header, InputSide, Side
@@ -83,7 +83,7 @@ def run_stage(
     offload_root: str = "ctx-offload",
     **options: Any,
 ) -> StageRun:
-    """Call the registered stage ``stage`` on ``conv`` with ``options``, in memory.
+    r"""Call the registered stage ``stage`` on ``conv`` with ``options``, in memory.
 
     The options are validated by the stage's options model, as ``ctx.toml`` would be;
     the stage gets a :class:`~ctxcli.stages.StageContext` with the ``tokenizer``
@@ -93,8 +93,8 @@ def run_stage(
     Example::
 
         >>> from ctxcli.formats import load
-        >>> conv = load(b'{"role": "user", "content": "hi"}\\n', "t").conversation
-        >>> run_stage("truncate_tool_output", conv, max_length=500).conversation == conv
+        >>> conv = load(b'{"role": "user", "content": "hi"}\n', "t").conversation
+        >>> run_stage("truncate_tool_output", conv, max_chars=500).conversation == conv
         True
     """
     spec = get_stage(stage)
@@ -202,8 +202,11 @@ def assert_golden(actual: bytes, golden: Path, *, update: bool = False) -> None:
 
 
 def _reduce(src: Path, out: Path, offload: Path, config: Config) -> tuple[Report, bytes]:
-    """``ctx reduce SRC -o OUT --offload-dir OFFLOAD``, its hints citing ``ctx-offload``
-    wherever the files are, so that the output is the same in every run."""
+    """Run ``ctx reduce`` with hints citing ``ctx-offload`` wherever the files are.
+
+    ``ctx reduce SRC -o OUT --offload-dir OFFLOAD``, its hints citing ``ctx-offload``
+    wherever the files are, so that the output is the same in every run.
+    """
     dest = Destination(str(out), str(offload), cite_as="ctx-offload")
     done = reduce(src, dest, config=config)
     return done.report, done.output

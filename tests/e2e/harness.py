@@ -267,7 +267,7 @@ class Size:
 
 def measure(request: Request) -> Size:
     """Size of a recorded request; tokens counted like ``ctx stats`` (cl100k, visible text)."""
-    from ctxcli.services.engines import load_engine
+    from ctxcli.services.tokens.engines import load_engine
 
     count = load_engine("cl100k")[1]
     body = request.body if isinstance(request.body, dict) else {}

@@ -29,7 +29,7 @@ LOG = [
     {"who": "agent", "says": "Ticket 41 it is.", "mood": "relieved"},
 ]
 TRANSCRIPT = b"".join(json.dumps(r).encode() + b"\n" for r in LOG)
-TRUNCATE = {"stages": [{"use": "truncate_tool_output", "max_length": 300}]}
+TRUNCATE = {"stages": [{"use": "truncate_tool_output", "max_chars": 300}]}
 GOLDEN = Path(__file__).with_name("truncated.golden.jsonl")
 
 

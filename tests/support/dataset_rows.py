@@ -19,7 +19,7 @@ TEXT_FILES = [
 ]
 CONFIG = {
     "stages": [
-        {"use": "truncate_tool_output", "max_length": 400},
+        {"use": "truncate_tool_output", "max_chars": 400},
         {"use": "clear_tool_results", "max_tokens": 3000},
     ]
 }

@@ -29,7 +29,7 @@ __all__ = [
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "formats"
 TRUNCATE = build_config(
-    {"stages": [{"use": "truncate_tool_output", "max_length": 256}]}, "format tests"
+    {"stages": [{"use": "truncate_tool_output", "max_chars": 256}]}, "format tests"
 )
 
 

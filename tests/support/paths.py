@@ -20,7 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 # The real transcripts beside the checkout (CTX_SHARED_TRANSCRIPTS points elsewhere: the tests
 # of the guard use it to stand for a clone without them).
 SHARED = Path(os.environ.get("CTX_SHARED_TRANSCRIPTS") or REPO.parent / "shared" / "transcripts")
-FIXTURES = REPO / "tests" / "fixtures"
+TESTS = REPO / "tests"
+FIXTURES = TESTS / "fixtures"
+CASES = TESTS / "cases"
+"""The golden cases (``tests/stages/test_cases.py``): ``<stage>/<case>/``."""
+SNAPSHOTS = TESTS / "snapshots"
+SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
+"""The bundled sample transcript most tests reduce."""
 
 REQUIRE_SHARED = "CTX_REQUIRE_SHARED"
 """Set to 1 (as .ci/run does) and a test that needs the real transcripts fails without them."""

@@ -38,7 +38,7 @@ from langchain_core.tools import BaseTool, StructuredTool
 from ctxcli.agent.reducer import Reducer, ReducerResult
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
-from ctxcli.pipeline.incremental import record_digest
+from ctxcli.pipeline.live_loop import record_digest
 from ctxcli.store.live import LiveOffload
 
 __all__ = ["CtxMiddleware", "LangChainSession", "ctx_read_tool", "reduce_messages"]

@@ -28,7 +28,7 @@ from agents.run_config import CallModelData, ModelInputData
 from ctxcli.agent.reducer import Reducer, ReducerResult
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
-from ctxcli.pipeline.incremental import record_digest
+from ctxcli.pipeline.live_loop import record_digest
 
 __all__ = ["CtxInputFilter"]
 

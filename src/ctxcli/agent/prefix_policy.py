@@ -126,10 +126,13 @@ class HoldBack:
         return self.last_at is not None and now - self.last_at > self.policy.ttl_seconds
 
     def cached_until(self, change: int, blocks: Sequence[int], marks: Sequence[int]) -> int:
-        """Messages the provider still reads from its cache when the sent prefix changes
+        """Count the messages the provider still reads from its cache after a change.
+
+        Messages the provider still reads from its cache when the sent prefix changes
         at message ``change``: the longest cached prefix before it that one of the new
         call's breakpoints (``marks``, in messages) reaches back to. ``blocks``: content
-        blocks of each message of the new call."""
+        blocks of each message of the new call.
+        """
         lookback = self.policy.lookback_blocks
         if lookback is None:
             return change
@@ -167,8 +170,11 @@ class HoldBack:
         return False
 
     def sent(self, now: float, changed_at: int | None, marks: Sequence[int]) -> None:
-        """Record a call: the sent prefix changed at ``changed_at`` (None: it grew),
-        and its breakpoints ``marks`` (in messages) are cached prefixes from now on."""
+        """Record a call: where its sent prefix changed and what it leaves cached.
+
+        Record a call: the sent prefix changed at ``changed_at`` (None: it grew),
+        and its breakpoints ``marks`` (in messages) are cached prefixes from now on.
+        """
         if self.is_cold(now):
             self.cached = []
         elif changed_at is not None:

@@ -2,7 +2,7 @@
 
 An agent loop calls :meth:`Reducer.reduce` with the whole message list before each
 model call and sends what it returns. The reducer keeps the decisions it made for the
-messages it has seen (see :mod:`ctxcli.pipeline.incremental`), so a message reduced
+messages it has seen (see :mod:`ctxcli.pipeline.live_loop`), so a message reduced
 once is sent as the same bytes in every later call, and a call costs in proportion to
 what is new. Removed texts go to an offload directory (or fsspec URL) that the agent's
 read tool can open; the hints cite absolute paths.
@@ -37,7 +37,7 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config
-from ctxcli.pipeline.incremental import (
+from ctxcli.pipeline.live_loop import (
     Entry,
     IncrementOptions,
     PrefixState,
@@ -45,7 +45,7 @@ from ctxcli.pipeline.incremental import (
     run_increment,
 )
 from ctxcli.pipeline.run import StageReport
-from ctxcli.services.counters import get_counter
+from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.live import LiveOffload
 
@@ -249,8 +249,11 @@ class Reducer:
     def _hold_back(
         self, candidate: PrefixState, shared: int, offset: int, now: float
     ) -> PrefixState | None:
-        """What was sent before plus the candidate's new part, when the candidate's
-        change to the sent prefix does not pay (None: send the candidate)."""
+        """Fall back to what was sent before when the candidate's change does not pay.
+
+        What was sent before plus the candidate's new part, when the candidate's
+        change to the sent prefix does not pay (None: send the candidate).
+        """
         hold, old = self._hold, self._state
         if hold is None or self._exact or not old.entries:
             return None
@@ -278,9 +281,12 @@ class Reducer:
         return spliced
 
     def _breakpoints(self, entries: Sequence[Entry]) -> tuple[int | None, list[int]]:
-        """The message to suggest for a breakpoint, and the prefixes (in messages) a
+        """Choose the breakpoint to suggest and list the prefixes a call leaves cached.
+
+        The message to suggest for a breakpoint, and the prefixes (in messages) a
         call sending ``entries`` leaves cached: the whole, and the suggested one when
-        the caller marks it (``PrefixPolicy.marked``)."""
+        the caller marks it (``PrefixPolicy.marked``).
+        """
         mark = _window_mark(entries, self._format.name, self._keep_rounds)
         marked = self._hold is not None and self._hold.policy.marked and mark is not None
         return mark, [len(entries)] + ([mark + 1] if marked and mark is not None else [])
@@ -319,8 +325,11 @@ def _window_mark(entries: Sequence[Entry], fmt: str, keep_rounds: int) -> int | 
 
 
 def _splice(old: PrefixState, candidate: PrefixState, shared: int) -> PrefixState:
-    """``candidate`` with the entries of the first ``shared`` input records as ``old``
-    sent them: its decisions for the new records, the old ones for the rest."""
+    """Keep ``old``'s entries for the records both calls share.
+
+    ``candidate`` with the entries of the first ``shared`` input records as ``old``
+    sent them: its decisions for the new records, the old ones for the rest.
+    """
     entries: list[Entry] = list(old.kept_entries(shared))
     for entry in candidate.entries:
         if entry.anchor < shared:

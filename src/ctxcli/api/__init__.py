@@ -30,9 +30,9 @@ from ctxcli.core.errors import CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import Config, load_config
-from ctxcli.pipeline.results import Reduced, Report
+from ctxcli.pipeline.results import PipelineResult, Report
 from ctxcli.pipeline.stats_cache import cached_stats, store_report
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.history import Restored
 from ctxcli.store.inplace import Change, ChangedError, LiveSessionError, write_atomic
 from ctxcli.store.naming import Preview
@@ -46,7 +46,7 @@ __all__ = [
     "ChangedError",
     "Destination",
     "LiveSessionError",
-    "Reduced",
+    "PipelineResult",
     "Reduction",
     "Report",
     "Restored",
@@ -324,7 +324,9 @@ def validate(
     on_invalid: OnInvalid | str = OnInvalid.ERROR,
     raw: bytes | None = None,
 ) -> list[Problem]:
-    """What breaks a transcript: calls without results, results without calls, and what
+    """List what breaks a transcript.
+
+    What breaks a transcript: calls without results, results without calls, and what
     its format checks (an empty list: it is valid).
 
     Raises:

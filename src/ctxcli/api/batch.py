@@ -18,8 +18,21 @@ from pathlib import Path
 from ctxcli import api
 from ctxcli.core.errors import CtxError, ExitCode, OnInvalid, Remedy, TranscriptError
 from ctxcli.pipeline.config import Config
-from ctxcli.services.counting import ignore_sigint
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.bulk import ignore_sigint
+from ctxcli.services.tokens.ledger import CountOptions
+
+__all__ = [
+    "BatchOptions",
+    "FileProgress",
+    "FileResult",
+    "RestoreResult",
+    "TRANSCRIPT_SUFFIXES",
+    "exit_code",
+    "expand_inputs",
+    "reduce_many",
+    "restore_many",
+    "stats_many",
+]
 
 TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 """Files a directory contributes (other files in it are not transcripts)."""

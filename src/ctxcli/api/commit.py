@@ -30,9 +30,9 @@ from ctxcli.formats import get_format
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes, rerun_bytes
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
-from ctxcli.pipeline.results import Reduced, Report
+from ctxcli.pipeline.results import PipelineResult, Report
 from ctxcli.services.session_files import is_session_path
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store import history
 from ctxcli.store.change import Record, Transaction, free_sibling
 from ctxcli.store.disk import RecordTaken, check_offload_location
@@ -132,13 +132,13 @@ class Outcome:
     gain: Gain | None = None
 
 
-def reduce_and_commit(job: Job) -> tuple[Reduced, Outcome]:
+def reduce_and_commit(job: Job) -> tuple[PipelineResult, Outcome]:
     """Reduce into a staged record, then commit the pair in one transaction.
 
     A file changed during the run is refused unless its mapped bytes are still those
     hashed first (lines appended to a session are not part of this run, as with a read).
     With ``dest.stream`` the output is written to its staged file as it is made
-    (``Reduced.output`` is empty).
+    (``PipelineResult.output`` is empty).
     """
     off_path, display = offload_path(job.root)
     keep = [Path(job.input_name)] if job.input_name != STDIO else []
@@ -193,12 +193,12 @@ def reduce_and_commit(job: Job) -> tuple[Reduced, Outcome]:
     return reduced, Outcome(done.written, done.carried, gain=gained)
 
 
-def _run(job: Job, tx: Transaction, resume: tuple[Resume, dict[str, Any]] | None) -> Reduced:
+def _run(job: Job, tx: Transaction, resume: tuple[Resume, dict[str, Any]] | None) -> PipelineResult:
     """The reduction itself: keeping a previous run's prefix if it can, else in full."""
     opts = job.run
     incremental = opts.incremental and job.config.settings.incremental
 
-    def run(kept: Resume | None) -> Reduced:
+    def run(kept: Resume | None) -> PipelineResult:
         options = ReduceOptions(
             on_invalid=opts.on_invalid,
             log=opts.log,
@@ -237,7 +237,7 @@ def _run(job: Job, tx: Transaction, resume: tuple[Resume, dict[str, Any]] | None
     return run(None)
 
 
-def _header(job: Job, reduced: Reduced, input_sha: str) -> Header:
+def _header(job: Job, reduced: PipelineResult, input_sha: str) -> Header:
     """What the manifest says of this run (the store adds script, files and pack)."""
     if reduced.written is not None:
         output = Side(sha256=reduced.written.sha256, bytes=reduced.written.size)
@@ -255,7 +255,9 @@ def _header(job: Job, reduced: Reduced, input_sha: str) -> Header:
 def _resume(
     job: Job, input_hash: hashlib._Hash, off_path: Path, root: str
 ) -> tuple[tuple[Resume, dict[str, Any]] | None, int, str | None]:
-    """The prefix a previous run of the input into the output lets this run keep, if any;
+    """Find the prefix a previous run into the same output lets this run keep.
+
+    The prefix a previous run of the input into the output lets this run keep, if any;
     how many leading bytes of the input were hashed into ``input_hash`` to find out; and
     the sha256 of the previous input if the input starts with it (the same transcript,
     grown: its offload directory may be replaced without ``force``).

@@ -18,7 +18,7 @@ from ctxcli.api.local import STDIO
 from ctxcli.core.errors import OnInvalid
 from ctxcli.core.io import is_url, local_path
 from ctxcli.pipeline.results import Report
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change
 
 __all__ = ["Destination", "Reduction", "RunOptions"]

@@ -69,8 +69,11 @@ def _local(location: str | None) -> str | None:
 
 
 def _store_failures() -> tuple[type[BaseException], ...]:
-    """What an object store raises when it, not ctx, fails: no credentials, endpoint
-    down, access denied (s3fs turns most answers into OSError, not all of them)."""
+    """Tell whether an exception is the object store failing, not ctx.
+
+    What an object store raises when it, not ctx, fails: no credentials, endpoint
+    down, access denied (s3fs turns most answers into OSError, not all of them).
+    """
     try:
         from botocore.exceptions import BotoCoreError, ClientError  # type: ignore[import-untyped]
     except ImportError:

@@ -3,7 +3,7 @@
 Each command parses its arguments, makes one library call, renders the result and maps
 errors to exit codes (``cli/boundary.py``). Start-up: what only some commands need
 (remote storage, the report package, validation, batches of files) is imported in those
-commands, so ``ctx stats --json`` of one file loads none of it (tests/test_layering.py
+commands, so ``ctx stats --json`` of one file loads none of it (tests/project/test_layering.py
 keeps it so).
 """
 
@@ -28,6 +28,8 @@ from ctxcli.cli.restore import restore
 from ctxcli.cli.sessions import sessions
 from ctxcli.cli.stats import stats
 from ctxcli.cli.validate import validate
+
+__all__ = ["app", "main"]
 
 app = typer.Typer(
     name="ctx",

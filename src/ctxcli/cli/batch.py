@@ -11,15 +11,24 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeGuard
+from typing import TypeGuard
 
 import orjson
 
 from ctxcli import api
 from ctxcli.api import RunOptions, batch
 from ctxcli.cli import console
+from ctxcli.cli.payload import json_payload, saved_pct
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config
+
+__all__ = [
+    "View",
+    "is_batch",
+    "reduce_batch",
+    "restore_batch",
+    "stats_batch",
+]
 
 
 def is_batch(inputs: Sequence[str] | None) -> TypeGuard[Sequence[str]]:
@@ -35,33 +44,7 @@ def _check_inputs(inputs: Sequence[str]) -> None:
 
 
 def _json(results: Sequence[batch.FileResult]) -> None:
-    console.write_report(orjson.dumps(json_payload(results)) + b"\n")
-
-
-TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
-
-
-def single_payload(report: api.Report) -> dict[str, Any]:
-    """:func:`json_payload` of a single-file run."""
-    return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
-
-
-def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
-    """The one JSON shape of ``ctx reduce/stats --json``, for one file or many.
-
-    Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
-    succeeded), ``files`` (one entry per input: its whole report) and ``failed``; the
-    same keys for one file as for many, so a reader never asks how many there were.
-    See ``docs/report.schema.json``.
-    """
-    files = [r.to_dict() for r in results]
-    reports = [r.report for r in results if r.report is not None]
-    payload: dict[str, Any] = {}
-    for key in TOTALS:
-        payload[key] = sum(int(getattr(rep, key)) for rep in reports)
-    payload["files"] = files
-    payload["failed"] = sum(1 for r in results if not r.ok)
-    return payload
+    console.write_json(orjson.dumps(json_payload(results)) + b"\n")
 
 
 @dataclass(frozen=True)
@@ -103,8 +86,6 @@ def reduce_batch(
     view: View,
 ) -> int:
     """Reduce every input into the directory ``output``; return the exit code."""
-    from ctxcli.cli.messages import saved_pct
-
     _check_inputs(inputs)
     if output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory; stdout holds only one file.")
@@ -150,6 +131,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
     if json:
         _json(results)
     else:
+        # Here, not at the top: `ctx stats --json` prints no table and loads no Rich.
         from ctxcli.cli.render import batch_table
 
         console.err_console().print(batch_table(results))

@@ -12,6 +12,8 @@ import typer
 from ctxcli.cli import console
 from ctxcli.core.errors import CtxError, ExitCode, Remedy
 
+__all__ = ["REMEDIES", "errors", "message"]
+
 # The library's remedies in terms of this command line's flags.
 REMEDIES = {
     Remedy.OTHER_OFFLOAD_DIR: "choose another --offload-dir or pass --force to replace it",

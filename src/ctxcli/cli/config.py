@@ -13,6 +13,8 @@ from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.pipeline.config import load_config
 
+__all__ = ["check", "config_app", "schema"]
+
 config_app = typer.Typer(
     name="config",
     help="Check a configuration or print its JSON Schema.",
@@ -55,6 +57,8 @@ def check(
             console.write_stdout(orjson.dumps(payload) + b"\n")
         else:
             console.write_stdout(config_to_toml(config).encode())
+        for note in config.notes:
+            sys.stderr.write(f"ctx: {note}\n")
         where = (
             "no ctx.toml or [tool.ctx] found; the built-in defaults"
             if config.source == "defaults"

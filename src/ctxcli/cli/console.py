@@ -10,6 +10,18 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+__all__ = [
+    "SECRET_VARS",
+    "STDOUT_CHUNK",
+    "err_console",
+    "error",
+    "progress",
+    "redact",
+    "warn",
+    "write_json",
+    "write_stdout",
+]
+
 
 def err_console() -> Any:
     """A Rich console on the current stderr (looked up at call time, so tests capture it)."""
@@ -57,7 +69,7 @@ def error(message: str) -> None:
         sys.stderr.write(f"ctx: error: {line}\n")
 
 
-def write_report(data: bytes) -> None:
+def write_json(data: bytes) -> None:
     """Write a JSON report (never a transcript) to stdout, with secrets redacted."""
     write_stdout(redact(data.decode("utf-8", "surrogatepass")).encode("utf-8", "surrogatepass"))
 

@@ -14,6 +14,8 @@ from ctxcli.cli.options import ConfigOpt, Input, JsonOpt
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
+__all__ = ["PresetsOpt", "cost", "cost_table"]
+
 PresetsOpt = Annotated[
     list[str] | None,
     typer.Option(

@@ -11,8 +11,16 @@ import sys
 import orjson
 
 from ctxcli.cli import console
+from ctxcli.cli.payload import saved_pct
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
+
+__all__ = [
+    "ENGINES",
+    "check_engine",
+    "reduce_ray",
+    "restore_ray",
+]
 
 ENGINES = ("local", "ray")
 
@@ -45,10 +53,8 @@ def reduce_ray(
     options = DatasetOptions(offload_uri=offload_dir, column=column, concurrency=jobs)
     summary = reduce_path(inputs[0], output, cfg, options)
     if json:
-        console.write_report(orjson.dumps(summary.to_dict()) + b"\n")
+        console.write_json(orjson.dumps(summary.to_dict()) + b"\n")
     elif not quiet:
-        from ctxcli.cli.messages import saved_pct
-
         s = summary
         sys.stderr.write(
             f"ctx: {inputs[0]}: {s.rows:,} rows, {s.tokens_before:,} → {s.tokens_after:,} "

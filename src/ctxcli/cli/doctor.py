@@ -15,6 +15,8 @@ from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError, ExitCode
 
+__all__ = ["doctor"]
+
 
 def _targets(
     file: str | None, session: str | None, last: bool, project: str | None, every: bool

@@ -15,6 +15,8 @@ from ctxcli.pipeline.config import INIT_TEMPLATE
 from ctxcli.pipeline.presets import get_preset, preset_names
 from ctxcli.stages import get_stage, registry
 
+__all__ = ["init", "presets", "stages"]
+
 
 def stages(
     name: Annotated[
@@ -28,7 +30,6 @@ def stages(
     \b
         ctx stages truncate_tool_output
     """
-
     with _errors():
         if name is None:
             for spec in registry().values():
@@ -55,7 +56,6 @@ def presets(
     \b
         ctx presets claude-code-resume > ctx.toml
     """
-
     with _errors():
         if name is None:
             for preset_name in preset_names():
@@ -77,7 +77,6 @@ def init(
     \b
         ctx init
     """
-
     with _errors():
         if path.exists() and not force:
             raise CtxError(f"{path} already exists; pass --force to overwrite it.")

@@ -11,6 +11,8 @@ from ctxcli.cli.boundary import errors as _errors
 from ctxcli.cli.proxy import load_proxy
 from ctxcli.core.errors import CtxError
 
+__all__ = ["mcp"]
+
 
 def mcp(
     offload_dir: Annotated[

@@ -9,20 +9,21 @@ import orjson
 
 from ctxcli import api
 from ctxcli.cli import console
-from ctxcli.cli.batch import single_payload
+from ctxcli.cli.payload import saved_pct, single_payload
 
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
 
-
-def saved_pct(before: int, after: int) -> str:
-    """Share saved, as a percentage string."""
-    if before <= 0:
-        return "0.0%"
-    return f"{100.0 * (before - after) / before:.1f}%"
+__all__ = [
+    "print_reduction",
+    "print_restored",
+    "print_stats",
+    "warn_all",
+]
 
 
 def warn_all(warnings: list[str]) -> None:
+    """Print each warning on stderr."""
     for w in warnings:
         console.warn(w)
 
@@ -43,7 +44,7 @@ def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
         if done.change is not None:
             record = done.change.record
             _file(payload)["offload_dir"] = str(record) if record is not None else None
-        console.write_report(orjson.dumps(payload) + b"\n")
+        console.write_json(orjson.dumps(payload) + b"\n")
         return
     if quiet:
         return
@@ -134,8 +135,9 @@ def print_stats(
             _file(payload)["by_tool"] = [r.to_dict() for r in data.by_tool]
         if data is not None and top:
             _file(payload)["top"] = [it.to_dict() for it in data.top]
-        console.write_report(orjson.dumps(payload) + b"\n")
+        console.write_json(orjson.dumps(payload) + b"\n")
         return
+    # Here, not at the top: `ctx stats --json` prints no table and loads no Rich.
     from ctxcli.cli.render import (
         monitors_fired,
         monitors_table,

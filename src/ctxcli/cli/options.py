@@ -14,7 +14,28 @@ from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.formats import FORMATS
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
-from ctxcli.services.engines import TOKENIZERS
+from ctxcli.services.tokens.engines import TOKENIZERS
+
+__all__ = [
+    "AllowEmptyOpt",
+    "ColumnOpt",
+    "ConfigOpt",
+    "EngineOpt",
+    "FormatOpt",
+    "Input",
+    "Inputs",
+    "JobsOpt",
+    "JsonOpt",
+    "NoCacheOpt",
+    "OffloadDirOpt",
+    "OnInvalidOpt",
+    "PresetOpt",
+    "QuietOpt",
+    "TokenizerOpt",
+    "check_on_invalid",
+    "command_config",
+    "one_input",
+]
 
 
 def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:

@@ -13,6 +13,19 @@ from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 
+__all__ = [
+    "ClearOpt",
+    "ConfigOpt",
+    "OffloadOpt",
+    "PresetOpt",
+    "PriceOpt",
+    "VerboseOpt",
+    "load_proxy",
+    "note",
+    "proxy",
+    "settings",
+]
+
 PresetOpt = Annotated[
     str | None,
     typer.Option(

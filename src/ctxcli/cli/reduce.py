@@ -36,7 +36,9 @@ from ctxcli.cli.options import (
 )
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError, OnInvalid
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
+
+__all__ = ["reduce"]
 
 
 def reduce(

@@ -1,11 +1,14 @@
-"""Turn a :class:`~ctxcli.api.Report` into rows, a Rich table or JSON."""
+"""Turn a :class:`~ctxcli.api.Report` into rows and Rich tables (the terminal's view).
+
+Loaded only by what prints a table: ``ctx stats --json`` never imports it (start-up).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxcli.cli.messages import saved_pct
+from ctxcli.cli.payload import saved_pct
 from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 
 if TYPE_CHECKING:
@@ -14,6 +17,17 @@ if TYPE_CHECKING:
     from ctxcli.api.batch import FileResult
     from ctxcli.pipeline.results import Report
     from ctxcli.report.data import Item, ToolRow
+
+__all__ = [
+    "batch_table",
+    "monitors_fired",
+    "monitors_table",
+    "report_json",
+    "report_rows",
+    "report_table",
+    "tools_table",
+    "top_table",
+]
 
 
 def report_rows(report: Report) -> list[tuple[str, ...]]:

@@ -21,7 +21,9 @@ from ctxcli.cli.options import (
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, is_session_file, session_input
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.pipeline.config import load_config
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
+
+__all__ = ["report"]
 
 
 def report(
@@ -74,13 +76,13 @@ def report(
         cfg = load_config(config, preset=preset).with_overrides(tokenizer=tokenizer, format=format)
         with console.progress("counting tokens", enabled=output != "-") as bar:
             # Imported on use: the report package is start-up time for every command.
-            from ctxcli.report import write_report
+            from ctxcli.report import write_html
 
             # The run the page describes: a session is reduced in place (its offload in
             # ctx's data directory), any other file to stdout.
             dest = Destination(in_place=is_session_file(input))
             options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
-            data, page = write_report(input, output, dest, config=cfg, options=options, cost=cost)
+            data, page = write_html(input, output, dest, config=cfg, options=options, cost=cost)
         for warning in data.report.warnings:
             console.warn(warning)
         if output == "-":

@@ -25,6 +25,8 @@ from ctxcli.cli.options import (
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
+__all__ = ["restore"]
+
 
 def restore(
     inputs: Inputs = None,

@@ -15,6 +15,22 @@ from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
 
+__all__ = [
+    "COLUMNS",
+    "CUT",
+    "DROPPED",
+    "LastOpt",
+    "LiveSecondsOpt",
+    "ProjectOpt",
+    "READABLE",
+    "SessionOpt",
+    "is_session_file",
+    "plain_title",
+    "session_input",
+    "sessions",
+    "sessions_table",
+]
+
 SessionOpt = Annotated[
     str | None,
     typer.Option(
@@ -208,8 +224,11 @@ def sessions_table(rows: list[Any], now: float | None = None, width: int | None 
 
 
 def _fitting(cells: list[tuple[str, ...]], width: int | None) -> list[int]:
-    """The indexes of the columns shown: all, less :data:`DROPPED` while they do not fit
-    ``width`` with each cut column at its :data:`READABLE` width."""
+    """Choose the columns to show at ``width``.
+
+    The indexes of the columns shown: all, less :data:`DROPPED` while they do not fit
+    ``width`` with each cut column at its :data:`READABLE` width.
+    """
     shown = list(range(len(COLUMNS)))
     if width is None:
         return shown

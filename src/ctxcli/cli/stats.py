@@ -31,10 +31,12 @@ from ctxcli.cli.options import (
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
 from ctxcli.pipeline.config import Config
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 
 if TYPE_CHECKING:
     from ctxcli.report import ReportData
+
+__all__ = ["stats"]
 
 
 def stats(

@@ -25,6 +25,8 @@ from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.format import Problem
 
+__all__ = ["validate"]
+
 
 def validate(
     inputs: Annotated[
@@ -55,7 +57,6 @@ def validate(
     \b
         ctx validate reduced.jsonl
     """
-
     with errors():
         check_on_invalid(on_invalid)
         paths = _paths(session_input(inputs, session, last, project), allow_empty)
@@ -90,8 +91,11 @@ def _paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
 
 
 def _show(results: list[tuple[str, list[Problem] | CtxError]], *, json: bool) -> int:
-    """Print what each file holds; the exit code: 2 for an unreadable file, else 1 for a
-    pairing problem."""
+    """Print what each file holds and return the exit code.
+
+    Print what each file holds; the exit code: 2 for an unreadable file, else 1 for a
+    pairing problem.
+    """
     payloads: list[dict[str, Any]] = []
     code = ExitCode.OK
     for path, found in results:

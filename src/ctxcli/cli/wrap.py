@@ -20,6 +20,8 @@ from ctxcli.cli.proxy import (
     settings,
 )
 
+__all__ = ["wrap"]
+
 
 def wrap(
     client: Annotated[str, typer.Argument(help="claude or codex.", show_default=False)],

@@ -16,6 +16,17 @@ from collections.abc import Callable, Container, Iterable, Mapping
 
 from ctxcli.core.model import Conversation, Kind, Message
 
+__all__ = [
+    "SYSTEM_ROLES",
+    "is_user_turn",
+    "latest_safe_cut",
+    "leading_system",
+    "range_key",
+    "render_message",
+    "render_messages",
+    "safe_cuts",
+]
+
 SYSTEM_ROLES = frozenset({"system"})
 
 

@@ -4,6 +4,20 @@ from __future__ import annotations
 
 from enum import Enum, IntEnum, StrEnum
 
+__all__ = [
+    "ClassifierError",
+    "ConfigError",
+    "CtxError",
+    "ExitCode",
+    "OffloadError",
+    "OnInvalid",
+    "PrefixChanged",
+    "Remedy",
+    "RestoreError",
+    "StageError",
+    "TranscriptError",
+]
+
 
 class ExitCode(IntEnum):
     """Process exit codes, stable for CI jobs."""

@@ -9,6 +9,26 @@ from __future__ import annotations
 
 import re
 
+__all__ = [
+    "before_compaction_hint",
+    "cites_before_compaction",
+    "clear_args_hint",
+    "clear_hint",
+    "is_cleared",
+    "is_cleared_args",
+    "is_ctx_marked",
+    "is_deduped",
+    "is_reminder_removed",
+    "is_summary",
+    "is_truncated",
+    "reminder_removed_hint",
+    "same_as_hint",
+    "stale_read_hint",
+    "summary_hint",
+    "truncated_path",
+    "truncation_hint",
+]
+
 _TRUNC = {
     "en": (
         "[ctx: output truncated, {omitted} of {total} chars omitted; full output saved to "

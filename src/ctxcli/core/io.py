@@ -14,6 +14,17 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from hashlib import _Hash as Hash
 
+__all__ = [
+    "FAULT_AROUND",
+    "Input",
+    "Pages",
+    "RELEASE_BYTES",
+    "hash_input",
+    "is_url",
+    "local_path",
+    "release",
+]
+
 Input = bytes | mmap.mmap
 """A transcript's bytes: in memory, or a read-only map of its file (``api.open_input``).
 

@@ -69,7 +69,7 @@ class Block:
     def with_text(self, text: str) -> Block:
         """Return a copy of this block holding ``text``."""
         # The constructor, not dataclasses.replace: replace looks the fields up on
-        # every call, a tenth of an approx reduce (tests/test_model_copies.py keeps the two equal).
+        # every call, a tenth of an approx reduce (tests/core/test_model_copies.py keeps the two equal).
         return Block(self.kind, text, self.call_id, self.name, self.is_error, self.slot)
 
     def _chars(self) -> int:

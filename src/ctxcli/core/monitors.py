@@ -34,6 +34,32 @@ from typing import Any
 
 from ctxcli.core.model import Block, Conversation, Kind
 
+__all__ = [
+    "Edit",
+    "MONITORS",
+    "MONITOR_HELP",
+    "NO_PROGRESS_WINDOW",
+    "Step",
+    "StuckRule",
+    "conversation_monitors",
+    "diversity",
+    "edit_of",
+    "edit_revert",
+    "edit_revert_events",
+    "failure_signature",
+    "hedge",
+    "looks_failed",
+    "looks_stuck",
+    "monitor_scores",
+    "monitor_series",
+    "no_progress",
+    "parse_arguments",
+    "steps_of",
+    "streak",
+    "test_repeat",
+    "tool_key",
+]
+
 MONITORS = ("streak", "no_progress", "edit_revert", "test_repeat", "diversity", "hedge")
 MONITOR_HELP = {
     "streak": "the same call (tool and arguments) in a row, 5 = 1.00",

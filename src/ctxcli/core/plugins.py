@@ -27,6 +27,13 @@ from ctxcli.core.errors import ConfigError
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
 
+__all__ = [
+    "BUILTIN",
+    "Registry",
+    "package_of_module",
+    "plugins_enabled",
+]
+
 T = TypeVar("T")
 
 BUILTIN = "ctxcli"
@@ -102,7 +109,9 @@ class Registry(Generic[T]):
         return self._packages.get(name, BUILTIN)
 
     def reset(self) -> None:
-        """Back to the built-ins alone: what plugins and scripts registered is forgotten,
+        """Forget every plugin and script registration: the built-ins alone again.
+
+        Back to the built-ins alone: what plugins and scripts registered is forgotten,
         and the entry points load again on the next :meth:`items` call.
 
         For tests (a test that registers a stage of its own resets before and after it)

@@ -52,7 +52,7 @@ def safe_name(key: str) -> str:
 
 
 def split_units(data: bytes) -> list[bytes]:
-    """Split JSONL bytes into lines that keep their terminators (``\\n`` or ``\\r\\n``)."""
+    r"""Split JSONL bytes into lines that keep their terminators (``\n`` or ``\r\n``)."""
     # BytesIO shares ``data`` and splits on b"\n" only, copying each line once; split()
     # followed by appending the newline held two copies of the file at the peak.
     return io.BytesIO(data).readlines()

@@ -14,6 +14,17 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "ALWAYS",
+    "NOT_SPEND",
+    "STUB_FIELDS",
+    "STUB_MESSAGE_FIELDS",
+    "is_usage_stub",
+    "response_key",
+    "usage_of",
+    "usage_stub",
+]
+
 STUB_FIELDS = ("type", "sessionId", "timestamp", "requestId", "costUSD", "isApiErrorMessage")
 STUB_MESSAGE_FIELDS = ("id", "model", "usage")
 NOT_SPEND = ("service_tier", "inference_geo")  # usage fields no price depends on

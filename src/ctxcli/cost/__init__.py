@@ -1,4 +1,6 @@
-"""What a session costs in dollars: recorded, replayed through a prompt-cache model, and
+"""Price a session in dollars: recorded, replayed, and with ctx in the loop.
+
+What a session costs in dollars: recorded, replayed through a prompt-cache model, and
 with ctx in the loop.
 
 - :mod:`.prices`: the one price table (USD per million tokens, per kind of token).

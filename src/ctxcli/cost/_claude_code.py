@@ -73,11 +73,14 @@ def message_blocks(
     memo: BlockMemo | None = None,
     mark: int | None = None,
 ) -> tuple[tuple[Block, ...], tuple[tuple[int, TTL], ...]]:
-    """The blocks of Anthropic ``messages`` after the client's hidden prompt, and the
+    """Build the cache blocks of a Claude Code request and its breakpoints.
+
+    The blocks of Anthropic ``messages`` after the client's hidden prompt, and the
     breakpoints Claude Code sets: its system prompt and the last block of the last
     ``trailing`` messages (and of message ``mark``, when given). ``memo`` keeps the
     block of each content object seen (the same objects come back request after
-    request)."""
+    request).
+    """
     memo = {} if memo is None else memo
     blocks: list[Block] = [hidden]
     ends: list[int] = []
@@ -131,16 +134,22 @@ class _Chains:
         return out
 
     def sent_at(self, start: int) -> float | None:
-        """When the call whose first record is ``start`` was sent: when its input was
-        complete, i.e. the time of the record it answers (its response is logged later)."""
+        """Return when the call starting at record ``start`` was sent.
+
+        When the call whose first record is ``start`` was sent: when its input was
+        complete, i.e. the time of the record it answers (its response is logged later).
+        """
         parent = self.records[start][1].get("parentUuid")
         i = self.by_uuid.get(parent, -1) if isinstance(parent, str) else -1
         return seconds(self.records[i][1].get("timestamp")) if i >= 0 else None
 
     def messages_before(self, start: int) -> list[dict[str, Any]]:
-        """The API messages sent with the call whose first record is ``start``: the
+        """Return the API messages the call starting at record ``start`` sent.
+
+        The API messages sent with the call whose first record is ``start``: the
         records' ``message.content``, those of consecutive records of one role merged
-        into one message (as the client sends them)."""
+        into one message (as the client sends them).
+        """
         chain = [i for i in self.chain(start) if self._visible(i)]
         chain = self._with_lost_results(chain, start)
         runs: list[tuple[str, list[int]]] = []
@@ -162,8 +171,11 @@ class _Chains:
         return messages
 
     def _items(self, i: int) -> list[Any]:
-        """Record ``i``'s content as a list of blocks, made once (a string becomes a text
-        block: the same bytes to the API, and the same object request after request)."""
+        """Return record ``i``'s content as a list of blocks, made once.
+
+        Record ``i``'s content as a list of blocks, made once (a string becomes a text
+        block: the same bytes to the API, and the same object request after request).
+        """
         items = self._content.get(i)
         if items is None:
             content = self.records[i][1]["message"].get("content")
@@ -215,8 +227,11 @@ def _content_items(content: Any) -> list[Any]:
 
 
 def item_block(role: str, item: Any) -> Block:
-    """The block of one content item of a ``role`` message: a string content or a bare
-    text block (the same bytes to the API), an image, or any other block."""
+    """Build the cache block of one content item of a ``role`` message.
+
+    The block of one content item of a ``role`` message: a string content or a bare
+    text block (the same bytes to the API), an image, or any other block.
+    """
     if isinstance(item, str):
         return Block(block_key(role, "text", item), item)
     if item.keys() == {"type", "text"} and item["type"] == "text":

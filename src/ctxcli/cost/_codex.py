@@ -89,9 +89,12 @@ def codex_requests(records: Records, calls: Sequence[Call]) -> list[Request]:
 def item_blocks(
     items: Sequence[Any], sizes: Mapping[bytes, Block], memo: BlockMemo
 ) -> tuple[Block, ...]:
-    """The blocks of the Responses input ``items`` as the API bills them: the client's
+    """Build the cache blocks of a Responses input as the API bills them.
+
+    The blocks of the Responses input ``items`` as the API bills them: the client's
     hidden prompt, then each item, except the reasoning items before the last user
-    message (the API drops them) and those of unknown size (``sizes``: by key)."""
+    message (the API drops them) and those of unknown size (``sizes``: by key).
+    """
     last_user = max((k for k, it in enumerate(items) if _is_user(it)), default=-1)
     blocks = [HIDDEN]
     for k, payload in enumerate(items):

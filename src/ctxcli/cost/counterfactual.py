@@ -36,7 +36,7 @@ from ctxcli.cost._claude_code import BlockMemo, message_blocks
 from ctxcli.cost._codex import item_blocks
 from ctxcli.cost.sequence import Block, Request, RequestSequence
 from ctxcli.pipeline.config import Config, build_config
-from ctxcli.pipeline.incremental import record_digest
+from ctxcli.pipeline.live_loop import record_digest
 from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.services.lock import path_lock
 
@@ -71,7 +71,7 @@ class Chain:
 
     @classmethod
     def default(cls) -> Chain:
-        """ctx's live default chain."""
+        """Return ctx's live default chain."""
         return cls.preset(LIVE_PRESET)
 
 
@@ -150,9 +150,12 @@ def live_requests(
 def resumed_requests(
     sequence: RequestSequence, chain: Chain, at: int, offload_dir: Path | None = None
 ) -> RequestSequence:
-    """The requests if the file had been reduced with ``chain`` before request ``at``
+    """Rebuild the requests as if the file had been reduced and resumed at ``at``.
+
+    The requests if the file had been reduced with ``chain`` before request ``at``
     and the client resumed it: that request sends the reduced conversation, the later
-    requests of its conversation what the client appended after it."""
+    requests of its conversation what the client appended after it.
+    """
     if not 0 <= at < len(sequence.requests):
         return sequence
     start = sequence.requests[at]
@@ -179,8 +182,11 @@ def resumed_requests(
 
 
 def default_resume_at(sequence: RequestSequence) -> int | None:
-    """Where a user would have reduced and resumed: the request after the longest pause
-    (None for a session of fewer than two timed requests)."""
+    """Find where a user would have reduced and resumed.
+
+    Where a user would have reduced and resumed: the request after the longest pause
+    (None for a session of fewer than two timed requests).
+    """
     best: tuple[float, int] | None = None
     requests = sequence.requests
     for n in range(1, len(requests)):
@@ -215,8 +221,11 @@ def _with_messages(
     memo: BlockMemo,
     mark: int | None = None,
 ) -> Request:
-    """``request`` sending ``messages`` instead, with the client's breakpoints (and one
-    on the last block of message ``mark``)."""
+    """Rewrite ``request`` to send ``messages`` with the client's breakpoints.
+
+    ``request`` sending ``messages`` instead, with the client's breakpoints (and one
+    on the last block of message ``mark``).
+    """
     if sequence.format == "codex":
         blocks = item_blocks(messages, sizes, memo)
         return replace(request, blocks=blocks, messages=tuple(messages))
@@ -233,8 +242,11 @@ def _exact_blocks(sequence: RequestSequence) -> dict[bytes, Block]:
 
 
 def _conversation(request: Request) -> bytes:
-    """What identifies a conversation, as the proxy keys it: the client's hidden prompt
-    (per agent) and the first message."""
+    """Key a conversation as the proxy does.
+
+    What identifies a conversation, as the proxy keys it: the client's hidden prompt
+    (per agent) and the first message.
+    """
     first = request.messages[0] if request.messages else None
     return record_digest(request.blocks[0].key if request.blocks else b"", first)
 

@@ -88,11 +88,16 @@ class Priced(Protocol):
     """A request with its tokens and its price (None: its model has no price)."""
 
     @property
-    def usage(self) -> TokenUsage: ...
+    def usage(self) -> TokenUsage:
+        """Tokens the request used, by kind."""
+
     @property
-    def usd(self) -> float | None: ...
+    def usd(self) -> float | None:
+        """Dollars the request cost (None: its model has no price)."""
+
     @property
-    def read_usd(self) -> float | None: ...
+    def read_usd(self) -> float | None:
+        """Dollars of its cache reads alone (None: no price)."""
 
 
 class BillTotals:
@@ -153,8 +158,11 @@ class ModelPrice:
         return usage.cache_read * self.cache_read / MILLION
 
     def with_input(self, input: float) -> ModelPrice:
-        """These prices with the input price ``input``; the cache prices keep their ratio
-        to it (Anthropic's multipliers), the output price stays."""
+        """Reprice with the input price ``input``, the cache prices in proportion.
+
+        These prices with the input price ``input``; the cache prices keep their ratio
+        to it (Anthropic's multipliers), the output price stays.
+        """
         if self.input == 0:
             return replace(self, input=input)
         f = input / self.input

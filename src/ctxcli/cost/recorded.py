@@ -44,7 +44,9 @@ class RecordedRequest:
 
 @dataclass(frozen=True, slots=True)
 class RecordedCost(BillTotals):
-    """A session's recorded bill: each API call once, priced, and the totals
+    """A session's recorded bill: each API call once, priced, and the totals.
+
+    A session's recorded bill: each API call once, priced, and the totals
     (``usage``, ``usd``, ``read_usd``).
 
     Attributes:

@@ -34,8 +34,8 @@ from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
 from ctxcli.cost.prices import BillTotals, PriceTable, TokenUsage, load_price_table
 from ctxcli.cost.recorded import RecordedCost, recorded_from_lines
 from ctxcli.cost.sequence import Block, BuildOptions, Request, RequestSequence
-from ctxcli.services.counters import get_counter
-from ctxcli.services.tokens import TokenCounter
+from ctxcli.services.tokens.by_name import get_counter
+from ctxcli.services.tokens.ledger import TokenCounter
 
 __all__ = [
     "Calibration",

@@ -36,8 +36,8 @@ from ctxcli.cost.replay import (
     replay_session,
 )
 from ctxcli.cost.sequence import BuildOptions, RequestSequence
-from ctxcli.services.counters import get_counter
-from ctxcli.services.tokens import TokenCounter
+from ctxcli.services.tokens.by_name import get_counter
+from ctxcli.services.tokens.ledger import TokenCounter
 
 __all__ = ["ChainCost", "CostOptions", "RequestCost", "SessionCost", "session_cost"]
 

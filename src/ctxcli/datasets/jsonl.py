@@ -97,7 +97,7 @@ def _dump(value: Any) -> str:
 
 
 def _ctx_members(values: Mapping[str, Any]) -> str:
-    """ctx's columns as the members appended to a row's object."""
+    """Return ctx's columns as the members appended to a row's object."""
     return "".join(f',"{name}":{_dump(values.get(name))}' for name in STAT_COLUMNS)
 
 
@@ -154,7 +154,7 @@ def _count(totals: FileTotals, values: Mapping[str, Any]) -> None:
 def _reduce_row(
     text: str, reducer: RowReducer, column: str, blobs: dict[str, bytes], name: str
 ) -> tuple[dict[str, Any], str]:
-    """ctx's columns for one row and the row's text with its column reduced."""
+    """Return ctx's columns for one row and the row's text with its column reduced."""
     values: dict[str, Any] = dict.fromkeys(STAT_COLUMNS)
     span = member_span(text, column)
     if span is None:

@@ -159,6 +159,7 @@ class ReduceBatch:
         self.blobs = BlobWriter(offload_uri, storage_options)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        """Reduce one batch of rows; write their blobs before the rows leave the actor."""
         table, blobs = reduce_table(batch, self.reducer, self.column, self.on_error)
         self.blobs.put_many(blobs)  # before the rows that cite them leave the actor
         return table
@@ -174,6 +175,7 @@ class RestoreBatch:
         self.fetch = BlobReader(offload_uri, storage_options)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        """Restore the reduced column of one batch of rows."""
         return restore_table(batch, self.fetch, self.column)
 
 
@@ -272,8 +274,9 @@ def _default_actors() -> int:
 
 def to_huggingface(ds: Any) -> Any:
     """A Ray dataset as a Hugging Face ``datasets.Dataset`` (in memory, no hub)."""
-    import datasets
     import pyarrow as pa
+
+    import datasets
 
     ray = _ray()
     tables = ray.get(ds.to_arrow_refs())
@@ -335,6 +338,7 @@ class FileBatch:
             self.blobs = BlobWriter(job.offload_uri, self.storage)
 
     def __call__(self, batch: pa.Table) -> pa.Table:
+        """Reduce or restore each file of the batch; one row of counts per file."""
         import pyarrow as pa
 
         files = zip(batch.column("path").to_pylist(), batch.column("name").to_pylist(), strict=True)

@@ -18,7 +18,7 @@ from ctxcli.core.protocols import encode_text, split_units
 from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, build_config, default_config
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.memory import BlobStore
 
 __all__ = ["ReducedRecords", "reduce_records"]

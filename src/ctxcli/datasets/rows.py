@@ -35,8 +35,8 @@ from ctxcli.core.protocols import encode_text, sha256, split_units
 from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
-from ctxcli.services.engines import load_engine
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.engines import load_engine
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.memory import BlobStore, blob_path
 
 __all__ = [

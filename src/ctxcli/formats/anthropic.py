@@ -30,6 +30,26 @@ from ctxcli.formats.format import Format, OutRecord
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "ANTHROPIC_ONLY",
+    "Anthropic",
+    "CallInput",
+    "KEEP",
+    "ROLES",
+    "STR",
+    "TEXT",
+    "TOOL_RESULT",
+    "TOOL_USE",
+    "blocks_from_content",
+    "call_input",
+    "content_from_blocks",
+    "has_anthropic_blocks",
+    "item_from_block",
+    "result_text",
+    "text_path",
+    "write_content",
+]
+
 ROLES = {"user", "assistant"}
 
 # Block types only the Anthropic schema has; a file using any of them is Anthropic
@@ -148,6 +168,7 @@ class CallInput(LazyText):
         self.item, self.chars = item, chars
 
     def text(self) -> str:
+        """Return the call's input as the JSON text the model wrote."""
         return json_text(self.item.get("input", {}))
 
 
@@ -272,6 +293,7 @@ class Anthropic(Format):
     incremental = True
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim a file whose blocks only the Messages API has (tool_use, thinking, images)."""
         # Plain-text-only files read the same as OpenAI chat and may stay there; a
         # tool_use/tool_result/thinking/image-source block makes the file Anthropic.
         if not records:
@@ -289,6 +311,7 @@ class Anthropic(Format):
         return any(has_anthropic_blocks(r.get("content")) for r in records)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read one Messages API turn as a message."""
         if not isinstance(data, dict) or not isinstance(data.get("role"), str):
             raise TranscriptError(
                 path, line, 'not an Anthropic message (expected an object with a "role")'
@@ -297,12 +320,15 @@ class Anthropic(Format):
         return Message(data["role"], tuple(blocks), key)
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed blocks into the turn's content."""
         return write_content(data, ("content",), old, new)
 
     def fixup(self, plan: list[OutRecord]) -> None:
+        """Drop the turns a stage emptied."""
         drop_emptied(plan)
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a user or assistant turn for a message a stage added."""
         # The Messages API knows only user and assistant turns.
         role = "assistant" if message.role == "assistant" else "user"
         return {"role": role, "content": content_from_blocks(message.blocks)}

@@ -49,6 +49,20 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_
 
+__all__ = [
+    "CONTENT",
+    "ClaudeCode",
+    "ENVELOPE",
+    "ID_KEYS",
+    "KNOWN_TYPES",
+    "LINKS",
+    "derived_uuid",
+    "is_chain_restart",
+    "is_compact_boundary",
+    "resume_chain",
+    "resume_leaf",
+]
+
 KNOWN_TYPES = {
     "user",
     "assistant",
@@ -107,6 +121,7 @@ class ClaudeCode(Format):
     description = "Claude Code session JSONL (~/.claude/projects/**/*.jsonl)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim records typed as Claude Code's, with its uuid keys."""
         if not records or not all(
             isinstance(r, dict) and isinstance(r.get("type"), str) and "payload" not in r
             for r in records
@@ -115,6 +130,7 @@ class ClaudeCode(Format):
         return any(r["type"] in KNOWN_TYPES and any(k in r for k in ID_KEYS) for r in records)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read a user or assistant record as a message; other records have none."""
         if not isinstance(data, dict):
             raise TranscriptError(path, line, "not a Claude Code record (expected a JSON object)")
         rtype = data.get("type")
@@ -131,6 +147,7 @@ class ClaudeCode(Format):
         return Message(role, tuple(blocks), key, group if isinstance(group, str) else None)
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new`` into the record, and drop the UI copy of a changed result."""
         out = write_content(data, CONTENT, old, new)
         if "toolUseResult" in out and changed_result_ids(old, new):
             # The UI copy of the result (stdout, file contents, originalFile...) would
@@ -139,6 +156,7 @@ class ClaudeCode(Format):
         return out
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a record for a message a stage added, in its neighbour's envelope."""
         near = neighbour if isinstance(neighbour, dict) else {}
         text = "\n".join(b.text for b in message.blocks)
         record: dict[str, Any] = {"parentUuid": None}
@@ -168,6 +186,7 @@ class ClaudeCode(Format):
         return record
 
     def fixup(self, plan: list[OutRecord]) -> None:
+        """Drop emptied records, stub their usage, trim UI copies and relink the uuid tree."""
         drop_emptied(plan)
         self._stub_usage(plan)
         self._reduce_copies(plan)
@@ -306,22 +325,27 @@ class ClaudeCode(Format):
     def assemble(
         self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
     ) -> Document:
+        """Refuse a file with a record that is not Claude Code's, then assemble it."""
         _require_recognised(records, path)
         return super().assemble(raw, path, records, warnings)
 
     def text_path(self, block: Block) -> Path_ | None:
+        """Return where a block's text is a string of its own in the record."""
         return text_path(block)
 
     def text_source(self, block: Block, data: Any) -> TextSpan | None:
+        """Return the span of a call's input, made again when read."""
         return call_input(block, data)  # a call's input (a file written whole, say)
 
     def lazy_fields(self, data: dict[str, Any]) -> list[str]:
+        """Name the UI copies whose long strings stay in the input."""
         # The copies kept for the UI: toolUseResult (stdout, originalFile...), a
         # progress record's data (Bash output, whole subagent turns), attachments.
         # Their readers (prune_sidecars, the fixup here) expect lazy texts.
         return [k for k, v in data.items() if k != "message" and isinstance(v, (dict, list))]
 
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
+        """Keep the session title and compaction boundaries whatever happens around them."""
         # The session title stays whatever happens to the messages around it, and so
         # does a compaction boundary: a resume starts its context there.
         if isinstance(record.data, dict) and (
@@ -331,12 +355,14 @@ class ClaudeCode(Format):
         return anchor_kept
 
     def skeleton(self, data: Any) -> Any:
+        """Return what :func:`resume_chain` reads of a record."""
         # What resume_chain reads of a record, for a re-run's kept prefix.
         if not isinstance(data, dict):
             return None
         return {k: data[k] for k in _CHAIN_FIELDS if k in data}
 
     def resume_start(self, records: Sequence[Record]) -> int | None:
+        """Return the first record ``claude --resume`` sends, walking back from the leaf."""
         # `claude --resume` walks parentUuid back from the leaf it resumes; the walk
         # ends at a compaction restart (a compact_boundary, or in 1.0.x the
         # isCompactSummary user record with parentUuid null). It sends what follows

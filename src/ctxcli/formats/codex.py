@@ -42,6 +42,16 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, delete_many, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "CALLS",
+    "Codex",
+    "ENVELOPE_TYPES",
+    "ITEM_TYPES",
+    "OUTPUTS",
+    "ROLE",
+    "TEXT_PARTS",
+]
+
 ENVELOPE_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
 ITEM_TYPES = {
     "message",
@@ -145,6 +155,7 @@ class Codex(Format):
     description = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload} per line)"
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim a rollout's envelopes ({timestamp, type, payload}) or its bare items."""
         if not records or not all(isinstance(r, dict) for r in records):
             return False
         if any(
@@ -158,6 +169,7 @@ class Codex(Format):
         return header and bool(items) and all(r.get("type") in ITEM_TYPES for r in items)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read a response item as a message; events and metadata have none."""
         if not isinstance(data, dict):
             raise TranscriptError(path, line, "not a Codex rollout record (expected a JSON object)")
         item, prefix = _item(data)
@@ -227,6 +239,7 @@ class Codex(Format):
         return blocks
 
     def build(self, raw: Input, path: str, records: list[Record]) -> Document:
+        """Refuse a record that is not a rollout's; group each model response's items."""
         require_recognised(
             records, path, _is_codex, "a Codex rollout record ({timestamp, type, payload})"
         )
@@ -248,6 +261,7 @@ class Codex(Format):
         return doc
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed blocks into the item, each in its own slot."""
         old_by_slot = {b.slot: b for b in old.blocks if b.slot is not None}
         for block in new.blocks:
             before = old_by_slot.get(block.slot) if block.slot is not None else None
@@ -277,6 +291,7 @@ class Codex(Format):
         return data
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a message item for a message a stage added."""
         role = {"system": "developer", "tool": "user"}.get(message.role, message.role)
         part = "output_text" if role == "assistant" else "input_text"
         text = "\n".join(b.text for b in message.blocks if b.kind is not Kind.TOOL_CALL)
@@ -292,10 +307,12 @@ class Codex(Format):
         return record
 
     def fixup(self, plan: list[OutRecord]) -> None:
+        """Drop the items a stage emptied."""
         # An item whose only block a stage removed (a call, an output) is dropped.
         drop_emptied(plan)
 
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
+        """Keep the session metadata and the legacy header; other records follow their message."""
         data = record.data
         if isinstance(data, dict):
             if data.get("type") == "session_meta":

@@ -123,6 +123,7 @@ class JsonlRows(Collection):
         return None
 
     def split(self, raw: Input, path: str) -> Split | None:
+        """Split a JSONL file of dataset rows into its trajectories (None: not one)."""
         # Only the first line is looked at before deciding: no copy of a large input.
         start = first_value(raw)
         if start < 0 or raw[start : start + 1] != b"{":

@@ -14,6 +14,8 @@ from typing import Any
 
 from ctxcli.formats.collection import JsonlRows
 
+__all__ = ["MessageRows"]
+
 
 class MessageRows(JsonlRows):
     """JSONL rows, each holding a list of ``{role, ...}`` messages."""
@@ -23,4 +25,5 @@ class MessageRows(JsonlRows):
     columns = ("messages", "conversation", "conversations", "traj")
 
     def accept_item(self, item: dict[str, Any]) -> bool:
+        """Accept a row item that is a chat message."""
         return isinstance(item.get("role"), str)

@@ -14,6 +14,8 @@ from ctxcli.core.model import Kind, Message
 from ctxcli.formats.format import OutRecord, State
 from ctxcli.formats.lines import Record
 
+__all__ = ["changed_result_ids", "drop_emptied", "require_recognised"]
+
 
 def changed_result_ids(old: Message, new: Message) -> set[str]:
     """Call ids of the tool results whose text a stage changed or removed."""

@@ -31,6 +31,15 @@ from ctxcli.formats.lines import (
 )
 from ctxcli.formats.slots import encode_slot, get_in, set_in
 
+__all__ = [
+    "Document",
+    "Format",
+    "OutRecord",
+    "Problem",
+    "Resumable",
+    "State",
+]
+
 
 @dataclass
 class Document:
@@ -114,9 +123,12 @@ class Resumable:
         return None
 
     def skeleton(self, data: Any) -> Any:
-        """What an incremental re-run needs of a kept record besides its message: the
+        """Return what a re-run needs of a kept record besides its message.
+
+        What an incremental re-run needs of a kept record besides its message: the
         fields :meth:`resume_start` reads, say (None: nothing). JSON-able and small,
-        it is stored in the manifest for every kept record."""
+        it is stored in the manifest for every kept record.
+        """
         return None
 
 
@@ -404,7 +416,9 @@ class Format(LazyTexts, Resumable):
 def _placed(
     conv: Conversation, start: int
 ) -> tuple[dict[int, Message], dict[int | None, list[Message]]]:
-    """The messages that stand for a record, by its key, and those a stage created, by
+    """Map each record's key to the messages that stand for it.
+
+    The messages that stand for a record, by its key, and those a stage created, by
     the key of the record they follow (None: before the first message).
 
     Raises:

@@ -52,6 +52,18 @@ from ctxcli.formats.lines import BOM, Record, Writable
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.registry import register_format
 
+__all__ = [
+    "COPIES_KEY",
+    "JsonDocument",
+    "LIST_KEYS",
+    "Layout",
+    "PASSTHROUGH_ROLES",
+    "SWE_FOOTER",
+    "V0_CALL",
+    "is_jsonl",
+    "layout_from",
+]
+
 LIST_KEYS = ("messages", "history")
 PASSTHROUGH_ROLES = {"exit"}
 COPIES_KEY = "trajectory"  # SWE-agent: steps repeating the history and the outputs
@@ -176,8 +188,11 @@ def layout_from(
     ascii_doc: bool,
     sample: bytes,
 ) -> Layout:
-    """The layout of a list of items; ``item_heads`` are the items' texts or their
-    first lines (only where their first member starts is read)."""
+    """Work out the layout of a list of items.
+
+    The layout of a list of items; ``item_heads`` are the items' texts or their
+    first lines (only where their first member starts is read).
+    """
     first_sep = seps[0]
     pretty = "\n" in first_sep
     item_indent = first_sep.rsplit("\n", 1)[-1] if pretty else ""
@@ -222,6 +237,7 @@ class JsonDocument(Format):
         self.v0_calls = set(self.v0_results.values())
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim a one-line file holding a message list."""
         # Documents are found by try_load_document; a one-line document also sniffs.
         return len(records) == 1 and _message_list(records[0]) is not None
 
@@ -278,6 +294,7 @@ class JsonDocument(Format):
     def load(
         self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
     ) -> Document:
+        """Load a JSON document that holds a message list."""
         doc = self.try_load_document(raw[:], path, allow_empty=True)
         if doc is None:
             raise TranscriptError(
@@ -290,6 +307,7 @@ class JsonDocument(Format):
         return doc
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read a message item as a message; the submission and other roles have none."""
         if not isinstance(data, dict) or not isinstance(data.get("role"), str):
             return None
         role = data["role"]
@@ -336,6 +354,8 @@ class JsonDocument(Format):
     # -- writing back ---------------------------------------------------------------
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed texts into the message item."""
+
         def plain(msg: Message) -> Message:
             # Blocks ctx made up (extra result ids, a v0 action read as a call) have no
             # field of their own to write: the action stays as the model wrote it.
@@ -357,15 +377,18 @@ class JsonDocument(Format):
         return out
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a message item for a message a stage added."""
         record: dict[str, Any] = {"role": message.role, "content": message.text}
         if isinstance(neighbour, dict) and "agent" in neighbour:
             record["agent"] = neighbour["agent"]  # SWE-agent tags every history entry
         return record
 
     def fixup(self, plan: list[OutRecord]) -> None:
+        """Drop the message items a stage emptied."""
         drop_emptied(plan)
 
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
+        """Keep the submission with the trajectory; other records follow their message."""
         if isinstance(record.data, dict) and record.data.get("role") in PASSTHROUGH_ROLES:
             return True  # the submission stays with the trajectory
         return anchor_kept
@@ -502,8 +525,11 @@ def _rewrite_copies(
 
 
 def _changes(plan: list[OutRecord]) -> tuple[dict[bytes, Any], dict[str, str]]:
-    """The history messages that changed (their new value, None if dropped), by their
-    canonical form; and the tool outputs that changed, old text to new."""
+    """Find the history messages and the tool outputs that changed.
+
+    The history messages that changed (their new value, None if dropped), by their
+    canonical form; and the tool outputs that changed, old text to new.
+    """
     changed: dict[bytes, Any] = {}
     outputs: dict[str, str] = {}
     for rec in plan:
@@ -526,8 +552,11 @@ def _changes(plan: list[OutRecord]) -> tuple[dict[bytes, Any], dict[str, str]]:
 def _rewritten_step(
     step: dict[str, Any], changed: dict[bytes, Any], outputs: dict[str, str]
 ) -> dict[str, Any]:
-    """``step`` with its message copies and observation as the history now has them
-    (the very object when nothing in it changed)."""
+    """Bring ``step``'s message copies and observation in line with the history.
+
+    ``step`` with its message copies and observation as the history now has them
+    (the very object when nothing in it changed).
+    """
     new_step = step
     msgs = step.get("messages")
     if isinstance(msgs, list) and msgs:

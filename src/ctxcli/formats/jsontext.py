@@ -262,9 +262,11 @@ class Style:
         return "," + self.newline + self.base + self.indent * (depth + 1)
 
     def opening(self, depth: int) -> str:
+        """Return the text after an opening bracket at nesting ``depth``."""
         return "" if self.indent is None else self.newline + self.base + self.indent * (depth + 1)
 
     def closing(self, depth: int) -> str:
+        """Return the text before a closing bracket at nesting ``depth``."""
         return "" if self.indent is None else self.newline + self.base + self.indent * depth
 
 

@@ -31,6 +31,14 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_, delete_many, encode_slot, get_in, json_text, set_in
 
+__all__ = [
+    "CLASS_ROLE",
+    "LangChain",
+    "ROLE_CLASS",
+    "ROLE_TYPE",
+    "TYPE_ROLE",
+]
+
 # messages_to_dict "type" and constructor class name -> role.
 TYPE_ROLE = {
     "ai": "assistant",
@@ -98,11 +106,13 @@ class LangChain(Format):
     description = "LangChain messages, {type, data} or {lc, type: constructor, kwargs} per line"
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim records shaped as LangChain dumps."""
         if not records or not all(isinstance(r, dict) for r in records):
             return False
         return any(_shape(r)[0] is not None for r in records)
 
     def build(self, raw: Input, path: str, records: list[Record]) -> Document:
+        """Refuse a record that is not a LangChain message, then build the document."""
         require_recognised(
             records,
             path,
@@ -112,6 +122,7 @@ class LangChain(Format):
         return super().build(raw, path, records)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read a LangChain message (either dump) as a message."""
         if not isinstance(data, dict):
             raise TranscriptError(path, line, "not a LangChain message (expected a JSON object)")
         role, p = _shape(data)
@@ -216,6 +227,7 @@ class LangChain(Format):
     # -- writing back -------------------------------------------------------------------
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed blocks into the message's slots."""
         _, p = _shape(data)
         old_by_slot = {b.slot: b for b in old.blocks if b.slot is not None}
         new_slots = {b.slot for b in new.blocks if b.slot is not None}
@@ -338,6 +350,7 @@ class LangChain(Format):
         return set_in(data, (*p, "content"), joined)
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a message in its neighbour's dump shape for a message a stage added."""
         role = message.role if message.role in ROLE_CLASS else "user"
         text = "\n".join(b.text for b in message.blocks if b.kind is Kind.TEXT)
         if isinstance(neighbour, dict) and _shape(neighbour)[1] == ("data",):
@@ -360,4 +373,5 @@ class LangChain(Format):
         }
 
     def fixup(self, plan: list[OutRecord]) -> None:
+        """Drop the messages a stage emptied."""
         drop_emptied(plan)

@@ -21,6 +21,16 @@ from ctxcli.formats.jsontext import loads_record
 from ctxcli.formats.lines import Record
 from ctxcli.formats.slots import Path_, get_in
 
+__all__ = [
+    "LAZY_MIN_CHARS",
+    "LazyTexts",
+    "SHARED_MAX_CHARS",
+    "Span",
+    "leave_in_input",
+    "same_text",
+    "share_strings",
+]
+
 LAZY_MIN_CHARS = 1024
 """A text at least this long is left in the input by a format with ``lazy_texts``."""
 
@@ -39,6 +49,7 @@ class Span(LazyText):
         self.view, self.start, self.end, self.chars, self.pages = view, start, end, chars, pages
 
     def text(self) -> str:
+        """Read the text again from the input."""
         text: str = loads_record(self.view[self.start : self.end])
         self.pages.read(self.end - self.start)  # the pages read go back, as the parse's did
         return text
@@ -71,23 +82,32 @@ class LazyTexts:
     """Top-level fields whose values hardly ever repeat (a timestamp): not shared."""
 
     def text_path(self, block: Block) -> Path_ | None:
-        """Where in its record ``block``'s text is a string of its own (None: nowhere,
+        """Return where in its record ``block``'s text is a string of its own.
+
+        Where in its record ``block``'s text is a string of its own (None: nowhere,
         it is made from the record). A format with :attr:`lazy_texts` leaves a long
-        text found there in the input. Default: a ``"str"`` slot's path."""
+        text found there in the input. Default: a ``"str"`` slot's path.
+        """
         slot = block.slot
         return slot[0] if slot is not None and slot[1] == "str" else None
 
     def text_source(self, block: Block, data: Any) -> TextSpan | None:
-        """For a long block text made from record ``data`` (not a string of its own,
+        """Return what makes a long block text again when it is read.
+
+        For a long block text made from record ``data`` (not a string of its own,
         see :meth:`text_path`): what makes it again when it is read, so a format with
-        :attr:`lazy_texts` need not hold it. Default: None (the text is held)."""
+        :attr:`lazy_texts` need not hold it. Default: None (the text is held).
+        """
         return None
 
     def lazy_fields(self, data: dict[str, Any]) -> Iterable[str]:
-        """Top-level fields of record ``data`` whose long strings (inside a nested
+        """Name the fields of ``data`` whose long strings stay in the input too.
+
+        Top-level fields of record ``data`` whose long strings (inside a nested
         object or array) a format with :attr:`lazy_texts` leaves in the input too,
         besides its message's block texts. Every reader of those fields must expect a
-        :class:`~ctxcli.core.model.LazyText` (``read_text``, ``hydrate``). Default: none."""
+        :class:`~ctxcli.core.model.LazyText` (``read_text``, ``hydrate``). Default: none.
+        """
         return ()
 
 
@@ -103,8 +123,11 @@ def same_text(before: Block, after: Block) -> bool:
 def leave_in_input(
     fmt: LazyTexts, rec: Record, message: Message | None, pages: Pages
 ) -> Message | None:
-    """Leave ``rec``'s long texts in the input: its message's string-field block texts,
-    and every long string under the fields :meth:`LazyTexts.lazy_fields` names."""
+    """Leave ``rec``'s long texts in the input.
+
+    Leave ``rec``'s long texts in the input: its message's string-field block texts,
+    and every long string under the fields :meth:`LazyTexts.lazy_fields` names.
+    """
     finder = _Finder(rec, pages)
     if message is not None:
         message = _lazy_blocks(fmt, rec, message, finder)

@@ -19,6 +19,16 @@ from ctxcli.core.io import RELEASE_BYTES, Input, Pages, release
 from ctxcli.core.model import Message
 from ctxcli.formats.jsontext import loads_record
 
+__all__ = [
+    "BOM",
+    "Record",
+    "Writable",
+    "iter_records",
+    "join_parts",
+    "parse_lines",
+    "raise_first_invalid",
+]
+
 BOM = b"\xef\xbb\xbf"
 
 
@@ -65,8 +75,11 @@ class Record:
 
     @property
     def raw(self) -> bytes | memoryview:
-        """The original bytes. For JSONL a zero-copy view into the file's buffer: holding
-        a second copy of every line doubled the peak memory on large transcripts."""
+        """Return the record's original bytes.
+
+        The original bytes. For JSONL a zero-copy view into the file's buffer: holding
+        a second copy of every line doubled the peak memory on large transcripts.
+        """
         if self._start < 0:
             return self._raw
         return self._raw[self._start : self._end]
@@ -91,7 +104,7 @@ class Record:
 
     @property
     def terminator(self) -> bytes:
-        """The record's line terminator (``\\n``, ``\\r\\n`` or nothing)."""
+        r"""The record's line terminator (``\n``, ``\r\n`` or nothing)."""
         tail = bytes(self.raw[-2:])
         if tail == b"\r\n":
             return b"\r\n"
@@ -101,7 +114,8 @@ class Record:
 class Writable(Protocol):
     """Where an output is written as it is made (a file open for writing)."""
 
-    def write(self, data: bytes | memoryview, /) -> int: ...
+    def write(self, data: bytes | memoryview, /) -> int:
+        """Write ``data``; return how many bytes were written."""
 
 
 def join_parts(parts: list[bytes | memoryview], into: Writable | None = None) -> bytes:
@@ -161,7 +175,9 @@ def raise_first_invalid(records: Sequence[Record], path: str) -> None:
 
 
 def iter_records(raw: Input, path: str) -> Iterator[Record]:
-    """The records of ``raw`` one by one, parsed (see :func:`parse_lines`), invalid
+    """Yield the records of ``raw`` one by one, parsed, invalid ones included.
+
+    The records of ``raw`` one by one, parsed (see :func:`parse_lines`), invalid
     ones included; a mapped input's pages are given back as they are parsed.
 
     Raises:

@@ -16,6 +16,8 @@ from ctxcli.formats.format import Format
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import delete_many, set_in, text_block
 
+__all__ = ["OpenAIChat", "ROLES"]
+
 ROLES = {"system", "developer", "user", "assistant", "tool", "function"}
 
 
@@ -28,6 +30,7 @@ class OpenAIChat(Format):
     incremental = True
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim a file whose first record is a chat message."""
         # The first record decides; a later record of another shape is then an error
         # that names its line instead of an "unrecognised format" for the whole file.
         first = records[0] if records else None
@@ -36,6 +39,7 @@ class OpenAIChat(Format):
     lazy_texts = True
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read a chat message, its tool calls and content parts."""
         if not isinstance(data, dict) or not isinstance(data.get("role"), str):
             raise TranscriptError(
                 path, line, 'not an OpenAI chat message (expected an object with a "role")'
@@ -52,6 +56,7 @@ class OpenAIChat(Format):
         return Message(role, tuple(blocks), key)
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed texts into the message's content and calls."""
         for block in new.blocks:
             if block.slot is not None and block.slot[1] == "parts":
                 before = next(b for b in old.blocks if b.slot == block.slot)
@@ -84,6 +89,7 @@ class OpenAIChat(Format):
         return data
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a chat message for a message a stage added."""
         return {"role": message.role, "content": message.text}
 
 

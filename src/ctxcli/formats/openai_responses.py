@@ -28,6 +28,7 @@ class OpenAIResponses(Codex):
     description = "OpenAI Responses API input items (the Agents SDK's model input)"
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Any:
+        """Read a Responses input item (a bare message too) as a message."""
         if isinstance(data, dict) and "type" not in data and isinstance(data.get("role"), str):
             # EasyInputMessage: a message without "type"; its slots are the same paths.
             data = {**data, "type": "message"}
@@ -36,6 +37,7 @@ class OpenAIResponses(Codex):
     def assemble(
         self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
     ) -> Document:
+        """Group each model response's consecutive assistant items, then assemble."""
         # Consecutive assistant items (reasoning, text, parallel calls) are one model
         # response and share a group, as in a Codex rollout.
         group: str | None = None

@@ -32,6 +32,8 @@ from ctxcli.formats.format import Format
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import text_block
 
+__all__ = ["OpenHandsEvents", "OpenHandsOutput"]
+
 
 def _is_event(item: Any) -> bool:
     return (
@@ -62,9 +64,11 @@ class OpenHandsEvents(Format):
     description = "OpenHands events, one {source, action|observation, ...} per line"
 
     def sniff(self, records: Sequence[Any]) -> bool:
+        """Claim a file whose first record is an OpenHands event."""
         return bool(records) and _is_event(records[0])
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
+        """Read an action or an observation as a message."""
         if not _is_event(data):
             return None
         args = data.get("args") if isinstance(data.get("args"), dict) else {}
@@ -107,12 +111,14 @@ class OpenHandsEvents(Format):
         return None
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
+        """Write ``new``'s changed texts into the event; arguments stay."""
         # Arguments are shown as JSON text and never written back.
         keep = [b for b in new.blocks if b.slot is None or b.slot[1] != "keep"]
         before = [b for b in old.blocks if b.slot is None or b.slot[1] != "keep"]
         return self.apply_block_texts(data, old.with_blocks(before), new.with_blocks(keep))
 
     def new_record(self, message: Message, neighbour: Any) -> Any:
+        """Make a message event for a message a stage added."""
         source = "agent" if message.role == "assistant" else "user"
         return {"source": source, "action": "message", "args": {"content": message.text}}
 
@@ -125,4 +131,5 @@ class OpenHandsOutput(JsonlRows):
     columns = ("history",)
 
     def accept_item(self, item: dict[str, Any]) -> bool:
+        """Accept a row item that is an OpenHands event."""
         return _is_event(item)

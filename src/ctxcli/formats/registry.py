@@ -13,6 +13,13 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.plugins import Registry
 from ctxcli.formats.format import Format
 
+__all__ = [
+    "BUILTIN_MODULES",
+    "FORMAT_REGISTRY",
+    "PLUGIN_GROUP",
+    "register_format",
+]
+
 PLUGIN_GROUP = "ctxcli.formats.v1"
 """Entry-point group of third-party formats (versioned, so a v2 interface can coexist)."""
 

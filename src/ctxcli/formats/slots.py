@@ -17,6 +17,17 @@ import orjson
 
 from ctxcli.core.model import Block, Kind
 
+__all__ = [
+    "Codec",
+    "Path_",
+    "delete_many",
+    "encode_slot",
+    "get_in",
+    "json_text",
+    "set_in",
+    "text_block",
+]
+
 Path_ = tuple[str | int, ...]
 
 

@@ -26,6 +26,8 @@ from ctxcli.formats.json_doc import layout_from
 from ctxcli.formats.jsontext import array_items, loads_record
 from ctxcli.formats.lines import BOM, join_parts
 
+__all__ = ["TRAJ", "TauBenchRuns"]
+
 TRAJ = "traj"
 _NON_SPACE = re.compile(rb"\S")
 _NON_ASCII = re.compile(rb"[\x80-\xff]")
@@ -54,6 +56,7 @@ class TauBenchRuns(Collection):
     description = "tau-bench results: a JSON array of runs [{task_id, traj: [messages]}, ...]"
 
     def split(self, raw: Input, path: str) -> Split | None:
+        """Split a tau-bench results array into its runs (None: not one)."""
         start = first_value(raw)
         if start < 0 or raw[start : start + 1] != b"[":
             return None

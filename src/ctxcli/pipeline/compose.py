@@ -36,13 +36,13 @@ from ctxcli.pipeline.rerun import (
     load_tail,
     merge_ops,
 )
-from ctxcli.pipeline.results import Reduced, Report, Trace, Written
+from ctxcli.pipeline.results import PipelineResult, Report, Trace, Written
 from ctxcli.pipeline.run import StageReport, run_pipeline
 from ctxcli.services.anthropic_client import default_services
-from ctxcli.services.counters import open_counter
-from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
+from ctxcli.services.tokens.by_name import open_counter
+from ctxcli.services.tokens.ledger import CountOptions, TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
-from ctxcli.store.naming import Preview
+from ctxcli.store.naming import NamingPolicy, Preview
 
 __all__ = ["ReduceOptions", "reduce_bytes", "rerun_bytes"]
 
@@ -61,7 +61,7 @@ class ReduceOptions:
             shows them; ``ctx reduce`` skips them: on large logs they are a quarter
             of a run).
         trace: keep the conversation after every stage and the tokens of every block
-            in ``Reduced.trace`` (``ctx report``).
+            in ``PipelineResult.trace`` (``ctx report``).
     """
 
     on_invalid: OnInvalid = OnInvalid.AUTO
@@ -79,26 +79,26 @@ def reduce_bytes(
     raw: Input,
     *,
     config: Config | None = None,
-    offload: Preview | None = None,
+    offload: NamingPolicy | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
     options: ReduceOptions | None = None,
-) -> Reduced:
-    """Reduce a transcript held in memory.
+) -> PipelineResult:
+    r"""Reduce a transcript held in memory.
 
     ``raw`` may be a map of the file (:func:`ctxcli.api.open_input`): its pages are
     given back as they are parsed, packed and copied. With the default ``offload``
     (a dry run) nothing is written: this is what ``ctx stats`` runs. Pass an
     :class:`~ctxcli.store.disk.OffloadStore` to keep the removed texts. ``into`` (a
     file open for writing) gets the output as it is made, so the output and the
-    parsed input are never held at once: ``Reduced.output`` is then empty and
-    ``Reduced.written`` has its size and hash. ``options`` says how to run
+    parsed input are never held at once: ``PipelineResult.output`` is then empty and
+    ``PipelineResult.written`` has its size and hash. ``options`` says how to run
     (:class:`ReduceOptions`).
 
     Example::
 
         >>> from ctxcli.api import reduce_bytes
-        >>> line = b'{"role": "user", "content": "hi"}\\n'
+        >>> line = b'{"role": "user", "content": "hi"}\n'
         >>> reduce_bytes(line).output == line
         True
     """
@@ -112,14 +112,14 @@ def rerun_bytes(
     resume: Resume | None,
     *,
     config: Config | None = None,
-    offload: Preview | None = None,
+    offload: NamingPolicy | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
     options: ReduceOptions | None = None,
-) -> Reduced:
+) -> PipelineResult:
     """:func:`reduce_bytes` for a transcript that grows: a later run may build on this one.
 
-    ``Reduced.rerun`` is filled (when the chain allows it): the prefix a run over a
+    ``PipelineResult.rerun`` is filled (when the chain allows it): the prefix a run over a
     longer version of this transcript may keep. ``resume`` is such a prefix, kept by
     an earlier run (:func:`ctxcli.pipeline.rerun.resume_from`): only the rest is
     parsed, counted and reduced, and the output and script start with the previous
@@ -159,7 +159,7 @@ class _Job:
     raw: Input
     path: str
     config: Config
-    offload: Preview
+    offload: NamingPolicy
     into: Writable | None
     options: ReduceOptions
 
@@ -168,7 +168,7 @@ class _Job:
         cls,
         raw: Input,
         config: Config | None,
-        offload: Preview | None,
+        offload: NamingPolicy | None,
         path: str,
         into: Writable | None,
         options: ReduceOptions | None,
@@ -183,9 +183,12 @@ class _Job:
         )
 
 
-def _reduce(job: _Job, resume: Resume | None, *, keep: bool) -> Reduced:
-    """Load ``job``'s transcript (or, with ``resume``, what follows the kept prefix) and
-    reduce it; ``keep`` fills ``Reduced.rerun``."""
+def _reduce(job: _Job, resume: Resume | None, *, keep: bool) -> PipelineResult:
+    """Load ``job``'s transcript and reduce it.
+
+    Load ``job``'s transcript (or, with ``resume``, what follows the kept prefix) and
+    reduce it; ``keep`` fills ``PipelineResult.rerun``.
+    """
     raw, path, on_invalid = job.raw, job.path, job.options.on_invalid
     if resume is not None:
         doc = load_tail(raw, path, get_format(resume.format), resume.kept, on_invalid)
@@ -197,7 +200,9 @@ def _reduce(job: _Job, resume: Resume | None, *, keep: bool) -> Reduced:
     return _reduce_document(job, doc, None, keep=keep)
 
 
-def _reduce_document(job: _Job, doc: Document, resume: Resume | None, *, keep: bool) -> Reduced:
+def _reduce_document(
+    job: _Job, doc: Document, resume: Resume | None, *, keep: bool
+) -> PipelineResult:
     """Count, run the chain over and write one loaded transcript."""
     prefix = resume.kept if resume is not None else None
     config, counting = job.config, job.options.counting
@@ -235,7 +240,7 @@ def _reduce_document(job: _Job, doc: Document, resume: Resume | None, *, keep: b
         rerun = kept_record(doc, doc.conversation, frontiers, counts, prefix, digest)
     size = written.size if written is not None else len(output)
     report = _report(job, doc, reports, notes, tokens, size, prefix)
-    return Reduced(output, report, ops, doc.format.units, trace, rerun, written)
+    return PipelineResult(output, report, ops, doc.format.units, trace, rerun, written)
 
 
 @dataclass(frozen=True)
@@ -249,8 +254,11 @@ class _Tokens:
 
 
 def _count(ledger: TokenLedger, doc: Document, conv: Conversation, prefix: Kept | None) -> _Tokens:
-    """The totals of ``doc``'s conversation and of the chain's output ``conv``; the kept
-    stand-ins of a re-run count 0, their tokens are the manifest's."""
+    """Total the tokens before and after the chain.
+
+    The totals of ``doc``'s conversation and of the chain's output ``conv``; the kept
+    stand-ins of a re-run count 0, their tokens are the manifest's.
+    """
     before, after = ledger.total(doc.conversation), ledger.total(conv)
     if prefix is not None:
         before += prefix.tokens[0]
@@ -356,8 +364,11 @@ def _dumps_into(cls: type[Format]) -> bool:
 
 
 def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
-    """What the stages get; their notes meant for the user (a classifier falling back)
-    go to the caller's ``log``, else to ``notes`` (the run's warnings)."""
+    """Build the context the stages get.
+
+    What the stages get; their notes meant for the user (a classifier falling back)
+    go to the caller's ``log``, else to ``notes`` (the run's warnings).
+    """
     return StageContext(
         ledger,
         job.offload,
@@ -372,7 +383,7 @@ PART_BATCH_BYTES = 16 * 1024 * 1024
 a time: counted in bulk (on every core), yet the file is never held parsed all at once."""
 
 
-def _reduce_split(job: _Job, split: Split) -> Reduced:
+def _reduce_split(job: _Job, split: Split) -> PipelineResult:
     """A file of many trajectories; written whole, as it is one restore unit."""
     if job.options.trace and len(split.parts) > 1:
         raise TranscriptError(
@@ -403,8 +414,10 @@ class _Parts:
     trace: Trace | None = None
 
 
-def _reduce_collection(job: _Job, split: Split) -> Reduced:
-    """Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
+def _reduce_collection(job: _Job, split: Split) -> PipelineResult:
+    """Reduce many trajectories in one file, each on its own.
+
+    Many trajectories in one file (tau-bench runs, dataset rows): each is reduced on
     its own with the same counter and offload store, a batch of parts at a time.
 
     ``trace`` (``ctx report``) follows the file's only trajectory.
@@ -447,7 +460,7 @@ def _reduce_collection(job: _Job, split: Split) -> Reduced:
         offload_dir=job.offload.root,
         warnings=parts.warnings + notes,
     )
-    return Reduced(output, report, script.ops, "document", parts.trace, None)
+    return PipelineResult(output, report, script.ops, "document", parts.trace, None)
 
 
 def _reduce_batch(

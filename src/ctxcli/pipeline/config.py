@@ -15,6 +15,21 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ctxcli.core.errors import ConfigError
 from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
+from ctxcli.stages.base import renames
+
+__all__ = [
+    "CONFIG_NAME",
+    "Config",
+    "DEFAULT_STAGES",
+    "INIT_TEMPLATE",
+    "Settings",
+    "StageConfig",
+    "build_config",
+    "default_config",
+    "find_config",
+    "load_config",
+    "stage_names",
+]
 
 CONFIG_NAME = "ctx.toml"
 
@@ -71,6 +86,8 @@ class Config:
     settings: Settings = field(default_factory=lambda: Settings())
     stages: tuple[StageConfig, ...] = ()
     source: str = "defaults"
+    notes: tuple[str, ...] = field(default=(), compare=False)
+    """One line per option written under an old name (``ctx config check`` prints them)."""
 
     def with_overrides(self, **values: Any) -> Config:
         """A copy with some settings replaced (command-line flags); None means unset."""
@@ -82,7 +99,7 @@ class Config:
             settings = Settings.model_validate(merged)
         except ValidationError as exc:
             raise ConfigError(_render(exc, "command line", None)) from None
-        return Config(settings, self.stages, self.source)
+        return Config(settings, self.stages, self.source, self.notes)
 
 
 DEFAULT_STAGES: tuple[dict[str, Any], ...] = (
@@ -186,6 +203,7 @@ def build_config(data: dict[str, Any], label: str) -> Config:
     if not isinstance(raw_stages, list):
         raise ConfigError(f"{label}: 'stages' must be an array of tables ([[stages]]).")
     stages: list[StageConfig] = []
+    notes: list[str] = []
     # Load plugins up front: a broken plugin is not the fault of any one [[stages]] entry.
     registry()
     for i, entry in enumerate(raw_stages, start=1):
@@ -201,25 +219,71 @@ def build_config(data: dict[str, Any], label: str) -> Config:
         try:
             opts = spec.options.model_validate(options)
         except ValidationError as exc:
-            raise ConfigError(_render(exc, f"{where} ({name})", spec.options)) from None
+            raise ConfigError(_render(exc, f"{where} ({name})", spec.options, options)) from None
         stages.append(StageConfig(name, opts, spec))
-    return Config(settings, tuple(stages), label)
+        notes += _old_names(spec.options, options, f"{where} ({name})", "")
+    return Config(settings, tuple(stages), label, tuple(notes))
 
 
-def _suggest(key: str, valid: set[str] | list[str]) -> str:
-    close = difflib.get_close_matches(key, sorted(valid), n=1)
+def _old_names(model: type[BaseModel], table: Any, where: str, prefix: str) -> list[str]:
+    """A note for each option of ``table`` written under its old name, nested tables too.
+
+    ``table`` is what ``model`` validated; ``prefix`` is its place in the stage's table
+    (``tools.grep.`` for a per-tool override).
+    """
+    if not isinstance(table, dict):
+        return []
+    notes = [
+        f"{where}: {prefix}{old} is the old name of {prefix}{new}; it still works, but write {new}."
+        for old, new in renames(model).items()
+        if old in table
+    ]
+    for name, info in model.model_fields.items():
+        value = table.get(name)
+        inner = _model_in(info.annotation)
+        if inner is None or not isinstance(value, dict):
+            continue
+        if typing.get_origin(info.annotation) is dict:
+            for key, item in value.items():
+                notes += _old_names(inner, item, where, f"{prefix}{name}.{key}.")
+        else:
+            notes += _old_names(inner, value, where, f"{prefix}{name}.")
+    return notes
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    """The options model ``annotation`` holds: itself, a dict's values, or Optional's model."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def _suggest(key: str, valid: set[str] | list[str], renamed: dict[str, str] | None = None) -> str:
+    """A "did you mean" for ``key`` (a typo of an old option name suggests the new name)."""
+    renamed = renamed or {}
+    close = difflib.get_close_matches(key, sorted(valid) + sorted(renamed), n=1)
     if close:
-        return f"; did you mean {close[0]!r}?"
+        return f"; did you mean {renamed.get(close[0], close[0])!r}?"
     return f"; valid keys: {', '.join(sorted(valid))}." if valid else "."
 
 
-def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> str:
+def _render(
+    exc: ValidationError, where: str, model: type[BaseModel] | None, table: Any = None
+) -> str:
     lines = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"])
+        loc = _as_written(model, table, err["loc"])
         if err["type"] == "extra_forbidden":
-            fields = _fields_at(model, err["loc"][:-1]) if model else list(Settings.model_fields)
-            lines.append(f"{where}: unknown option {loc!r}{_suggest(str(err['loc'][-1]), fields)}")
+            at = _model_at(model, err["loc"][:-1]) if model else Settings
+            fields = list(getattr(at, "model_fields", {}) or [])
+            old = renames(at) if isinstance(at, type) and issubclass(at, BaseModel) else {}
+            lines.append(
+                f"{where}: unknown option {loc!r}{_suggest(str(err['loc'][-1]), fields, old)}"
+            )
             continue
         # A validator's own ValueError reads "Value error, <its message>"; the
         # message is meant for the user as it stands.
@@ -240,8 +304,30 @@ def _render(exc: ValidationError, where: str, model: type[BaseModel] | None) -> 
     return text
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Field names of the model that sits at ``loc`` inside ``model`` (for suggestions)."""
+def _as_written(model: type[BaseModel] | None, table: Any, loc: tuple[Any, ...]) -> str:
+    """``loc`` as the user wrote it: an option given under its old name shows that name."""
+    parts: list[str] = []
+    keyed: type[BaseModel] | None = None  # the model of a dict's values: the next part is a key
+    for part in loc:
+        key = str(part)
+        if keyed is not None:
+            model, keyed = keyed, None
+        elif model is not None:
+            info = model.model_fields.get(key)
+            if isinstance(table, dict) and key not in table:
+                key = next((o for o, n in renames(model).items() if n == key and o in table), key)
+            inner = _model_in(info.annotation) if info is not None else None
+            if info is not None and typing.get_origin(info.annotation) is dict:
+                model, keyed = None, inner
+            else:
+                model = inner
+        parts.append(key)
+        table = table.get(key) if isinstance(table, dict) else None
+    return ".".join(parts)
+
+
+def _model_at(model: type[BaseModel], loc: tuple[Any, ...]) -> Any:
+    """The model that sits at ``loc`` inside ``model`` (for suggestions; None if none)."""
     current: Any = model
     for part in loc:
         fields = getattr(current, "model_fields", None)
@@ -255,7 +341,7 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
             # Optional[Model]: step into the model.
             models = [a for a in typing.get_args(current) if hasattr(a, "model_fields")]
             current = models[0] if models else None
-    return list(getattr(current, "model_fields", {}) or [])
+    return current
 
 
 def stage_names() -> list[str]:
@@ -271,10 +357,10 @@ language = "en"               # language of the hints ctx leaves: "en" or "zh"
 # Stages run in the order written here.
 [[stages]]
 use = "truncate_tool_output"  # cut long tool results, offload the full text to trunc/
-max_length = 50000            # characters
+max_chars = 50000             # characters
 read_tool_name = "read_file"  # the tool your agent uses to read files back
 # [stages.tools.grep]         # per-tool override, takes precedence
-# max_length = 20000
+# max_chars = 20000
 # [stages.tools.read_file]
 # skip = true
 

@@ -1,9 +1,14 @@
-"""Incremental re-runs: reduce a transcript that grew by appending, paying for what is new.
+"""Re-runs of a grown file: reduce a transcript that grew by appending, paying for what is new.
+
+This is what the ``incremental`` setting, ``RunOptions.incremental`` and ``ctx reduce
+--no-incremental`` switch on and off, and what a format's ``incremental`` flag allows.
+The live loop (the Reducer, the proxy: a conversation reduced on every model call) keeps
+its decisions in memory instead, with :mod:`ctxcli.pipeline.live_loop`.
 
 A session file grows by appending. When ``ctx reduce IN -o OUT`` finds the offload
 directory of its previous run on ``OUT`` and ``IN`` starts with the bytes that run read,
 it keeps that run's decisions for a prefix and processes only the rest; the output is
-the one a full run would write (tests/test_rerun.py checks it on real transcripts cut
+the one a full run would write (tests/pipeline/test_rerun.py checks it on real transcripts cut
 at random points).
 
 How much is kept is decided when a run ends, by the stages themselves: each stage that
@@ -283,7 +288,9 @@ def unpack_skeletons(packed: Any) -> list[Any]:
 
 
 def script_cut(ops: Sequence[Sequence[Any]], records: int) -> tuple[list[list[Any]], int]:
-    """The ops of ``script`` that rebuild the first ``records`` input units, and how many
+    """Find the ops of ``script`` that rebuild the first ``records`` input units.
+
+    The ops of ``script`` that rebuild the first ``records`` input units, and how many
     output units they cover.
 
     Ops run in output order: ``c n`` is n units of both, an original (``b``/``p``) one

@@ -8,7 +8,7 @@ from typing import Any
 from ctxcli.core.model import Block, Conversation
 from ctxcli.pipeline.run import StageReport
 
-__all__ = ["Reduced", "Report", "Trace"]
+__all__ = ["PipelineResult", "Report", "Trace"]
 
 
 @dataclass
@@ -92,7 +92,7 @@ class Written:
 
 
 @dataclass
-class Reduced:
+class PipelineResult:
     """The outcome of reducing bytes in memory."""
 
     output: bytes

@@ -10,7 +10,9 @@ from ctxcli.core.model import Conversation, Kind, RecordEdits
 from ctxcli.formats.lines import Record
 from ctxcli.pipeline.config import StageConfig
 from ctxcli.stages import StageContext, StageResult
-from ctxcli.store.naming import Preview
+from ctxcli.store.naming import NamingPolicy
+
+__all__ = ["StageReport", "run_pipeline", "settled_prefix"]
 
 
 @dataclass
@@ -40,7 +42,7 @@ class StageReport:
 
 def _offload_count(ctx: StageContext) -> int:
     offload = ctx.offload
-    return offload.count if isinstance(offload, Preview) else 0
+    return offload.count if isinstance(offload, NamingPolicy) else 0
 
 
 def _records_touched(before: RecordEdits, after: RecordEdits) -> int:

@@ -98,6 +98,8 @@ def _stage_branch(spec: StageSpec, options: dict[str, Any]) -> dict[str, Any]:
         "required": ["use", *options.get("required", [])],
         "additionalProperties": False,
     }
+    if "allOf" in options:  # an option's old name never beside its new one
+        branch["allOf"] = options["allOf"]
     return branch
 
 

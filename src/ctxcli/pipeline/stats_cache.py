@@ -1,6 +1,6 @@
 """Remember ``ctx stats`` reports, so asking again about an unchanged file is instant.
 
-The token cache (:mod:`ctxcli.services.token_cache`) saves the counting, but parsing, running
+The token cache (:mod:`ctxcli.services.tokens.count_cache`) saves the counting, but parsing, running
 the stages and re-serialising still cost about as much as counting with a fast
 tokenizer. A stats report is a pure function of the input bytes, its name, the
 configuration and ctx's code, so the whole report is kept too, keyed by a hash of
@@ -28,12 +28,22 @@ from ctxcli.core.io import Input, hash_input
 from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.results import Report
 from ctxcli.pipeline.run import StageReport
-from ctxcli.services.token_cache import TokenCache
+from ctxcli.services.tokens.count_cache import TokenCache
 
 if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
     from ctxcli.pipeline.results import Report
-    from ctxcli.services.token_cache import TokenCache
+    from ctxcli.services.tokens.count_cache import TokenCache
+
+__all__ = [
+    "OFFLINE_STAGES",
+    "OFFLINE_TOKENIZERS",
+    "cached_stats",
+    "code_fingerprint",
+    "load_report",
+    "report_key",
+    "store_report",
+]
 
 OFFLINE_STAGES = frozenset(
     {
@@ -107,7 +117,6 @@ def report_key(data: Input, path: str, config: Config, on_invalid: OnInvalid | s
 
 def load_report(cache: TokenCache, key: bytes) -> Report | None:
     """The remembered report for ``key``, or None."""
-
     blob = cache.get_blob(key)
     if blob is None:
         return None
@@ -152,7 +161,6 @@ def cached_stats(
 
     Close the returned cache when done; it is None when caching is off or unusable.
     """
-
     key = report_key(data, path, config, on_invalid)
     if key is None:
         return None, None, None

@@ -33,6 +33,8 @@ from ctxcli.proxy.engine import ProxyCore, RequestRecord
 from ctxcli.proxy.routes import Provider
 from ctxcli.proxy.shapes import Api
 
+__all__ = ["create_app", "error_response"]
+
 _HOP_BY_HOP = frozenset(
     {
         "host",

@@ -63,6 +63,7 @@ class Bill:
         )
 
     def add(self, other: Bill) -> None:
+        """Add ``other``'s tokens, requests and dollars to this bill."""
         self.input_tokens += other.input_tokens
         self.cache_read += other.cache_read
         self.cache_write += other.cache_write
@@ -73,6 +74,7 @@ class Bill:
         self.busts += other.busts
 
     def as_dict(self) -> dict[str, Any]:
+        """Return the bill as JSON-able data, rounded."""
         out: dict[str, Any] = asdict(self)
         out["billed_tokens"] = round(self.billed_tokens, 1)
         out["usd"] = round(self.usd, 6)

@@ -30,28 +30,51 @@ from ctxcli.proxy.shapes import (
     strip_cache_control,
 )
 
+__all__ = [
+    "ConversationState",
+    "ConversationStore",
+    "Decision",
+    "MessageReducer",
+    "ReducedCall",
+    "decide",
+]
+
 
 class ReducedCall(Protocol):
     """What the proxy reads of a :class:`~ctxcli.agent.reducer.ReducerResult`."""
 
     @property
-    def messages(self) -> Sequence[Any]: ...
+    def messages(self) -> Sequence[Any]:
+        """The messages to send."""
+
     @property
-    def offloaded(self) -> Sequence[str]: ...
+    def offloaded(self) -> Sequence[str]:
+        """The offload paths this call wrote."""
+
     @property
-    def reused(self) -> int: ...
+    def reused(self) -> int:
+        """How many leading messages went as they were sent before."""
+
     @property
-    def changed_prefix_at(self) -> int | None: ...
+    def changed_prefix_at(self) -> int | None:
+        """Where the sent prefix first changed (None: it only grew)."""
+
     @property
-    def held_back(self) -> bool: ...
+    def held_back(self) -> bool:
+        """Whether the reduction was held back to keep the cache."""
+
     @property
-    def cache_breakpoint(self) -> int | None: ...
+    def cache_breakpoint(self) -> int | None:
+        """The message to mark with a cache breakpoint (None: none)."""
 
 
 class MessageReducer(Protocol):
+    """What the proxy needs of a reducer: one call's messages reduced."""
+
     def reduce(
         self, messages: Sequence[Mapping[str, Any]], *, system: Any = None, at: float | None = None
-    ) -> ReducedCall: ...
+    ) -> ReducedCall:
+        """Reduce the messages of one call (``at``: when it is sent, seconds)."""
 
 
 @dataclass
@@ -79,7 +102,9 @@ class Decision:
 
 
 @dataclass
-class Conversation:
+class ConversationState:
+    """One conversation the proxy serves: its reducer and what it has sent."""
+
     key: str
     reducer: MessageReducer
     originals: list[str] = field(default_factory=list)
@@ -89,7 +114,7 @@ class Conversation:
 
 
 def decide(
-    conv: Conversation,
+    conv: ConversationState,
     messages: list[Any],
     system: Any,
     *,
@@ -145,17 +170,18 @@ class ConversationStore:
     max_conversations: int = 64
     idle_seconds: float = 3600.0
     clock: Callable[[], float] = time.monotonic
-    _items: OrderedDict[str, Conversation] = field(default_factory=OrderedDict)
+    _items: OrderedDict[str, ConversationState] = field(default_factory=OrderedDict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     expired: int = 0
 
-    def get(self, key: str, api: Api) -> Conversation:
+    def get(self, key: str, api: Api) -> ConversationState:
+        """Return the conversation ``key``, made for ``api`` on first use."""
         now = self.clock()
         with self._lock:
             self._expire(now)
             conv = self._items.get(key)
             if conv is None:
-                conv = Conversation(key, self.make_reducer(api))
+                conv = ConversationState(key, self.make_reducer(api))
                 self._items[key] = conv
                 while len(self._items) > self.max_conversations:
                     self._items.popitem(last=False)
@@ -173,5 +199,6 @@ class ConversationStore:
         return len(self._items)
 
     def keys(self) -> list[str]:
+        """Return the keys of the conversations kept now."""
         with self._lock:
             return list(self._items)

@@ -39,7 +39,21 @@ from ctxcli.proxy.shapes import (
     prompt_blocks,
 )
 from ctxcli.services.dirs import cache_dir, private_dir
-from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens.engines import load_engine
+
+__all__ = [
+    "Prepared",
+    "ProxyCore",
+    "ProxySettings",
+    "RECENT_IN_STATS",
+    "REDUCED_APIS",
+    "RequestRecord",
+    "STATS_FILE",
+    "USAGE_FIELDS",
+    "holds_offloaded_text",
+    "new_run_dir",
+    "prefix_policy",
+]
 
 RECENT_IN_STATS = 200
 """Requests listed one by one in the stats (the totals cover all of them)."""
@@ -104,14 +118,17 @@ class ProxySettings:
 
 
 def prefix_policy(api: Api, clear_at_least: int) -> PrefixPolicy:
-    """The prefix policy of the proxy's reducers: the API's cache and prices, the floor,
-    and (Anthropic) the breakpoint the proxy adds on the reducer's ``cache_breakpoint``."""
+    """Build the prefix policy of the proxy's reducers.
+
+    The prefix policy of the proxy's reducers: the API's cache and prices, the floor,
+    and (Anthropic) the breakpoint the proxy adds on the reducer's ``cache_breakpoint``.
+    """
     return replace(
         PrefixPolicy.for_api(api), marked=api == "anthropic", clear_at_least=clear_at_least
     )
 
 
-def default_offload_dir() -> str:
+def new_run_dir() -> str:
     """A fresh directory (0700) for one proxy run, under ctx's cache directory."""
     base = private_dir(cache_dir() / "proxy", tighten=True)
     return tempfile.mkdtemp(prefix="run-", dir=base)
@@ -142,6 +159,7 @@ class RequestRecord:
     upstream_usage: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
+        """Return the record as the JSON of ``/stats``."""
         return {
             "api": self.api,
             "conversation": self.conversation[:12],
@@ -215,7 +233,7 @@ class ProxyCore:
         self.warn = warn or (lambda _msg: None)
         self._owns_dir = settings.offload_dir is None
         if settings.offload_dir is None:
-            self.offload_dir = default_offload_dir()
+            self.offload_dir = new_run_dir()
         else:
             self.offload_dir = str(private_dir(Path(settings.offload_dir).absolute()))
         """The directory the hints cite (absolute)."""

@@ -28,6 +28,16 @@ from pydantic import Field
 from ctxcli.core.errors import CtxError
 from ctxcli.proxy.engine import STATS_FILE
 
+__all__ = [
+    "DEFAULT_LIMIT_LINES",
+    "MAX_CHARS",
+    "MAX_LIMIT_LINES",
+    "build_server",
+    "read_stats",
+    "retrieve",
+    "run_stdio",
+]
+
 DEFAULT_LIMIT_LINES = 2000
 """Lines ``ctx_retrieve`` answers when no limit is given (as Claude Code's Read tool)."""
 

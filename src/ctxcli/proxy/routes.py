@@ -27,6 +27,16 @@ from ctxcli.proxy.shapes import Api
 if TYPE_CHECKING:
     from ctxcli.proxy.engine import ProxySettings
 
+__all__ = [
+    "MODEL_PATHS",
+    "PROVIDERS",
+    "Provider",
+    "Route",
+    "check_settings",
+    "route",
+    "unrouted_message",
+]
+
 Provider = Literal["anthropic", "openai"]
 PROVIDERS: tuple[Provider, ...] = ("anthropic", "openai")
 

@@ -19,6 +19,8 @@ from ctxcli.core.errors import CtxError
 from ctxcli.proxy.app import create_app
 from ctxcli.proxy.engine import ProxyCore
 
+__all__ = ["LOOPBACK", "ProxyServer", "serve"]
+
 LOOPBACK = "127.0.0.1"
 
 
@@ -141,6 +143,7 @@ class ProxyServer:
 
     @property
     def url(self) -> str:
+        """The proxy's base URL."""
         return f"http://{self.host}:{self.port}"
 
     def serve_forever(self) -> None:
@@ -151,6 +154,7 @@ class ProxyServer:
             self._sock.close()
 
     def start(self, timeout: float = 20.0) -> ProxyServer:
+        """Serve in a thread; return once the socket accepts (RuntimeError after ``timeout``)."""
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._server.started:
@@ -160,6 +164,7 @@ class ProxyServer:
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
+        """Stop serving and close the socket."""
         self._server.should_exit = True
         self._thread.join(timeout)
         self._sock.close()

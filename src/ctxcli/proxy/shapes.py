@@ -17,6 +17,21 @@ from typing import Any, Literal
 
 import orjson
 
+__all__ = [
+    "Api",
+    "Block",
+    "MAX_BREAKPOINTS",
+    "breakpoint_positions",
+    "canonical",
+    "conversation_key",
+    "digest",
+    "history_key",
+    "mark_breakpoint",
+    "place_breakpoints",
+    "prompt_blocks",
+    "strip_cache_control",
+]
+
 Api = Literal["anthropic", "openai_chat", "openai_responses"]
 
 MAX_BREAKPOINTS = 4

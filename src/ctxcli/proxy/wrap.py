@@ -19,6 +19,17 @@ from ctxcli.core.errors import CtxError
 from ctxcli.proxy.engine import ProxyCore, ProxySettings
 from ctxcli.proxy.server import ProxyServer
 
+__all__ = [
+    "CLIENTS",
+    "WrapResult",
+    "client_command",
+    "find_client",
+    "run_wrapped",
+    "summary",
+    "upstream_settings",
+    "where_offloaded",
+]
+
 CLIENTS = ("claude", "codex")
 
 

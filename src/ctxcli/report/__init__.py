@@ -2,7 +2,7 @@
 
 :func:`analyze_file` breaks down what ``ctx stats`` computes (per message, per tool,
 per stage, the largest removals, the monitors over time); :func:`render_html` turns
-that into the page and :func:`write_report` does both and writes the file.
+that into the page and :func:`write_html` does both and writes the file.
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ __all__ = [
     "analyze_file",
     "cost_timeline",
     "render_html",
-    "write_report",
+    "write_html",
 ]
 
 
-def write_report(
+def write_html(
     input: str,
     output: str | Path,
     destination: api.Destination | None = None,

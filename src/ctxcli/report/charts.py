@@ -13,6 +13,18 @@ from typing import Any
 from ctxcli.core.errors import CtxError
 from ctxcli.report.data import MessageRow, ReportData
 
+__all__ = [
+    "MAX_BARS",
+    "MAX_COLOURS",
+    "MAX_TOOL_ROWS",
+    "MISSING",
+    "monitors_spec",
+    "stages_spec",
+    "timeline_rows",
+    "timeline_spec",
+    "tools_spec",
+]
+
 MISSING = (
     "the HTML report needs altair and vl-convert-python; install them with "
     "pip install 'ctx-lossless[report]'."

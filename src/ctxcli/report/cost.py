@@ -48,6 +48,7 @@ class CostRow:
 
     @classmethod
     def of(cls, request: RequestCost) -> CostRow:
+        """Make the page's row of one request's cost."""
         recorded = request.recorded.usd if request.recorded is not None else None
         as_run = recorded if recorded is not None else request.replayed.usd
         return cls(
@@ -72,10 +73,12 @@ class CostTimeline:
 
     @property
     def busts_as_run(self) -> int:
+        """Count the requests that paid a cache miss as run."""
         return sum(r.bust_as_run for r in self.rows)
 
     @property
     def busts_with_ctx(self) -> int:
+        """Count the requests that paid a cache miss with ctx live."""
         return sum(r.bust_with_ctx for r in self.rows)
 
     def chart_rows(self) -> list[dict[str, Any]]:
@@ -101,9 +104,12 @@ class CostTimeline:
 
 
 def cost_timeline(source: str | Path, config: Config, chain: str) -> CostTimeline | None:
-    """The cost timeline of the session file ``source`` with ``config``'s chain live
+    """Build the cost timeline of a session file with ``config``'s chain live.
+
+    The cost timeline of the session file ``source`` with ``config``'s chain live
     (named ``chain`` on the page); None when the file records no bill (not a Claude Code
-    session or Codex rollout)."""
+    session or Codex rollout).
+    """
     try:
         cost = session_cost(source, CostOptions(chains=(Chain(chain, config),), resume=None))
     except TranscriptError:

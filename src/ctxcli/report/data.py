@@ -25,7 +25,7 @@ from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.naming import Preview, agent_text
 
 __all__ = [
@@ -160,10 +160,10 @@ class ReportData:
 
 
 def printable(text: str) -> str:
-    """``text`` as a page and JSON can carry it: a lone surrogate is shown as its escape.
+    r"""``text`` as a page and JSON can carry it: a lone surrogate is shown as its escape.
 
-    ``"\\ud800"`` is valid JSON and ctx reduces such a transcript unchanged, but no
-    UTF-8 page can hold the character itself; ``\\ud800`` says what is there.
+    ``"\ud800"`` is valid JSON and ctx reduces such a transcript unchanged, but no
+    UTF-8 page can hold the character itself; ``\ud800`` says what is there.
     """
     try:
         text.encode("utf-8")
@@ -218,14 +218,14 @@ def analyze_bytes(
     top: int = TOP_ITEMS,
     root: str | None = None,
 ) -> ReportData:
-    """Run ``ctx stats``' reduction on ``raw`` and break its totals down for the report.
+    r"""Run ``ctx stats``' reduction on ``raw`` and break its totals down for the report.
 
     ``root`` is the offload directory the hints cite (default: the one ``ctx stats`` of
     ``raw`` on stdin names).
 
     Example::
 
-        >>> data = analyze_bytes(b'{"role": "user", "content": "hi"}\\n')
+        >>> data = analyze_bytes(b'{"role": "user", "content": "hi"}\n')
         >>> data.messages[0].tokens_before == data.report.tokens_before
         True
     """
@@ -427,10 +427,13 @@ _PATH_CHARS = r"[\w./@+-]+"
 
 
 class _KeptPreview(Preview):
-    """A :class:`Preview` that keeps the text of each file it names, for the report to
+    """A :class:`Preview` that keeps the text of each file it names.
+
+    A :class:`Preview` that keeps the text of each file it names, for the report to
     find a block a stage offloaded as part of a larger file (``drop_before_compaction``
     writes the records it drops as one file, Codex's ``clear_thinking`` a response's
-    summary parts as one)."""
+    summary parts as one).
+    """
 
     def __init__(self, root: str) -> None:
         super().__init__(root)
@@ -445,9 +448,12 @@ class _KeptPreview(Preview):
 def _offload_path(
     text: str, after: str, stage: str, offload: _KeptPreview
 ) -> tuple[str | None, bool]:
-    """The offload file holding ``text``, and whether it holds it as it was: by its
+    """Find the offload file holding ``text`` and whether it holds it as it was.
+
+    The offload file holding ``text``, and whether it holds it as it was: by its
     hash, else the path the hint cites, else a file of ``stage`` (then of any stage)
-    whose text holds it (a stage that offloads many blocks as one file)."""
+    whose text holds it (a stage that offloads many blocks as one file).
+    """
     digest = sha256(agent_text(text))  # the bytes the file holds
     for rel, dig in offload.files.items():
         if dig == digest:

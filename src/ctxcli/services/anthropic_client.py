@@ -13,12 +13,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctxcli.services.answer_cache import AnswerCache
 from ctxcli.services.dirs import cache_dir
-from ctxcli.services.disk_cache import DiskCache
-from ctxcli.services.token_cache import cache_disabled
+from ctxcli.services.tokens.count_cache import cache_disabled
 
 if TYPE_CHECKING:
     import anthropic
+
+__all__ = [
+    "AnthropicAccess",
+    "DEFAULT_MODEL",
+    "ReplyError",
+    "default_services",
+    "describe_api_error",
+    "make_client",
+]
 
 DEFAULT_MODEL = "claude-haiku-4-5"
 """The small, fast model every Anthropic service uses unless told otherwise."""
@@ -45,8 +54,7 @@ def default_services(*, cache: bool = True) -> dict[str, Any]:
     ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
     ``CTX_NO_CACHE`` is set.
     """
-
-    answers = DiskCache(cache_dir()) if cache and not cache_disabled() else None
+    answers = AnswerCache(cache_dir()) if cache and not cache_disabled() else None
     return {"anthropic": AnthropicAccess.from_env(), "cache": answers}
 
 

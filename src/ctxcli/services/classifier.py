@@ -14,7 +14,7 @@ words. Two ship with ctx:
   to the heuristic and is counted; successful answers are cached on disk so a rerun
   makes no request.
 
-The disk cache (:mod:`ctxcli.services.disk_cache`) and the API access
+The disk cache (:mod:`ctxcli.services.answer_cache`) and the API access
 (:mod:`ctxcli.services.anthropic_client`) are created by the api layer and reach the stage
 through ``ctx.services`` (stages do no I/O of their own).
 """
@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from ctxcli.services.answer_cache import AnswerCache, digest
 from ctxcli.services.anthropic_client import (
     DEFAULT_MODEL,
     AnthropicAccess,
@@ -38,10 +39,28 @@ from ctxcli.services.anthropic_client import (
     describe_api_error,
     make_client,
 )
-from ctxcli.services.disk_cache import DiskCache, digest
 
 if TYPE_CHECKING:
     import anthropic
+
+__all__ = [
+    "AnthropicClassifier",
+    "Classifier",
+    "HeuristicClassifier",
+    "INFORMATIVE_BONUS",
+    "LITERAL_BONUS",
+    "MENTIONED_BONUS",
+    "PROMPT_VERSION",
+    "PROPER_NOUN_BONUS",
+    "REPEAT_PENALTY",
+    "WordStats",
+    "build_prompt",
+    "classify_windows",
+    "is_informative",
+    "is_protected",
+    "normalise_word",
+    "parse_reply",
+]
 
 PROMPT_VERSION = "keep-indices-v1"
 
@@ -307,7 +326,7 @@ class AnthropicClassifier:
         *,
         fallback: Classifier,
         access: AnthropicAccess | None = None,
-        cache: DiskCache | None = None,
+        cache: AnswerCache | None = None,
         model: str = DEFAULT_MODEL,
         base_url: str | None = None,
         concurrency: int = 4,

@@ -21,14 +21,14 @@ APP = "ctx"
 
 
 def cache_dir() -> Path:
-    """ctx's cache directory, absolute (``$CTX_CACHE_DIR`` wins); not created."""
+    """Return ctx's cache directory, absolute (``$CTX_CACHE_DIR`` wins); not created."""
     explicit = os.environ.get("CTX_CACHE_DIR")
     path = Path(explicit) if explicit else platformdirs.user_cache_path(APP, appauthor=False)
     return Path(os.path.abspath(path.expanduser()))
 
 
 def data_dir() -> Path:
-    """ctx's data directory, absolute (``$CTX_DATA_DIR`` wins); not created.
+    """Return ctx's data directory, absolute (``$CTX_DATA_DIR`` wins); not created.
 
     What must outlive a cache lives here: the index of reductions and the change records
     of sessions reduced in place, whose paths the hints in those sessions cite.

@@ -10,6 +10,9 @@ The token-count cache, the answer cache and the reduction index each keep a SQLi
   :data:`BUSY_TIMEOUT_S` for the lock; ``synchronous=NORMAL``, because what they hold can
   be found again (counts, answers) or is only a finder (the index: the manifests are the
   truth);
+- **renamed without loss**: a database whose file was renamed lists its former names
+  (:attr:`Schema.former_names`); the first open under the new name moves the former file's
+  rows there (:func:`adopt_former`), so no user's records stay behind under the old name;
 - **versioned**: a :class:`Schema` lists the SQL steps that built the database, and
   ``PRAGMA user_version`` records how many ran. Opening runs the missing ones in one
   transaction, one process at a time (a lock file beside the database, taken only then),
@@ -43,7 +46,9 @@ __all__ = [
     "OnDamage",
     "Schema",
     "StoreError",
+    "adopt_former",
     "connect",
+    "exists",
     "make_private",
     "opened",
     "select_in",
@@ -79,12 +84,15 @@ class Schema:
         on_damage: rebuild or refuse a damaged file.
         read_only_reads: a file this user may not write is still opened for reading (not
             upgraded, so the reads must work on every version of the list).
+        former_names: names the file had before (in the same directory), newest first;
+            the first open under the current name adopts the first one found.
     """
 
     name: str
     steps: tuple[tuple[str, ...], ...]
     on_damage: OnDamage
     read_only_reads: bool = False
+    former_names: tuple[str, ...] = ()
 
     @property
     def version(self) -> int:
@@ -147,11 +155,15 @@ def connect(
             permission, a full disk).
     """
     try:
+        adopt_former(path, schema)
         make_private(path)
     except PermissionError:
-        if not (schema.read_only_reads and path.is_file()):
+        if schema.read_only_reads and path.is_file():
+            return _open_read_only(path, schema)
+        former = _former(path, schema)
+        if not (schema.read_only_reads and former is not None):
             raise
-        return _open_read_only(path, schema)
+        return _open_read_only(former, schema)
     try:
         return _open(path, schema)
     except sqlite3.DatabaseError as exc:
@@ -164,6 +176,49 @@ def connect(
                 "salvage its rows)"
             ) from exc
         return _rebuild(path, schema, exc, log)
+
+
+def exists(path: Path, schema: Schema) -> bool:
+    """Whether ``schema``'s database is on disk, under its name or a former one."""
+    return path.exists() or _former(path, schema) is not None
+
+
+def adopt_former(path: Path, schema: Schema) -> None:
+    """Move the rows of a file under a former name to ``path``, once (no-op otherwise).
+
+    SQLite's backup copies the former file with whatever its write-ahead log still
+    holds into a private temporary file, which is renamed to ``path``; only then is the
+    former file (and its ``-wal``/``-shm``) removed. One process does it, under the same
+    lock as an upgrade; one that waited finds ``path`` there and does nothing.
+
+    Raises:
+        sqlite3.Error, OSError: the former file cannot be read or the new one written
+            (the former file is then left as it was).
+    """
+    if path.exists() or _former(path, schema) is None:
+        return
+    with _file_lock(path):
+        former = _former(path, schema)
+        if path.exists() or former is None:
+            return  # another process adopted it while this one waited
+        staged = path.with_name(f".{path.name}.adopting")
+        staged.unlink(missing_ok=True)
+        make_private(staged)
+        with closing(sqlite3.connect(former, timeout=BUSY_TIMEOUT_S)) as src:
+            with closing(sqlite3.connect(staged)) as dst:
+                src.backup(dst)
+        os.replace(staged, path)
+        for suffix in (*_SIDECARS, ""):
+            Path(f"{former}{suffix}").unlink(missing_ok=True)
+
+
+def _former(path: Path, schema: Schema) -> Path | None:
+    """The first file of ``schema``'s former names beside ``path`` (None: none is there)."""
+    for name in schema.former_names:
+        candidate = path.with_name(name)
+        if candidate.is_file():
+            return candidate
+    return None
 
 
 @contextmanager

@@ -28,18 +28,31 @@ from ctxcli.core.cuts import is_user_turn, render_message
 from ctxcli.core.errors import ClassifierError
 from ctxcli.core.hints import is_ctx_marked, is_summary
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
+from ctxcli.services.answer_cache import digest
 from ctxcli.services.anthropic_client import (
     DEFAULT_MODEL,
     AnthropicAccess,
     describe_api_error,
     make_client,
 )
-from ctxcli.services.disk_cache import digest
 
 if TYPE_CHECKING:
     import anthropic
 
-    from ctxcli.services.disk_cache import DiskCache
+    from ctxcli.services.answer_cache import AnswerCache
+
+__all__ = [
+    "AnthropicSummarizer",
+    "CountTokens",
+    "DEFAULT_PROMPT",
+    "ExtractiveSummarizer",
+    "PROMPT_VERSION",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryRequests",
+    "build_summarizer",
+    "pack",
+]
 
 CountTokens = Callable[[str], int]
 PROMPT_VERSION = "summarize-v1"
@@ -388,7 +401,7 @@ class AnthropicSummarizer:
         self,
         *,
         access: AnthropicAccess | None = None,
-        cache: DiskCache | None = None,
+        cache: AnswerCache | None = None,
         requests: SummaryRequests | None = None,
     ) -> None:
         requests = requests or SummaryRequests()

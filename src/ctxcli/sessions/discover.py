@@ -25,6 +25,20 @@ from ctxcli.services.session_files import CLAUDE as CLAUDE
 from ctxcli.services.session_files import CODEX as CODEX
 from ctxcli.services.session_files import INDEX, claude_home, codex_home
 
+__all__ = [
+    "AGENTS",
+    "AGENT_NAMES",
+    "SessionFile",
+    "agent_name",
+    "find_sessions",
+    "match_project",
+    "parse_since",
+    "project_path",
+    "resolve_session",
+    "session_project",
+    "short_ids",
+]
+
 AGENTS = (CLAUDE, CODEX)
 _ROLLOUT_ID = re.compile(
     r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$", re.I

@@ -38,6 +38,19 @@ from ctxcli.store.index import head_digest
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side
 
+__all__ = [
+    "DEFAULT_MAX_LINE_BYTES",
+    "Problem",
+    "Repair",
+    "Sink",
+    "WARNINGS",
+    "diagnose",
+    "fix_in_place",
+    "plan_fixes",
+    "repair_json_line",
+    "salvage_tail",
+]
+
 DEFAULT_MAX_LINE_BYTES = 1_000_000
 _PREVIEW_HEAD = 2000
 _PREVIEW_TAIL = 1000
@@ -205,7 +218,7 @@ def _is_message(data: Any) -> bool:
 
 
 def _visible_groups(recs: list[_Rec]) -> set[Any]:
-    """``message.id`` of the responses that hold some non-blank content.
+    r"""``message.id`` of the responses that hold some non-blank content.
 
     The client merges the records of one response into one message and drops a
     whitespace-only text block beside other content (real 2.1.x files hold "\n\n"
@@ -430,9 +443,9 @@ def _check_codex(recs: list[_Rec]) -> list[Problem]:
 
 
 def repair_json_line(body: bytes) -> Any:
-    """The value of a line whose only fault is invalid backslash escapes, else None.
+    r"""The value of a line whose only fault is invalid backslash escapes, else None.
 
-    Regex redaction tools leave ``\\[`` behind (a backslash before a character JSON does
+    Regex redaction tools leave ``\[`` behind (a backslash before a character JSON does
     not escape); the backslash is then meant literally, so it is doubled.
     """
     fixed = _BAD_ESCAPE.sub(rb"\1\\\\\2", body)

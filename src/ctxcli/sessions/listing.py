@@ -29,8 +29,8 @@ from ctxcli.cost.recorded import recorded_cost
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
-from ctxcli.services.token_cache import cache_disabled
-from ctxcli.services.tokens import CountOptions
+from ctxcli.services.tokens.count_cache import cache_disabled
+from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.sessions.discover import (
     CLAUDE,
     CODEX,
@@ -42,6 +42,21 @@ from ctxcli.sessions.discover import (
     short_ids,
 )
 from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
+
+__all__ = [
+    "CACHE_NAME",
+    "ScanCache",
+    "SessionQuery",
+    "SessionRow",
+    "default_project",
+    "list_sessions",
+    "preset_for",
+    "recorded_usage",
+    "recorded_usd",
+    "relative_time",
+    "scan_metadata",
+    "scan_session",
+]
 
 CACHE_NAME = "sessions-v2.json"
 _SKIP_PROMPT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-")
@@ -259,13 +274,16 @@ class ScanCache:
 
     @staticmethod
     def key(session: SessionFile, exact: bool, max_line_bytes: int) -> str:
+        """Key a session's scan by what would change it (file, size, mtime, options)."""
         return f"{session.path}|{session.size}|{session.mtime_ns}|{int(exact)}|{max_line_bytes}"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """Return the scan kept under ``key``, if any."""
         value = self.entries.get(key)
         return value if isinstance(value, dict) else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Keep ``value`` under ``key``; the cache is written back later."""
         self.entries[key] = value
         self.dirty = True
 

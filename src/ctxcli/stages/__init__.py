@@ -19,7 +19,7 @@ from ctxcli.core.model import (
     SourceRecord,
 )
 from ctxcli.core.plugins import plugins_enabled
-from ctxcli.services.tokens import TokenLedger
+from ctxcli.services.tokens.ledger import TokenLedger
 from ctxcli.stages.base import (
     PLUGIN_GROUP,
     STAGE_REGISTRY,

@@ -5,24 +5,86 @@ from __future__ import annotations
 import inspect
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation
 from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
-from ctxcli.services.tokens import TokenLedger
+from ctxcli.services.tokens.ledger import TokenLedger
+
+__all__ = [
+    "Frontier",
+    "NAME_RE",
+    "PLUGIN_GROUP",
+    "STAGE_REGISTRY",
+    "StageContext",
+    "StageFn",
+    "StageOptions",
+    "StageResult",
+    "StageSpec",
+    "everything_final",
+    "register",
+    "renames",
+]
+
+
+def renames(model: type[BaseModel]) -> dict[str, str]:
+    """The old option names ``model`` still accepts, each with its new name.
+
+    Collected over the class's bases, so options made of two stages' options (as
+    ``strip_and_truncate``'s are) accept the old names of both.
+    """
+    found: dict[str, str] = {}
+    for klass in reversed(model.__mro__):
+        found.update(vars(klass).get("renamed", {}))
+    return found
+
+
+def _schema_of_renames(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    """Describe each old name in the JSON Schema: deprecated, and never beside its new name."""
+    properties = schema.get("properties", {})
+    for old, new in renames(model).items():
+        if new not in properties:
+            continue
+        current = {k: v for k, v in properties[new].items() if k not in ("default", "title")}
+        properties[old] = {**current, "deprecated": True, "description": f"Old name of {new}."}
+        schema.setdefault("allOf", []).append({"not": {"required": [old, new]}})
 
 
 class StageOptions(BaseModel):
-    """Base of every stage's options: unknown keys are errors, values are frozen."""
+    """Base of every stage's options: unknown keys are errors, values are frozen.
 
-    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+    A stage that renames an option lists the old name in :attr:`renamed`; a config that
+    still uses it is accepted (``ctx config check`` names the new one).
+    """
+
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, defer_build=True, json_schema_extra=_schema_of_renames
+    )
+
+    renamed: ClassVar[Mapping[str, str]] = {}
+    """Old option names still accepted, each with its new name (``{"n": "keep_messages"}``)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _accept_old_names(cls, data: Any) -> Any:
+        old_names = renames(cls)
+        if not old_names or not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for old, new in old_names.items():
+            if old not in data:
+                continue
+            if new in data:
+                raise ValueError(f"{old} is the old name of {new}: give only {new}")
+            data[new] = data.pop(old)
+        return data
 
 
 @dataclass(frozen=True)
@@ -56,13 +118,15 @@ class StageResult:
 class StageFn(Protocol):
     """A stage: a pure function of conversation, options and context."""
 
-    def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult: ...
+    def __call__(self, conv: Conversation, opts: Any, ctx: StageContext, /) -> StageResult:
+        """Run the stage on ``conv`` with ``opts``; all I/O through ``ctx``."""
 
 
 class Frontier(Protocol):
     """Where a stage's decisions become final: see :func:`register`'s ``frontier``."""
 
-    def __call__(self, before: Conversation, result: StageResult, opts: Any, /) -> int: ...
+    def __call__(self, before: Conversation, result: StageResult, opts: Any, /) -> int:
+        """Return how many leading messages of ``before`` hold final decisions."""
 
 
 def everything_final(before: Conversation, result: StageResult, opts: Any, /) -> int:
@@ -147,7 +211,7 @@ def register(
 
     :func:`everything_final` is the frontier of a stage that decides each message on
     its own. The pipeline checks the first promise after every stage and falls back to
-    a full run when it is broken; tests/test_rerun.py checks the second on real files.
+    a full run when it is broken; tests/pipeline/test_rerun.py checks the second on real files.
     """
     if not NAME_RE.match(name):
         raise ValueError(f"invalid stage name {name!r}: must match {NAME_RE.pattern}")

@@ -10,6 +10,8 @@ from ctxcli.core.model import Conversation, Kind, Message, RecordEdits
 from ctxcli.stages._validity import trailing_records, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["ClearThinkingOptions", "FORMATS", "clear_thinking"]
+
 # Formats whose writers remove a block a stage left out (and sign their thinking),
 # and Codex, whose reasoning items (encrypted) go whole.
 FORMATS = ("claude_code", "anthropic", "codex")

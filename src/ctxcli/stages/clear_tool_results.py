@@ -19,6 +19,8 @@ from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["ClearToolOverride", "ClearToolResultsOptions", "clear_tool_results"]
+
 
 class ClearToolOverride(StageOptions):
     """Per-tool settings for clear_tool_results."""
@@ -28,6 +30,8 @@ class ClearToolOverride(StageOptions):
 
 class ClearToolResultsOptions(StageOptions):
     """Options of clear_tool_results."""
+
+    renamed = {"clear_at_least": "clear_at_least_tokens"}
 
     max_tokens: int = Field(
         30000, ge=0, description="Clear only when the transcript has more tokens than this."
@@ -44,7 +48,7 @@ class ClearToolResultsOptions(StageOptions):
         description="Also keep the last this many tool results, whatever their rounds "
         "(Anthropic's and LangChain's keep, counted in tool uses).",
     )
-    clear_at_least: int = Field(
+    clear_at_least_tokens: int = Field(
         0,
         ge=0,
         description="Clear nothing unless it reclaims at least this many tokens, so a small "
@@ -79,7 +83,7 @@ def _frontier(before: Conversation, result: StageResult, opts: ClearToolResultsO
     and the last ``keep_results`` results it left for reasons of their own (a skipped
     tool, a result shorter than its hint). What lies after that boundary may be
     cleared by a later run. A run that cleared nothing decides nothing for good: a
-    longer transcript may cross ``max_tokens`` or ``clear_at_least``.
+    longer transcript may cross ``max_tokens`` or ``clear_at_least_tokens``.
     """
     counters = result.counters
     if not before.frozen and not (counters.get("cleared") or counters.get("arguments_cleared")):
@@ -114,14 +118,14 @@ def clear_tool_results(
     this run cites its ``trunc/{id}`` file instead, which holds the full text. Results
     already cleared, results no longer than the hint in tokens and tools in
     ``exclude_tools`` or marked ``skip`` stay. When everything to clear would reclaim
-    fewer than ``clear_at_least`` tokens, nothing is cleared. The call and its result
+    fewer than ``clear_at_least_tokens`` tokens, nothing is cleared. The call and its result
     stay paired: only texts change. With ``max_tokens = 0`` and ``keep_results = 10``
     this is observation masking (the ``swe-agent`` preset).
 
     Names as in Anthropic's ``clear_tool_uses`` edit and LangChain's
     ``ClearToolUsesEdit``: trigger = ``max_tokens``, keep = ``keep_results`` (with
-    ``keep_rounds = 0``), ``clear_at_least``, ``exclude_tools``, ``clear_tool_inputs``
-    = ``clear_arguments``. Their ``clear_at_least`` stops clearing once enough is
+    ``keep_rounds = 0``), ``clear_at_least`` = ``clear_at_least_tokens``,
+    ``exclude_tools``, ``clear_tool_inputs`` = ``clear_arguments``. Their ``clear_at_least`` stops clearing once enough is
     reclaimed; ours, like Eino's, skips a clearing that would reclaim too little.
 
     Interacts with: after ``truncate_tool_output`` it clears what truncation left;
@@ -138,8 +142,8 @@ def clear_tool_results(
         return StageResult(conv, counters, (f"{total} tokens <= max_tokens {opts.max_tokens}",))
     plan = _plan(conv, opts, ctx)
     reclaimed = sum(item.saved for item in plan)
-    if not plan or (not resumed and reclaimed < opts.clear_at_least):
-        note = f"clearing would reclaim {reclaimed} tokens < clear_at_least {opts.clear_at_least}"
+    if not plan or (not resumed and reclaimed < opts.clear_at_least_tokens):
+        note = f"clearing would reclaim {reclaimed} tokens < clear_at_least_tokens {opts.clear_at_least_tokens}"
         return StageResult(conv, counters, (note,) if plan else ())
     messages = list(conv.messages)
     for item in plan:
@@ -175,9 +179,12 @@ def _apply(
 
 @dataclass(frozen=True, slots=True)
 class _Clear:
-    """One result to clear: where it is, its offload key, the file its hint cites when
+    """One result to clear, and what clearing it takes.
+
+    One result to clear: where it is, its offload key, the file its hint cites when
     that file exists already (``cited``), whether the result itself goes (a short one
-    stays), its call (if its arguments go) and the tokens saved."""
+    stays), its call (if its arguments go) and the tokens saved.
+    """
 
     ref: BlockRef
     block: Block

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
+from ctxcli.services.answer_cache import AnswerCache
 from ctxcli.services.anthropic_client import DEFAULT_MODEL, AnthropicAccess
 from ctxcli.services.classifier import (
     AnthropicClassifier,
@@ -22,10 +23,20 @@ from ctxcli.services.classifier import (
     classify_windows,
     is_protected,
 )
-from ctxcli.services.disk_cache import DiskCache
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
+
+__all__ = [
+    "AREA",
+    "CompressWordsOptions",
+    "compress_words",
+    "is_compressed",
+    "join_lines",
+    "model_call_ages",
+    "split_lines",
+    "windows_of",
+]
 
 AREA = "compress_words"
 
@@ -48,15 +59,17 @@ _WORD = re.compile(r"(\s*)(\S+)")
 class CompressWordsOptions(StageOptions):
     """Options of compress_words."""
 
+    renamed = {"recent_cutoff": "recent_calls", "mid_cutoff": "mid_calls"}
+
     classifier: Literal["heuristic", "anthropic"] = Field(
         "heuristic",
         description="heuristic (offline, default) or anthropic (a small Claude model labels "
         "words; needs ANTHROPIC_API_KEY, falls back to the heuristic per window).",
     )
-    recent_cutoff: int = Field(
+    recent_calls: int = Field(
         1, ge=0, description="Texts fewer than this many model calls old stay untouched."
     )
-    mid_cutoff: int = Field(
+    mid_calls: int = Field(
         10,
         ge=0,
         description="Texts fewer than this many model calls old keep keep_ratio_mid; "
@@ -75,7 +88,7 @@ class CompressWordsOptions(StageOptions):
         0.10,
         gt=0,
         le=1,
-        description="Share of words kept in texts mid_cutoff or more calls old "
+        description="Share of words kept in texts mid_calls or more calls old "
         "(protected words always stay).",
     )
     window_words: int = Field(
@@ -103,9 +116,9 @@ class CompressWordsOptions(StageOptions):
 
     @model_validator(mode="after")
     def _cutoffs_in_order(self) -> CompressWordsOptions:
-        if self.mid_cutoff < self.recent_cutoff:
+        if self.mid_calls < self.recent_calls:
             raise ValueError(
-                f"mid_cutoff ({self.mid_cutoff}) must be >= recent_cutoff ({self.recent_cutoff})"
+                f"mid_calls ({self.mid_calls}) must be >= recent_calls ({self.recent_calls})"
             )
         return self
 
@@ -210,7 +223,7 @@ def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageC
     return AnthropicClassifier(
         fallback=heuristic,
         access=access if isinstance(access, AnthropicAccess) else AnthropicAccess(),
-        cache=cache if isinstance(cache, DiskCache) else None,
+        cache=cache if isinstance(cache, AnswerCache) else None,
         model=opts.model,
         base_url=opts.base_url,
         concurrency=opts.concurrency,
@@ -224,10 +237,10 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
     jobs: list[_Job] = []
     for mi, msg in enumerate(conv.messages):
         age = ages[mi]
-        if age < opts.recent_cutoff:
+        if age < opts.recent_calls:
             continue
         # ReasonBlocks' tiers: calls_back < recent is recent, < mid is mid, else old.
-        ratio = opts.keep_ratio_mid if age < opts.mid_cutoff else opts.keep_ratio_old
+        ratio = opts.keep_ratio_mid if age < opts.mid_calls else opts.keep_ratio_old
         if ratio >= 1:
             continue
         for bi, block in enumerate(msg.blocks):
@@ -255,16 +268,16 @@ def _collect(conv: Conversation, opts: CompressWordsOptions, counters: Counter[s
 def compress_words(
     conv: Conversation, opts: CompressWordsOptions, ctx: StageContext
 ) -> StageResult:
-    """Drop low-information words from older tool outputs, keeping lines and indentation.
+    r"""Drop low-information words from older tool outputs, keeping lines and indentation.
 
     Applies to: tool results (and, with ``include_assistant_text``, assistant text)
-    at least ``recent_cutoff`` model calls old, with at least ``min_content_words``
+    at least ``recent_calls`` model calls old, with at least ``min_content_words``
     words, in every format. Age counts assistant responses after the message;
     records of one response (same ``group``) count once.
 
-    Effect: texts fewer than ``mid_cutoff`` calls old keep about ``keep_ratio_mid`` of
+    Effect: texts fewer than ``mid_calls`` calls old keep about ``keep_ratio_mid`` of
     their words, older texts ``keep_ratio_old`` (ReasonBlocks' tiers), and never lose a
-    protected word: one holding a digit, ``_``, ``/`` or ``\\``, a dotted name, an error
+    protected word: one holding a digit, ``_``, ``/`` or ``\``, a dotted name, an error
     class or an upper-case code (paths, identifiers, numbers, error codes stay even
     past the ratio, whichever classifier runs). Words are judged in windows of
     ``window_words`` by the classifier: ``heuristic`` ranks numbers, paths,

@@ -13,6 +13,8 @@ from ctxcli.core.model import BlockRef, Conversation, Kind
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["DedupeOutputsOptions", "dedupe_outputs"]
+
 
 class DedupeOutputsOptions(StageOptions):
     """Options of dedupe_outputs."""

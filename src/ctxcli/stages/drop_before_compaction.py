@@ -13,6 +13,8 @@ from ctxcli.core.usage import is_usage_stub
 from ctxcli.stages._validity import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["DropBeforeCompactionOptions", "drop_before_compaction"]
+
 
 class DropBeforeCompactionOptions(StageOptions):
     """Options of drop_before_compaction."""

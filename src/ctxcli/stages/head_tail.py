@@ -11,6 +11,15 @@ from ctxcli.core.model import Block, BlockRef, Conversation, Kind
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = [
+    "AREA",
+    "HeadTailOptions",
+    "cut",
+    "head_tail",
+    "is_head_tailed",
+    "replace_blocks",
+]
+
 AREA = "head_tail"
 
 # The marker ReasonBlocks' TokenSavingMiddleware writes, kept verbatim so tools that
@@ -26,12 +35,16 @@ _SAVED = {
 class HeadTailOptions(StageOptions):
     """Options of head_tail."""
 
+    renamed = {"keep_recent": "keep_recent_results"}
+
     threshold_chars: int = Field(
         1800, ge=1, description="Tool results longer than this many characters are cut."
     )
     head_chars: int = Field(900, ge=0, description="Characters kept from the start.")
     tail_chars: int = Field(700, ge=0, description="Characters kept from the end.")
-    keep_recent: int = Field(2, ge=0, description="The last this many tool results are never cut.")
+    keep_recent_results: int = Field(
+        2, ge=0, description="The last this many tool results are never cut."
+    )
     offload: bool = Field(
         True,
         description="Save each full result to <offload_dir>/head_tail/<id> and cite it; "
@@ -103,12 +116,12 @@ def _reads_own_offload(conv: Conversation, ref: BlockRef) -> bool:
 
 @register("head_tail", options=HeadTailOptions)
 def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> StageResult:
-    """Keep the first head_chars and last tail_chars of long tool results; offload the middle.
+    r"""Keep the first head_chars and last tail_chars of long tool results; offload the middle.
 
     Applies to: tool results longer than ``threshold_chars``, in every format, except
-    the last ``keep_recent`` results and results of calls that read a head_tail file.
+    the last ``keep_recent_results`` results and results of calls that read a head_tail file.
 
-    Effect: the result becomes ``{head}\\n\\n[... N chars truncated ...]\\n\\n{tail}``
+    Effect: the result becomes ``{head}\n\n[... N chars truncated ...]\n\n{tail}``
     (N = characters removed) with, under the marker, a line naming
     ``{offload_dir}/head_tail/{id}``, which holds the full result. With
     ``offload = false`` no file is written and the line is left out. A result that
@@ -121,7 +134,7 @@ def head_tail(conv: Conversation, opts: HeadTailOptions, ctx: StageContext) -> S
     """
     counters = {"compressions": 0, "chars_saved": 0, "already_truncated": 0, "not_offloaded": 0}
     results = list(conv.iter_blocks(Kind.TOOL_RESULT))
-    eligible = results[: max(0, len(results) - opts.keep_recent)]
+    eligible = results[: max(0, len(results) - opts.keep_recent_results)]
     root = ctx.offload.root
     changed: dict[BlockRef, Block] = {}
     for ref, block in eligible:

@@ -14,11 +14,15 @@ from ctxcli.core.cuts import (
 from ctxcli.core.model import Conversation
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["KeepLastOptions", "keep_last"]
+
 
 class KeepLastOptions(StageOptions):
     """Options of keep_last."""
 
-    n: int = Field(
+    renamed = {"n": "keep_messages"}
+
+    keep_messages: int = Field(
         20, ge=1, description="Non-system messages kept from the end (more if a pair needs it)."
     )
     start_on_user: bool = Field(
@@ -30,14 +34,14 @@ class KeepLastOptions(StageOptions):
 
 @register("keep_last", options=KeepLastOptions)
 def keep_last(conv: Conversation, opts: KeepLastOptions, ctx: StageContext) -> StageResult:
-    """Keep the leading system messages and the last n messages, never orphaning a tool call.
+    """Keep the leading system messages and the last keep_messages, never orphaning a tool call.
 
     Applies to: every format. System messages at the start always stay (with the
     records the format keeps at the top, such as Codex ``session_meta``); system
     messages later on are kept when they fall in the tail but are not counted.
 
     Effect: drops every message between the leading system messages and the last
-    ``n`` non-system messages. The cut moves earlier, keeping more messages, until no
+    ``keep_messages`` non-system messages. The cut moves earlier, keeping more messages, until no
     call/result pair and no multi-record response (Claude Code) crosses it, so the
     kept part never starts with an orphaned tool result (langchain #33245) nor ends
     a call without its answer. The dropped records' bytes go to the restore pack and
@@ -54,12 +58,14 @@ def keep_last(conv: Conversation, opts: KeepLastOptions, ctx: StageContext) -> S
     # Walk back from the end until n non-system messages are behind the cut.
     target = len(messages)
     counted = 0
-    while target > start and counted < opts.n:
+    while target > start and counted < opts.keep_messages:
         target -= 1
         if messages[target].role != "system":
             counted += 1
     if target <= start:
-        note = f"{counted} non-system messages <= n {opts.n}; nothing dropped"
+        note = (
+            f"{counted} non-system messages <= keep_messages {opts.keep_messages}; nothing dropped"
+        )
         return StageResult(conv, counters, (note,))
 
     def starts_user_turn(c: int) -> bool:

@@ -8,6 +8,8 @@ from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import StuckRule, looks_stuck, monitor_scores, steps_of
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["DEFAULT_NUDGE", "NudgeEarlyExitOptions", "nudge_early_exit"]
+
 DEFAULT_NUDGE = (
     "You appear to be stuck in a loop. Stop investigating and submit your current best "
     "answer now using whatever submission tool your task expects. Do not start another "

@@ -11,6 +11,13 @@ from ctxcli.core.model import Conversation, RecordEdits, SourceRecord, hydrate, 
 from ctxcli.stages._validity import matches, unless_worse
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = [
+    "MESSAGE_TYPES",
+    "PERSISTED",
+    "PruneSidecarsOptions",
+    "prune_sidecars",
+]
+
 # Record types that hold model-visible messages: never dropped as a sidecar.
 MESSAGE_TYPES = ("user", "assistant")
 PERSISTED = "<persisted-output>"
@@ -144,8 +151,11 @@ def _sidecars(
 def _constant_fields(
     conv: Conversation, names: list[str], drop: set[int], live: Collection[int | None]
 ) -> dict[int, frozenset[str]]:
-    """Fields to strip: each of ``names`` whose kept records all hold one value, from
-    every such record but the first (which keeps the value for the whole file)."""
+    """Choose the constant envelope fields to strip from all but the first record.
+
+    Fields to strip: each of ``names`` whose kept records all hold one value, from
+    every such record but the first (which keeps the value for the whole file).
+    """
     if not names:
         return {}
     kept = [

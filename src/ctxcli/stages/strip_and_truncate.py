@@ -7,6 +7,8 @@ from ctxcli.stages.base import StageContext, StageResult, register
 from ctxcli.stages.keep_last import KeepLastOptions, keep_last
 from ctxcli.stages.strip_tool_calls import StripToolCallsOptions, strip_tool_calls
 
+__all__ = ["StripAndTruncateOptions", "strip_and_truncate"]
+
 
 class StripAndTruncateOptions(KeepLastOptions, StripToolCallsOptions):
     """Options of strip_and_truncate: those of keep_last and strip_tool_calls together."""
@@ -16,12 +18,12 @@ class StripAndTruncateOptions(KeepLastOptions, StripToolCallsOptions):
 def strip_and_truncate(
     conv: Conversation, opts: StripAndTruncateOptions, ctx: StageContext
 ) -> StageResult:
-    """Remove tool calls and their results, then keep the last n messages.
+    """Remove tool calls and their results, then keep the last keep_messages.
 
     Applies to: every format.
 
     Effect: exactly ``strip_tool_calls`` followed by ``keep_last`` with the same
-    options, so ``n`` counts only conversational messages. Both halves keep calls
+    options, so ``keep_messages`` counts only conversational messages. Both halves keep calls
     paired with their results (``keep_tools`` and ``keep_last_rounds`` leave some tool
     blocks in place, and the cut respects them). Offloads go to both stages' areas.
 

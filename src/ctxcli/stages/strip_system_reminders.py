@@ -10,6 +10,8 @@ from ctxcli.core.hints import reminder_removed_hint
 from ctxcli.core.model import Conversation, Kind
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["REMINDER", "StripSystemRemindersOptions", "strip_system_reminders"]
+
 # A reminder with the blank line Claude Code puts before it and the line break after
 # it: removing all of it leaves the output as the tool printed it.
 REMINDER = re.compile(r"\n{0,2}<system-reminder>.*?</system-reminder>\n?", re.DOTALL)

@@ -10,6 +10,8 @@ from ctxcli.core.cuts import range_key, render_messages
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, Message
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["StripToolCallsOptions", "strip_tool_calls"]
+
 
 class StripToolCallsOptions(StageOptions):
     """Options of strip_tool_calls."""

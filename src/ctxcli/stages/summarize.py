@@ -13,6 +13,8 @@ from ctxcli.services.anthropic_client import DEFAULT_MODEL
 from ctxcli.services.summarizer import SummarizerError, build_summarizer
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["MIN_SAVING_TOKENS", "SummarizeOptions", "summarize"]
+
 MIN_SAVING_TOKENS = 64
 """A summary must save at least this much (and half of what it replaces) to be used."""
 

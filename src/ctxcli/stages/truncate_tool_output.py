@@ -15,18 +15,30 @@ from ctxcli.stages.base import (
     register,
 )
 
+__all__ = [
+    "TruncateToolOutputOptions",
+    "TruncateToolOverride",
+    "reads_offloaded_file",
+    "split_preview",
+    "truncate_tool_output",
+]
+
 
 class TruncateToolOverride(StageOptions):
     """Per-tool settings; they take precedence over the stage's own."""
 
-    max_length: int | None = Field(None, ge=256, description="Characters kept for this tool.")
+    renamed = {"max_length": "max_chars"}
+
+    max_chars: int | None = Field(None, ge=256, description="Characters kept for this tool.")
     skip: bool = Field(False, description="Never truncate this tool's results.")
 
 
 class TruncateToolOutputOptions(StageOptions):
     """Options of truncate_tool_output."""
 
-    max_length: int = Field(
+    renamed = {"max_length": "max_chars"}
+
+    max_chars: int = Field(
         50000, ge=256, description="Results longer than this many characters are truncated."
     )
     read_tool_name: str = Field(
@@ -78,14 +90,14 @@ def split_preview(text: str, budget: int) -> tuple[str, str]:
 def truncate_tool_output(
     conv: Conversation, opts: TruncateToolOutputOptions, ctx: StageContext
 ) -> StageResult:
-    """Cut tool results longer than max_length to a head+tail preview; offload the full text.
+    """Cut tool results longer than max_chars to a head+tail preview; offload the full text.
 
     Applies to: every tool result, in every format (per-tool ``skip`` and
-    ``max_length`` overrides by tool name).
+    ``max_chars`` overrides by tool name).
 
-    Effect: a result longer than ``max_length`` characters becomes its head, a hint
+    Effect: a result longer than ``max_chars`` characters becomes its head, a hint
     naming ``{offload_dir}/trunc/{id}`` and the read tool, and its tail, together no
-    longer than ``max_length``. The full text goes to that file. Results already
+    longer than ``max_chars``. The full text goes to that file. Results already
     truncated by ctx, and results of the read tool reading an offloaded file, are
     left alone, so a rerun changes nothing and the agent never loops.
 
@@ -104,7 +116,7 @@ def truncate_tool_output(
         override = opts.tools.get(conv.tool_name(ref) or "") if opts.tools else None
         if override is not None and override.skip:
             continue
-        limit = override.max_length if override and override.max_length else opts.max_length
+        limit = override.max_chars if override and override.max_chars else opts.max_chars
         text = block.text
         if len(text) <= limit or is_ctx_marked(text):
             continue

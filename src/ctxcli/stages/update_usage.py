@@ -11,6 +11,8 @@ from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, 
 from ctxcli.core.usage import response_key, usage_of
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
+__all__ = ["CONTEXT_FIELDS", "UpdateUsageOptions", "update_usage"]
+
 
 class UpdateUsageOptions(StageOptions):
     """Options of update_usage."""

@@ -1,1 +1,3 @@
 """Where removed text goes and how it comes back."""
+
+__all__: list[str] = []

@@ -49,7 +49,7 @@ from ctxcli.store.manifest import (
     read_manifest,
     write_json,
 )
-from ctxcli.store.naming import Preview, agent_text
+from ctxcli.store.naming import NamingPolicy, agent_text
 from ctxcli.store.restore import ASCII, NESTED, escape_text
 
 __all__ = [
@@ -67,7 +67,7 @@ MIN_REF_CHARS = 64
 """Shorter texts are kept literally in the pack: a reference would save next to nothing."""
 
 
-class OffloadStore(Preview):
+class OffloadStore(NamingPolicy):
     """Writes offloaded texts into a private staging directory, then commits it.
 
     Args:
@@ -116,6 +116,7 @@ class OffloadStore(Preview):
             raise
 
     def put(self, area: str, key: str, text: str) -> str:
+        """Stage ``text`` under ``area``/``key``; return the path a hint cites."""
         try:
             data = text.encode("utf-8")
             exact = True
@@ -397,8 +398,11 @@ class OffloadStore(Preview):
         remove_stale(self.path.parent, self.path.name, "old")
 
     def revert(self) -> None:
-        """Undo :meth:`commit` before its output replaced anything (an in-place run whose
-        file changed meanwhile): the directory is again what it was before the run."""
+        """Undo :meth:`commit` before its output replaced anything.
+
+        Undo :meth:`commit` before its output replaced anything (an in-place run whose
+        file changed meanwhile): the directory is again what it was before the run.
+        """
         if self._replaced is not None:
             self.abort()  # a re-run's: the previous manifest goes back
             return

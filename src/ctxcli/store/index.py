@@ -21,13 +21,16 @@ from pathlib import Path
 
 from ctxcli.core.protocols import sha256
 from ctxcli.services.dirs import data_dir
-from ctxcli.services.kv import OnDamage, Schema, StoreError, opened, transaction
+from ctxcli.services.kv import OnDamage, Schema, StoreError, exists, opened, transaction
 from ctxcli.store.manifest import Header
 
 __all__ = ["HEAD_BYTES", "IndexEntry", "ReductionIndex", "head_digest", "remember"]
 
-FILE = "ledger.sqlite3"
-"""The file's name from when the index was called the ledger (kept: it holds users' records)."""
+FILE = "reductions.sqlite3"
+"""The index's file in ctx's data directory."""
+
+FORMER_FILE = "ledger.sqlite3"
+"""Its name from when the index was called the ledger: the first open moves it to :data:`FILE`."""
 
 SCHEMA = Schema(
     "reduction index",
@@ -55,6 +58,7 @@ SCHEMA = Schema(
     ),
     on_damage=OnDamage.REFUSE,
     read_only_reads=True,
+    former_names=(FORMER_FILE,),
 )
 
 
@@ -124,7 +128,7 @@ class ReductionIndex:
     ) -> list[IndexEntry]:
         """Reductions that match any of the keys given (newest first): the output's hash
         or first line, the path written, the input's hash or first line, the record."""
-        if not self.path.exists():
+        if not exists(self.path, SCHEMA):
             return []
         clauses, args = [], []
         if output_sha256 is not None:
@@ -158,7 +162,7 @@ class ReductionIndex:
 
     def forget(self, offload_dirs: list[str]) -> None:
         """Drop the entries of records that were used up (a restore in place discarded them)."""
-        if not offload_dirs or not self.path.exists():
+        if not offload_dirs or not exists(self.path, SCHEMA):
             return
         try:
             with opened(self.path, SCHEMA) as db, transaction(db):

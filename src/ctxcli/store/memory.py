@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from typing import Any, Literal
 
 from ctxcli.core.protocols import encode_text, sha256
-from ctxcli.store.naming import Preview
+from ctxcli.store.naming import NamingPolicy
 
 __all__ = ["BlobStore", "blob_path"]
 
@@ -23,7 +23,7 @@ def blob_path(digest: str) -> str:
     return f"{digest[:2]}/{digest}"
 
 
-class BlobStore(Preview):
+class BlobStore(NamingPolicy):
     """An in-memory, content-addressed offload store: identical blobs are kept once.
 
     Implements the :class:`~ctxcli.core.protocols.Offload` and ``OriginalsSink``

@@ -3,9 +3,10 @@
 A text goes to ``<root>/<area>/<safe id>`` (``trunc/call_1``, ``clear/call_7``): the Eino
 layout the stages cite. Identical texts under one id share a file; another text under
 an id already taken gets a content-hash suffix, so a transcript that reuses call ids
-never overwrites one text with another. :class:`Preview` applies the policy and writes
-nothing (``ctx stats`` runs the same pipeline with it, so its numbers and hints are the
-ones the real run makes); the disk and memory stores are kinds of it.
+never overwrites one text with another. :class:`NamingPolicy` applies the policy; the
+disk and memory stores are kinds of it, and so is :class:`Preview`, which writes nothing
+(``ctx stats`` runs the same pipeline with it, so its numbers and hints are the ones the
+real run makes).
 """
 
 from __future__ import annotations
@@ -18,13 +19,13 @@ from typing import Any
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.protocols import safe_name, sha256
 
-__all__ = ["Preview", "agent_text", "check_area", "name_candidates"]
+__all__ = ["NamingPolicy", "Preview", "agent_text", "check_area", "name_candidates"]
 
 
 def agent_text(text: str) -> bytes:
-    """The UTF-8 bytes of an offloaded text for the agent to read.
+    r"""The UTF-8 bytes of an offloaded text for the agent to read.
 
-    A lone surrogate (a valid ``\\ud800`` escape in JSON) has no UTF-8 form: it
+    A lone surrogate (a valid ``\ud800`` escape in JSON) has no UTF-8 form: it
     becomes U+FFFD so strict readers can open the file. The restore pack keeps the
     exact original bytes, so nothing is lost.
     """
@@ -89,8 +90,8 @@ class _Names:
         return f"{self.root}/{rel}" if self.root else rel
 
 
-class Preview:
-    """Names files exactly like the real store but writes nothing (``ctx stats``).
+class NamingPolicy:
+    """Name removed texts as every store does; write nothing (the stores add the writing).
 
     ``files`` maps every name given out (``trunc/call_1``) to the sha256 of the bytes
     the disk store would write there.
@@ -117,10 +118,14 @@ class Preview:
         return self._names.display(f"{area}/{safe_name(key)}")
 
     def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
-        """A preview keeps nothing; the op has the real shape with an empty hash."""
+        """Keep nothing: return an op of the real shape with an empty hash."""
         return ["b", 0, len(raw), ""]
 
     @property
     def count(self) -> int:
         """Number of distinct files that would be written."""
         return self._names.count
+
+
+class Preview(NamingPolicy):
+    """Name files exactly like the real store but write nothing (``ctx stats``)."""

@@ -43,8 +43,11 @@ outer quotes."""
 
 
 def previous_offload(offload_dir: Path, output_sha: str) -> tuple[Path, str] | None:
-    """Where a killed run left the manifest of this output, if it left one: the previous
-    manifest inside the directory (a re-run's) or a replaced directory kept aside."""
+    """Find the manifest a killed run left for this output, if any.
+
+    Where a killed run left the manifest of this output, if it left one: the previous
+    manifest inside the directory (a re-run's) or a replaced directory kept aside.
+    """
     candidates = [(offload_dir, PREVIOUS_MANIFEST)] + [
         (old, MANIFEST)
         for old in sorted(offload_dir.parent.glob(f".{glob.escape(offload_dir.name)}.ctx-old-*"))

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.proxy.rules import rejection
-from ctxcli.services.engines import load_engine
+from ctxcli.services.tokens.engines import load_engine
 from support.fake_api.server import FakeServer, Handler, Reply, Request, content_text, sse
 
 MESSAGES = "/v1/messages"

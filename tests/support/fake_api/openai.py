@@ -37,10 +37,16 @@ class OpenAIAPI:
 
     Args:
         answer: the text of every assistant message.
+        outputs: a script for an agent loop: each valid Responses request gets the next
+            list of output items (function calls, a final message) instead of the one
+            message; a request after the last is refused.
     """
 
-    def __init__(self, answer: str = REPLY_TEXT) -> None:
+    def __init__(
+        self, answer: str = REPLY_TEXT, outputs: list[list[dict[str, Any]]] | None = None
+    ) -> None:
         self.answer = answer
+        self.outputs = None if outputs is None else list(outputs)
 
     def __call__(self, request: Request) -> Reply:
         body = request.body
@@ -64,6 +70,10 @@ class OpenAIAPI:
         return Reply(404, error_body(f"Unknown path {request.path}", "not_found_error"))
 
     def _response(self, body: dict[str, Any]) -> Reply:
+        if self.outputs is not None:
+            if not self.outputs:
+                raise Rejection("the fake's script has no output left")
+            return Reply(body=_response(body, self.outputs.pop(0)))
         item_id = f"msg_{uuid.uuid4().hex[:24]}"
         part = {"type": "output_text", "text": self.answer, "annotations": []}
         item = {

@@ -19,6 +19,8 @@ from importlib import resources
 from typing import Any
 
 from ctxcli.core.errors import ConfigError
+from ctxcli.stages import registry
+from ctxcli.stages.base import renames
 
 __all__ = ["Preset", "get_preset", "preset_names", "resolve_preset"]
 
@@ -81,6 +83,17 @@ def get_preset(name: str) -> Preset:
     return Preset(name, files[name].read_text(encoding="utf-8"))
 
 
+def _override(base: dict[str, Any], entry: dict[str, Any]) -> None:
+    """Write ``entry``'s options over ``base``'s; one under its old name replaces the new one."""
+    spec = registry().get(str(entry.get("use")))
+    if spec is not None:
+        for old, new in renames(spec.options).items():
+            if old in entry or new in entry:
+                base.pop(old, None)
+                base.pop(new, None)
+    base.update(entry)
+
+
 def resolve_preset(data: dict[str, Any], label: str) -> dict[str, Any]:
     """The config table ``data`` with the preset it names merged in (``data`` if none).
 
@@ -116,7 +129,7 @@ def resolve_preset(data: dict[str, Any], label: str) -> dict[str, Any]:
                 f"('ctx presets {name} > ctx.toml') and edit it instead."
             )
         if same:
-            same[0].update(entry)
+            _override(same[0], entry)
         else:
             stages.append(entry)
     merged["stages"] = stages

@@ -1,0 +1,50 @@
+"""What ``--json`` prints, one shape for one file or many, and the share saved.
+
+The bottom of the CLI's own layers with ``console``: ``render`` (the tables),
+``messages`` (what is printed) and ``batch`` build on it; it loads no Rich.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ctxcli.api import batch
+
+if TYPE_CHECKING:
+    from ctxcli.pipeline.results import Report
+
+__all__ = ["TOTALS", "json_payload", "saved_pct", "single_payload"]
+
+
+def saved_pct(before: int, after: int) -> str:
+    """Return the share saved, as a percentage string."""
+    if before <= 0:
+        return "0.0%"
+    return f"{100.0 * (before - after) / before:.1f}%"
+
+
+TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
+
+
+def single_payload(report: Report) -> dict[str, Any]:
+    """Return :func:`json_payload` of a single-file run."""
+    return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
+
+
+def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
+    """Build the one JSON shape of ``ctx reduce/stats --json``, for one file or many.
+
+    Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
+    succeeded), ``files`` (one entry per input: its whole report) and ``failed``; the
+    same keys for one file as for many, so a reader never asks how many there were.
+    See ``docs/report.schema.json``.
+    """
+    files = [r.to_dict() for r in results]
+    reports = [r.report for r in results if r.report is not None]
+    payload: dict[str, Any] = {}
+    for key in TOTALS:
+        payload[key] = sum(int(getattr(rep, key)) for rep in reports)
+    payload["files"] = files
+    payload["failed"] = sum(1 for r in results if not r.ok)
+    return payload
