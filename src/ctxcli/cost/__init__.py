@@ -6,6 +6,8 @@ with ctx in the loop.
 - :mod:`.cache`: the provider's prompt cache as a model (TTLs, breakpoints, reads).
 - :mod:`.sequence` and :mod:`.replay`: a session's requests as data, and their price
   through the cache model.
+- :mod:`.blocks`: a request cut into the blocks the cache sees (keys, text, images), one
+  rule for the replay and the proxy's meter.
 - :mod:`.counterfactual`: the requests a live reducer (``ctx proxy``, ``Reducer``) or a
   reduced and resumed file would have sent instead.
 - :mod:`.session`: all of it for one session, what ``ctx cost`` shows::

@@ -27,13 +27,16 @@ from __future__ import annotations
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import reduce
 from operator import add
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ctxcli.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "PRICES",
@@ -45,10 +48,17 @@ __all__ = [
     "input_price",
     "load_price_table",
     "resume_cost",
+    "sum_fields",
 ]
 
 Provider = Literal["anthropic", "openai"]
 MILLION = 1_000_000
+_Summed = TypeVar("_Summed", bound="DataclassInstance")
+
+
+def sum_fields(a: _Summed, b: _Summed) -> _Summed:
+    """Two dataclass values of one type added field by field (a field adds its own way)."""
+    return type(a)(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(a)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +85,7 @@ class TokenUsage:
         return self.input + self.cache_read + self.cache_write
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input + other.input,
-            self.cache_read + other.cache_read,
-            self.cache_write_5m + other.cache_write_5m,
-            self.cache_write_1h + other.cache_write_1h,
-            self.output + other.output,
-        )
+        return sum_fields(self, other)
 
 
 class Priced(Protocol):
