@@ -1,8 +1,8 @@
 """What usage trackers read from a session file, kept when a record itself goes.
 
 ccusage and similar trackers add up ``message.usage`` of a Claude Code session's
-assistant records for a user's spend history, one usage per (``message.id``,
-``requestId``) pair: the first record of each API response they meet. A record the
+assistant records for a user's spend history, one usage per API response
+(:func:`response_key`): the first record of each response they meet. A record the
 client never sends (before a compaction boundary, a thinking-only record) may leave
 the file, but its first-of-a-response usage stays as a *stub*: an assistant record
 with no content and no place in the uuid tree (no ``uuid``/``parentUuid``), holding
@@ -30,11 +30,22 @@ def usage_of(data: Any) -> dict[str, Any] | None:
 
 
 def response_key(data: dict[str, Any]) -> tuple[str, str] | None:
-    """The (message id, requestId) pair trackers count once, or None if incomplete."""
+    """The API response an assistant record belongs to, the one key for counting each once.
+
+    Claude Code writes one response over several records (one content block each) that
+    share ``message.id`` and ``requestId``: the key is the pair. A record without a
+    ``requestId`` (older clients, hand-made files) is keyed by its message id alone,
+    ``(id, "")``: the id names the response (a tracker that requires both ids counts such a
+    response once per record, an overcount). None when the record has no
+    message id: it is a response of its own. ``ctx cost``, ``ctx sessions``' spent column,
+    the usage stubs and ``update_usage`` all count by this key.
+    """
     message = data.get("message")
     mid = message.get("id") if isinstance(message, dict) else None
     rid = data.get("requestId")
-    return (mid, rid) if isinstance(mid, str) and isinstance(rid, str) else None
+    if not isinstance(mid, str):
+        return None
+    return mid, rid if isinstance(rid, str) else ""
 
 
 def is_usage_stub(data: Any) -> bool:
