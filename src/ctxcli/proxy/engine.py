@@ -33,7 +33,7 @@ from ctxcli.proxy.conversations import (
     decide,
 )
 from ctxcli.proxy.routes import Provider, check_settings
-from ctxcli.proxy.shapes import Api, conversation_key, history_key
+from ctxcli.proxy.shapes import MAX_NESTING, Api, conversation_key, history_key, nests_deeper
 from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.services.engines import load_engine
 
@@ -249,8 +249,15 @@ class ProxyCore:
             body = json.loads(raw)
         except ValueError:
             return self._passthrough(raw, "the request body is not JSON")
+        except RecursionError:  # deeper than Python's parser goes (~1,000 levels)
+            return self._passthrough(raw, "the request body nests too deeply to parse")
         if not isinstance(body, dict):
             return self._passthrough(raw, "the request body is not a JSON object")
+        if nests_deeper(body):
+            return self._passthrough(
+                raw,
+                f"its history, system or tools nest deeper than the {MAX_NESTING} levels ctx reads",
+            )
         field_name = history_key(api)
         history = body.get(field_name)
         key = conversation_key(body, api)

@@ -24,6 +24,28 @@ MAX_BREAKPOINTS = 4
 
 _NO_BREAKPOINT_TYPES = frozenset({"thinking", "redacted_thinking"})
 
+MAX_NESTING = 200
+"""The deepest the parts of a request the proxy reads may nest (its JSON encoder stops at
+254 levels); a deeper request is forwarded as it came."""
+
+_READ_FIELDS = ("messages", "input", "system", "instructions", "tools")
+
+
+def nests_deeper(body: dict[str, Any], limit: int = MAX_NESTING) -> bool:
+    """True if the history, system prompt or tools of ``body`` nest more than ``limit``
+    levels of lists and objects. Walks level by level: no recursion, whatever the depth."""
+    level = [body.get(name) for name in _READ_FIELDS]
+    for _ in range(limit):
+        level = [
+            child
+            for value in level
+            if isinstance(value, dict | list)
+            for child in (value.values() if isinstance(value, dict) else value)
+        ]
+        if not level:
+            return False
+    return any(isinstance(value, dict | list) for value in level)
+
 
 def canonical(value: Any) -> bytes:
     """Stable bytes for a JSON value, ``cache_control`` left out (it moves between requests)."""
