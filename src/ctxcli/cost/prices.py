@@ -24,6 +24,7 @@ explicit path)::
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -240,7 +241,8 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     """The built-in table, updated from ``path`` (or ``$CTX_PRICES``) when given.
 
     Raises:
-        ConfigError: the file cannot be read, or a price is not a number >= 0.
+        ConfigError: the file cannot be read or parsed, or a price is not a finite
+            number >= 0.
     """
     table = dict(PRICES)
     source = str(path or os.environ.get("CTX_PRICES") or "")
@@ -252,6 +254,10 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
         raise ConfigError(f"{source}: cannot read the price table ({exc.strerror}).") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML ({exc}); fix the file.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{source}: invalid TOML (arrays or tables nested too deeply to read); fix the file."
+        ) from None
     prices = data.get("prices", data)
     if not isinstance(prices, dict):
         raise ConfigError(
@@ -331,11 +337,15 @@ def _provider_of(model: str) -> Provider:
 
 
 def _usd(source: str, key: str, value: Any) -> float:
-    """A price from the file: a number >= 0, else a ConfigError naming the key."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    """A price from the file: a finite number >= 0, else a ConfigError naming the key.
+
+    TOML has ``nan`` and ``inf``: neither is a price (a ``nan`` bill is no bill).
+    """
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
         raise ConfigError(
-            f"{source}: {key} = {value!r} is invalid: must be a number of USD per million "
-            "tokens, >= 0."
+            f"{source}: {key} = {value!r} is invalid: must be a finite number of USD per "
+            "million tokens, >= 0."
         )
     return float(value)
 
