@@ -20,8 +20,9 @@ with ctx in the loop.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ctxcli.core.lazy import lazy_getattr
 
 # Imported on first use (PEP 562): the price table alone must stay cheap to import for
 # listings, while the replay pulls in the token counters.
@@ -102,13 +103,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxcli.cost' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [
