@@ -225,7 +225,7 @@ def body_request(body: Mapping[str, Any], api: Api, *, at: float | None = None) 
     are left out, as :func:`response_blocks` leaves them without a size.
     """
     cut = _Cut()
-    for tool in body.get("tools") or []:
+    for tool in _list(body.get("tools")):
         cut.add(tool_block(tool), tool)
     if api == "anthropic":
         _anthropic(cut, body)

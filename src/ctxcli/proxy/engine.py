@@ -244,7 +244,18 @@ class ProxyCore:
         )
 
     def prepare(self, api: Api, raw: bytes) -> Prepared:
-        """The body to forward for ``raw``; never raises for a body it cannot handle."""
+        """The body to forward for ``raw``; never raises for a body it cannot handle.
+
+        A body ctx cannot read (not JSON, nested deeper than it reads, a value its JSON
+        encoder refuses such as a lone surrogate) goes out as the client wrote it, with one
+        warning: the API, not the proxy, answers it.
+        """
+        try:
+            return self._prepare(api, raw)
+        except Exception as exc:  # the client's request must reach the API whatever ctx made of it
+            return self._passthrough(raw, f"ctx cannot read it ({type(exc).__name__}: {exc})")
+
+    def _prepare(self, api: Api, raw: bytes) -> Prepared:
         try:
             body = json.loads(raw)
         except ValueError:

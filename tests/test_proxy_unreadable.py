@@ -1,8 +1,10 @@
-"""A request nested deeper than ctx reads is forwarded as it came, with one warning (issue 41, 13).
+"""A request ctx cannot read is forwarded as it came, with one warning (issue 41 item 13).
 
 Through the real proxy (uvicorn, httpx) in front of the loopback fake Messages API: the
 proxy must never answer in its own words (a plain-text 500) for a body it cannot read; the
-upstream decides, and gets the client's bytes unchanged.
+upstream decides, and gets the client's bytes unchanged. Nested ~1,000 levels deep the
+parser gives up (RecursionError); past 254 levels in the first message the JSON encoder did;
+a lone surrogate or an integer past 64 bits stops the encoder as well.
 """
 
 from __future__ import annotations
@@ -77,6 +79,26 @@ def test_a_deeply_nested_request_goes_out_unchanged(proxy: Proxy, depth: int, wh
     assert len(proxy.warnings) == 1, proxy.warnings
     assert proxy.warnings[0].startswith("forwarding a request unchanged: ")
     assert "nest" in proxy.warnings[0]
+
+
+ODD = {
+    "lone surrogate": b'{"role": "user", "content": "a \\ud800 b"}',
+    "integer past 64 bits": b'{"role": "user", "content": [{"type": "text", "text": "a", '
+    b'"n": 123456789012345678901234567890}]}',
+}
+
+
+@pytest.mark.parametrize("first", ODD.values(), ids=list(ODD))
+def test_a_request_the_encoder_refuses_goes_out_unchanged(proxy: Proxy, first: bytes) -> None:
+    raw = b'{"model": "claude-sonnet-4-5", "max_tokens": 8, "messages": [' + first + b"]}"
+    proxy.warnings.clear()
+    seen = len(proxy.upstream.requests)
+    reply = httpx.post(f"{proxy.server.url}/v1/messages", content=raw, headers=HEADERS, timeout=60)
+    assert reply.status_code == 200, reply.text[:200]
+    got = proxy.upstream.requests[seen:]
+    assert len(got) == 1 and got[0].size == len(raw) and got[0].body == json.loads(raw)
+    assert len(proxy.warnings) == 1, proxy.warnings
+    assert proxy.warnings[0].startswith("forwarding a request unchanged: ctx cannot read it")
 
 
 def _parsed(raw: bytes) -> Any:
