@@ -26,13 +26,11 @@ from typing import Any
 import orjson
 
 from ctxcli.agent.reducer import Api
-from ctxcli.core.model import IMAGE_TOKENS
 from ctxcli.cost._jsonl import iter_dicts
 from ctxcli.cost.cache import TTL
 from ctxcli.cost.sequence import Block, Request, block_key
 
 __all__ = [
-    "IMAGE_TOKENS",
     "BlockMemo",
     "body_request",
     "chat_block",
