@@ -312,9 +312,9 @@ def read_tokens(value: Any) -> int:
 def cache_blocks(body: dict[str, Any]) -> list[tuple[bytes, int, bool]]:
     """(identity, cl100k tokens, has a breakpoint) of every block, in cache order.
 
-    A block is each tool, each system block, each content block; a message whose content
-    is a string is one block. Its tokens are those of what the model reads of it
-    (:func:`read_tokens`).
+    A block is each tool, each system block, each content block of a message, known by its
+    role and its JSON (a string content is the text block it stands for). Its tokens are
+    those of what the model reads of it (:func:`read_tokens`).
     """
     out: list[tuple[bytes, int, bool]] = []
 
@@ -332,12 +332,11 @@ def cache_blocks(body: dict[str, Any]) -> list[tuple[bytes, int, bool]]:
             add("system", item)
     for msg in body.get("messages") or []:
         content = msg.get("content")
-        if isinstance(content, list) and content:
-            head = {k: v for k, v in msg.items() if k != "content"}
-            for i, part in enumerate(content):
-                add("m" + _key(head) if i == 0 else "p", part)
-        elif content:
-            add("m" + str(msg.get("role")), content)
+        # A string content is the text block it stands for: the same tokens to the model.
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}] if content else []
+        for part in content if isinstance(content, list) else []:
+            add(str(msg.get("role")), part)
     return out
 
 
