@@ -81,8 +81,11 @@ def content_items(content: Any) -> list[Any]:
 
 
 def content_block(role: str, item: Any) -> Block:
-    """The block of one content item of a ``role`` message (Anthropic): a string or a bare
-    text block (the same bytes to the API), an image, or any other block."""
+    """The block of one content item of a ``role`` message (Anthropic).
+
+    A string and a bare text block are one block (the same bytes to the API); an image is
+    its fixed size; any other block is the text the model reads of it, and its images.
+    """
     if isinstance(item, str):
         return Block(block_key(role, "text", item), item)
     item, raw = _canonical(item)
@@ -118,8 +121,10 @@ def tool_block(tool: Any) -> Block:
 
 
 def response_item_block(payload: Any) -> Block:
-    """The block of one Responses input item that is no reasoning item: its text as the model
-    reads it, and its images."""
+    """The block of one Responses input item that is no reasoning item.
+
+    Its text as the model reads it, and its images.
+    """
     data, raw = _canonical(payload)
     data = data if isinstance(data, dict) else {}
     images = _images(data.get("content")) if _kind(data) == "message" else 0
@@ -165,10 +170,12 @@ def _is_user(payload: Any) -> bool:
 def response_blocks(
     items: Sequence[Any], sizes: Mapping[bytes, Block], memo: BlockMemo
 ) -> list[Block]:
-    """The blocks of the Responses input ``items`` as the API bills them: each item, except
-    the reasoning items before the last user message (the API drops them) and those of
-    unknown size (``sizes``: by :func:`reasoning_key`). ``memo`` keeps the block of each
-    item object seen (the same objects come back request after request)."""
+    """The blocks of the Responses input ``items`` as the API bills them.
+
+    Each item, except the reasoning items before the last user message (the API drops them)
+    and those of unknown size (``sizes``: by :func:`reasoning_key`). ``memo`` keeps the block
+    of each item object seen (the same objects come back request after request).
+    """
     last_user = max((k for k, it in enumerate(items) if _is_user(it)), default=-1)
     blocks = []
     for k, payload in enumerate(items):

@@ -32,8 +32,10 @@ _READ_FIELDS = ("messages", "input", "system", "instructions", "tools")
 
 
 def nests_deeper(body: dict[str, Any], limit: int = MAX_NESTING) -> bool:
-    """True if the history, system prompt or tools of ``body`` nest more than ``limit``
-    levels of lists and objects. Walks level by level: no recursion, whatever the depth."""
+    """True if the history, system prompt or tools of ``body`` nest over ``limit`` levels.
+
+    Levels of lists and objects, walked level by level: no recursion, whatever the depth.
+    """
     level = [body.get(name) for name in _READ_FIELDS]
     for _ in range(limit):
         level = [
