@@ -19,13 +19,15 @@ from typing import Any
 
 import pytest
 
-from ctxcli.core.usage import response_key
+from ctxcli.api import reduce_file, restore_file
+from ctxcli.core.usage import is_usage_stub, response_key
 from ctxcli.cost._calls import SYNTHETIC_MODEL
 from ctxcli.cost.prices import TokenUsage, load_price_table
 from ctxcli.cost.recorded import recorded_cost
+from ctxcli.pipeline.config import build_config
 from ctxcli.sessions.listing import recorded_usage, recorded_usd
 from support.cost_sessions import ClaudeSession, text, usage
-from support.paths import need_shared
+from support.paths import FIXTURES, need_shared
 
 
 def api_responses(records: Iterable[dict[str, Any]]) -> list[tuple[str, str] | None]:
@@ -106,3 +108,21 @@ def test_ctx_sessions_and_ctx_cost_count_a_real_session_the_same(tmp_path: Path)
     # The requestIds add nothing: the same responses, tokens and dollars without them.
     assert figures[0] == figures[1]
     assert figures[0][0] == 320
+
+
+def test_a_reduction_leaves_one_usage_stub_per_response_with_or_without_request_ids(
+    tmp_path: Path,
+) -> None:
+    """The stubs trackers read of dropped records follow the same key: one per response."""
+    session = FIXTURES / "claude_code_resume" / "session.jsonl"
+    older = tmp_path / "older.jsonl"
+    older.write_text("\n".join(without_request_ids(session.read_text().splitlines())) + "\n")
+    config = build_config({"stages": [{"use": "drop_before_compaction"}]}, "test")
+    stubs = []
+    for path in (session, older):
+        out = tmp_path / f"{path.stem}.out.jsonl"
+        _, data = reduce_file(path, out, config=config)
+        assert restore_file(out) == path.read_bytes()
+        records = [json.loads(line) for line in data.splitlines()]
+        stubs.append([r["message"]["id"] for r in records if is_usage_stub(r)])
+    assert stubs[0] == stubs[1] == ["msg_01", "msg_02", "msg_03", "msg_04", "msg_05"]
