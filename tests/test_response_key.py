@@ -1,10 +1,12 @@
 """Each API response once, by one key: ``core.usage.response_key``.
 
-``ctx cost`` (``cost._calls``), the spent column of ``ctx sessions`` (which prices what
-``cost._calls`` counts), the usage stubs a reduction leaves for trackers and the
-``update_usage`` stage all ask one function which response an assistant record belongs to.
-A record without ``requestId`` belongs to the response its ``message.id`` names; a record
-without a message id is a response of its own.
+``ctx cost`` (``cost._calls``) and the spent column of ``ctx sessions`` (which prices what
+``cost._calls`` counts) ask one function which response an assistant record belongs to. A
+record without ``requestId`` belongs to the response its ``message.id`` names; a record
+without a message id is a response of its own. Usage trackers (ccusage) dedupe only records
+that carry both ids and count the others every time: ``core.usage.tracker_key``, that key
+without the ``requestId`` a record lacks, is what the usage stubs a reduction leaves and
+``update_usage`` follow, so the trackers' reports stay what they were.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 import pytest
 
 from ctxcli.api import reduce_file, restore_file
-from ctxcli.core.usage import is_usage_stub, response_key
+from ctxcli.core.usage import is_usage_stub, response_key, tracker_key
 from ctxcli.cost._calls import SYNTHETIC_MODEL
 from ctxcli.cost.prices import TokenUsage, load_price_table
 from ctxcli.cost.recorded import recorded_cost
@@ -110,10 +112,10 @@ def test_ctx_sessions_and_ctx_cost_count_a_real_session_the_same(tmp_path: Path)
     assert figures[0][0] == 320
 
 
-def test_a_reduction_leaves_one_usage_stub_per_response_with_or_without_request_ids(
+def test_a_reduction_keeps_what_trackers_count_and_ctx_cost_the_same_responses(
     tmp_path: Path,
 ) -> None:
-    """The stubs trackers read of dropped records follow the same key: one per response."""
+    """Stubs follow the trackers' key; the bill of the result has the same responses."""
     session = FIXTURES / "claude_code_resume" / "session.jsonl"
     older = tmp_path / "older.jsonl"
     older.write_text("\n".join(without_request_ids(session.read_text().splitlines())) + "\n")
@@ -125,4 +127,10 @@ def test_a_reduction_leaves_one_usage_stub_per_response_with_or_without_request_
         assert restore_file(out) == path.read_bytes()
         records = [json.loads(line) for line in data.splitlines()]
         stubs.append([r["message"]["id"] for r in records if is_usage_stub(r)])
-    assert stubs[0] == stubs[1] == ["msg_01", "msg_02", "msg_03", "msg_04", "msg_05"]
+        assert len(recorded_cost(out).requests) == len(recorded_cost(path).requests) == 7
+    responses = ["msg_01", "msg_02", "msg_03", "msg_04", "msg_05"]
+    assert stubs[0] == responses
+    # Without requestIds a tracker counts every record: each keeps its usage.
+    assert stubs[1] == ["msg_01", "msg_01", "msg_02", "msg_02", "msg_03", "msg_04", "msg_05"]
+    record = json.loads(without_request_ids([session.read_text().splitlines()[2]])[0])
+    assert response_key(record) == ("msg_01", "") and tracker_key(record) is None
