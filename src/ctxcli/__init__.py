@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ctxcli._version import __version__
-from ctxcli.core.lazy import lazy_getattr
+from ctxcli.core.facade import lazy_getattr
 
 # The public API is imported on first use (PEP 562), so `import ctxcli` is cheap:
 # `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.

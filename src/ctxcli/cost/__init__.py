@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ctxcli.core.lazy import lazy_getattr
+from ctxcli.core.facade import lazy_getattr
 
 # Imported on first use (PEP 562): the price table alone must stay cheap to import for
 # listings, while the replay pulls in the token counters.

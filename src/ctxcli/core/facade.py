@@ -1,4 +1,4 @@
-"""Names a package exports, imported on first use (PEP 562): one loader for every facade."""
+"""A facade's names, imported on first use (PEP 562): one loader for every facade."""
 
 from __future__ import annotations
 
