@@ -10,9 +10,10 @@ The command-line tool is a thin layer over these functions::
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ctxcli._version import __version__
+from ctxcli.core.facade import lazy_getattr
 
 # The public API is imported on first use (PEP 562), so `import ctxcli` is cheap:
 # `ctx --version` starts fast and Ctrl-C during start-up is caught by the CLI.
@@ -48,15 +49,7 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.results import Report
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxcli' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

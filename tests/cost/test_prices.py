@@ -137,13 +137,13 @@ def test_ctx_prices_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
     [
         (
             '"claude-sonnet-4" = "three"\n',
-            "prices.toml: prices.claude-sonnet-4 = 'three' is invalid: must be a number of "
-            "USD per million tokens, >= 0.",
+            "prices.toml: prices.claude-sonnet-4 = 'three' is invalid: must be a finite "
+            "number of USD per million tokens, >= 0.",
         ),
         (
             '[prices."gpt-5"]\ninput = -1\n',
-            "prices.toml: prices.gpt-5.input = -1 is invalid: must be a number of USD per "
-            "million tokens, >= 0.",
+            "prices.toml: prices.gpt-5.input = -1 is invalid: must be a finite number of USD "
+            "per million tokens, >= 0.",
         ),
         (
             '[prices."gpt-5"]\ncache = 1\n',

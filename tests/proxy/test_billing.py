@@ -19,12 +19,13 @@ import pytest
 from test_proxy import CC, SYSTEM, Agent
 
 from ctxcli.agent.reducer import Reducer, ReducerResult
+from ctxcli.cost.blocks import body_request
 from ctxcli.cost.cache import CachePolicy, PromptCache
-from ctxcli.cost.prices import TokenUsage, load_price_table
-from ctxcli.proxy.billing import cache_blocks
+from ctxcli.cost.prices import load_price_table
+from ctxcli.cost.replay import Sizer, price_request
 from ctxcli.proxy.engine import ProxyCore, ProxySettings, prefix_policy
 from ctxcli.proxy.server import ProxyServer
-from ctxcli.proxy.shapes import MAX_BREAKPOINTS, prompt_blocks, strip_cache_control
+from ctxcli.proxy.shapes import MAX_BREAKPOINTS, strip_cache_control
 from ctxcli.services.tokens.engines import load_engine
 from support.fake_api import FakeServer, MessagesAPI
 
@@ -165,8 +166,7 @@ def test_the_fake_api_refuses_a_fifth_breakpoint_like_the_real_one(run: Run) -> 
 def test_stats_dollars_are_the_prompt_cache_pricing_of_the_same_requests(run: Run) -> None:
     play(run, Agent(), [300] * 8)
     _, count = load_engine("cl100k")
-    price = load_price_table().lookup(Agent().body()["model"])
-    assert price is not None
+    table = load_price_table()
     bills = {}
     for name, bodies in (("with_proxy", run.sent), ("without_proxy", run.bodies)):
         cache = PromptCache(CachePolicy.anthropic())
@@ -174,14 +174,11 @@ def test_stats_dollars_are_the_prompt_cache_pricing_of_the_same_requests(run: Ru
         at = 1_000.0
         for body in bodies:
             at += STEP_SECONDS
-            outcome = cache.send(cache_blocks(prompt_blocks(body, "anthropic"), count), at=at)
-            usage = TokenUsage(
-                outcome.uncached,
-                outcome.cache_read,
-                outcome.cache_write_5m,
-                outcome.cache_write_1h,
+            priced = price_request(
+                cache, body_request(body, "anthropic", at=at), Sizer(count), table
             )
-            usd += price.usd(usage)
+            assert priced.usd is not None
+            usd += priced.usd
         bills[name] = usd
     stats = httpx.get(f"{run.server.url}/stats", timeout=30).json()["by_api"]["anthropic"]
     assert stats["with_proxy"]["usd"] == pytest.approx(bills["with_proxy"], abs=1e-6)

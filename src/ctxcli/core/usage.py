@@ -1,13 +1,15 @@
-"""What usage trackers read from a session file, kept when a record itself goes.
+"""Which API response a record is, and what usage trackers read of it, kept when it goes.
 
-ccusage and similar trackers add up ``message.usage`` of a Claude Code session's
-assistant records for a user's spend history, one usage per (``message.id``,
-``requestId``) pair: the first record of each API response they meet. A record the
-client never sends (before a compaction boundary, a thinking-only record) may leave
-the file, but its first-of-a-response usage stays as a *stub*: an assistant record
-with no content and no place in the uuid tree (no ``uuid``/``parentUuid``), holding
-only the fields trackers read. The client skips it on resume; ``ctx restore`` puts
-the full record back (the format keeps the original in the restore pack).
+Claude Code writes one API response over several assistant records; :func:`response_key`
+says which response a record belongs to, the one key ctx counts each response once by
+(``ctx cost``, the spent column of ``ctx sessions``). ccusage and similar trackers add up
+``message.usage`` of those records for a user's spend history, once per response when a
+record carries both of the ids they dedupe by (:func:`tracker_key`), and every time when it
+does not. A record the client never sends (before a compaction boundary, a thinking-only
+record) may leave the file, but the usage a tracker counts stays as a *stub*: an assistant
+record with no content and no place in the uuid tree (no ``uuid``/``parentUuid``), holding
+only the fields trackers read. The client skips it on resume; ``ctx restore`` puts the full
+record back (the format keeps the original in the restore pack).
 """
 
 from __future__ import annotations
@@ -41,11 +43,32 @@ def usage_of(data: Any) -> dict[str, Any] | None:
 
 
 def response_key(data: dict[str, Any]) -> tuple[str, str] | None:
-    """The (message id, requestId) pair trackers count once, or None if incomplete."""
+    """The API response an assistant record belongs to: the one key to count each once by.
+
+    Claude Code writes one response over several records (one content block each) that
+    share ``message.id`` and ``requestId``: the key is the pair. A record without a
+    ``requestId`` (older clients, hand-made files) is keyed by its message id alone,
+    ``(id, "")``: the id names the response. None when the record has no message id: it is
+    a response of its own.
+    """
     message = data.get("message")
     mid = message.get("id") if isinstance(message, dict) else None
     rid = data.get("requestId")
-    return (mid, rid) if isinstance(mid, str) and isinstance(rid, str) else None
+    if not isinstance(mid, str):
+        return None
+    return mid, rid if isinstance(rid, str) else ""
+
+
+def tracker_key(data: dict[str, Any]) -> tuple[str, str] | None:
+    """The key usage trackers count a record's usage once by, or None: counted every time.
+
+    Trackers dedupe by ``message.id`` and ``requestId`` together (ccusage); a record that
+    lacks either is counted each time they meet it, so for such a record there is no key:
+    its :func:`response_key` without the ``requestId`` it does not have. What a reduction
+    keeps for trackers follows this key, so their reports stay the same.
+    """
+    key = response_key(data)
+    return key if key is not None and key[1] else None
 
 
 def is_usage_stub(data: Any) -> bool:

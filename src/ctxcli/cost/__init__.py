@@ -8,6 +8,8 @@ with ctx in the loop.
 - :mod:`.cache`: the provider's prompt cache as a model (TTLs, breakpoints, reads).
 - :mod:`.sequence` and :mod:`.replay`: a session's requests as data, and their price
   through the cache model.
+- :mod:`.blocks`: a request cut into the blocks the cache sees (keys, text, images), one
+  rule for the replay and the proxy's meter.
 - :mod:`.counterfactual`: the requests a live reducer (``ctx proxy``, ``Reducer``) or a
   reduced and resumed file would have sent instead.
 - :mod:`.session`: all of it for one session, what ``ctx cost`` shows::
@@ -20,8 +22,9 @@ with ctx in the loop.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from ctxcli.core.facade import lazy_getattr
 
 # Imported on first use (PEP 562): the price table alone must stay cheap to import for
 # listings, while the replay pulls in the token counters.
@@ -102,13 +105,7 @@ if TYPE_CHECKING:
     )
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'ctxcli.cost' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY)
 
 
 __all__ = [

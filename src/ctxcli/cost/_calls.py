@@ -2,7 +2,9 @@
 
 Claude Code writes one API response over several ``assistant`` records (one content
 block each) that share ``message.id`` and ``requestId``; adding up every record's usage
-counts a response several times (ccusage issue #389). The input and cache figures are
+counts a response several times (ccusage issue #389). A response is keyed by
+:func:`ctxcli.core.usage.response_key`, the key every part of ctx counts responses by; a
+record without a message id is a response of its own. The input and cache figures are
 the same on all of them, while ``output_tokens`` is the streaming count when the record
 was written (often 1 on all but the last), so a response's output is the largest seen.
 
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ctxcli.core.usage import response_key
 from ctxcli.cost._jsonl import count, seconds
 from ctxcli.cost.prices import TokenUsage
 
@@ -66,8 +69,7 @@ def claude_code_calls(records: Sequence[tuple[int, dict[str, Any]]]) -> tuple[li
         if record.get("isApiErrorMessage") or message.get("model") == SYNTHETIC_MODEL:
             skipped += 1
             continue
-        mid, rid = message.get("id"), record.get("requestId")
-        key = (mid if isinstance(mid, str) else f"line:{line}", rid if isinstance(rid, str) else "")
+        key = response_key(record) or (f"line:{line}", "")
         first.setdefault(key, i)
         usages.setdefault(key, []).append(usage)
     calls = [_claude_code_call(records, first[k], k[0], usages[k]) for k in first]

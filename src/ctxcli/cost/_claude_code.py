@@ -21,19 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from ctxcli.cost._calls import SYNTHETIC_MODEL, Call
 from ctxcli.cost._jsonl import iter_dicts, seconds
+from ctxcli.cost.blocks import BlockMemo, content_block, content_items
 from ctxcli.cost.cache import TTL
 from ctxcli.cost.sequence import Block, BuildOptions, Request, block_key
 
 Records = Sequence[tuple[int, dict[str, Any]]]
-BlockMemo = dict[int, tuple[Any, Block]]
-"""id(content object) -> (the object, its block); the object is held so its id stays its."""
-
-# An image's tokens: Anthropic's ~(width*height)/750, at its usual ~1.15 megapixel cap.
-IMAGE_TOKENS = 1600
 
 
 def claude_code_requests(
@@ -86,10 +80,10 @@ def message_blocks(
     ends: list[int] = []
     for message in messages:
         role = str(message.get("role"))
-        for item in _content_items(message.get("content")):
+        for item in content_items(message.get("content")):
             hit = memo.get(id(item))
             if hit is None or hit[0] is not item:
-                hit = memo[id(item)] = (item, item_block(role, item))
+                hit = memo[id(item)] = (item, content_block(role, item))
             blocks.append(hit[1])
         ends.append(len(blocks) - 1)
     marks = [0] + ends[-trailing:] if trailing else [0]
@@ -181,7 +175,7 @@ class _Chains:
             content = self.records[i][1]["message"].get("content")
             items = self._content[i] = [
                 {"type": "text", "text": c} if isinstance(c, str) else c
-                for c in _content_items(content)
+                for c in content_items(content)
             ]
         return items
 
@@ -217,46 +211,6 @@ class _Chains:
         return not (
             hidden or record.get("isApiErrorMessage") or message.get("model") == SYNTHETIC_MODEL
         )
-
-
-def _content_items(content: Any) -> list[Any]:
-    """The content items of a message: a non-empty string is one, a list its objects."""
-    if isinstance(content, str):
-        return [content] if content else []
-    return list(iter_dicts(content))
-
-
-def item_block(role: str, item: Any) -> Block:
-    """Build the cache block of one content item of a ``role`` message.
-
-    The block of one content item of a ``role`` message: a string content or a bare
-    text block (the same bytes to the API), an image, or any other block.
-    """
-    if isinstance(item, str):
-        return Block(block_key(role, "text", item), item)
-    if item.keys() == {"type", "text"} and item["type"] == "text":
-        return Block(block_key(role, "text", str(item["text"])), str(item["text"]))
-    raw = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
-    if item.get("type") == "image":
-        return Block(block_key(role, raw), tokens=IMAGE_TOKENS)
-    return Block(block_key(role, raw), _text(item, raw))
-
-
-def _text(block: dict[str, Any], raw: bytes) -> str:
-    """The text the model reads for one content block."""
-    kind = block.get("type")
-    if kind == "text":
-        return str(block.get("text", ""))
-    if kind == "thinking":
-        return str(block.get("thinking", ""))
-    if kind == "tool_use":
-        return f"{block.get('name', '')}\n{orjson.dumps(block.get('input')).decode()}"
-    if kind == "tool_result":
-        content = block.get("content")
-        if isinstance(content, str):
-            return content
-        return "\n".join(str(b.get("text", "")) for b in iter_dicts(content))
-    return raw.decode("utf-8", "replace")
 
 
 def _result_ids(record: dict[str, Any]) -> list[str]:

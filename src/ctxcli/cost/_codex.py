@@ -18,11 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from ctxcli.cost._calls import Call
-from ctxcli.cost._claude_code import BlockMemo
-from ctxcli.cost._jsonl import iter_dicts, seconds
+from ctxcli.cost._jsonl import seconds
+from ctxcli.cost.blocks import BlockMemo, reasoning_key, response_blocks
 from ctxcli.cost.sequence import Block, Request, block_key
 
 Records = Sequence[tuple[int, dict[str, Any]]]
@@ -91,24 +89,9 @@ def item_blocks(
 ) -> tuple[Block, ...]:
     """Build the cache blocks of a Responses input as the API bills them.
 
-    The blocks of the Responses input ``items`` as the API bills them: the client's
-    hidden prompt, then each item, except the reasoning items before the last user
-    message (the API drops them) and those of unknown size (``sizes``: by key).
+    The client's hidden prompt, then :func:`~ctxcli.cost.blocks.response_blocks`.
     """
-    last_user = max((k for k, it in enumerate(items) if _is_user(it)), default=-1)
-    blocks = [HIDDEN]
-    for k, payload in enumerate(items):
-        reasoning = isinstance(payload, dict) and payload.get("type") == "reasoning"
-        if reasoning:
-            block = sizes.get(_key(payload)) if k >= last_user else None
-        else:
-            hit = memo.get(id(payload))
-            if hit is None or hit[0] is not payload:
-                hit = memo[id(payload)] = (payload, _item_block(payload))
-            block = hit[1]
-        if block is not None:
-            blocks.append(block)
-    return tuple(blocks)
+    return (HIDDEN, *response_blocks(items, sizes, memo))
 
 
 def _size_reasoning(items: list[_Item], calls: Sequence[Call], sizes: dict[bytes, Block]) -> None:
@@ -142,19 +125,7 @@ def _reasoning_block(item: _Item, items: list[_Item], calls: Sequence[Call]) -> 
     owner = item.owner if item.owner is not None else -1
     siblings = sum(1 for it in items if it.owner == owner and it.payload.get("type") == "reasoning")
     tokens = calls[owner].reasoning_tokens // max(siblings, 1)
-    return Block(_key(item.payload), tokens=tokens)
-
-
-def _key(payload: Any) -> bytes:
-    return block_key("codex", orjson.dumps(payload, option=orjson.OPT_SORT_KEYS))
-
-
-def _is_user(payload: Any) -> bool:
-    return (
-        isinstance(payload, dict)
-        and payload.get("role") == "user"
-        and payload.get("type", "message") == "message"
-    )
+    return Block(reasoning_key(item.payload), tokens=tokens)
 
 
 def _item(payload: dict[str, Any]) -> _Item:
@@ -162,30 +133,3 @@ def _item(payload: dict[str, Any]) -> _Item:
     role = payload.get("role")
     from_model = kind in MODEL_ITEMS or (kind == "message" and role == "assistant")
     return _Item(payload, None, from_model, kind == "message" and role == "user")
-
-
-def _item_block(payload: Any) -> Block:
-    """The block of one item that is no reasoning item: its text as the model reads it."""
-    raw = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    data = payload if isinstance(payload, dict) else {}
-    return Block(block_key("codex", raw), _text(data, raw))
-
-
-def _text(payload: dict[str, Any], raw: bytes) -> str:
-    """The text the model reads for one response item."""
-    kind = payload.get("type")
-    if kind == "message":
-        content = payload.get("content")
-        if isinstance(content, str):
-            return content
-        return "\n".join(str(c.get("text", "")) for c in iter_dicts(content))
-    if kind == "function_call":
-        return f"{payload.get('name', '')}\n{payload.get('arguments', '')}"
-    if kind == "custom_tool_call":
-        return f"{payload.get('name', '')}\n{payload.get('input', '')}"
-    if kind in ("function_call_output", "custom_tool_call_output"):
-        output = payload.get("output")
-        if isinstance(output, str):
-            return output
-        return orjson.dumps(output).decode()
-    return raw.decode("utf-8", "replace")

@@ -32,8 +32,9 @@ from typing import Any, Literal
 
 from ctxcli.agent.prefix_policy import PrefixPolicy
 from ctxcli.agent.reducer import LIVE_PRESET, Api, Reducer
-from ctxcli.cost._claude_code import BlockMemo, message_blocks
+from ctxcli.cost._claude_code import message_blocks
 from ctxcli.cost._codex import item_blocks
+from ctxcli.cost.blocks import BlockMemo
 from ctxcli.cost.sequence import Block, Request, RequestSequence
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.pipeline.live_loop import record_digest

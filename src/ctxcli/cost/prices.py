@@ -24,16 +24,20 @@ explicit path)::
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from functools import reduce
 from operator import add
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ctxcli.core.errors import ConfigError
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = [
     "PRICES",
@@ -45,10 +49,17 @@ __all__ = [
     "input_price",
     "load_price_table",
     "resume_cost",
+    "sum_fields",
 ]
 
 Provider = Literal["anthropic", "openai"]
 MILLION = 1_000_000
+_Summed = TypeVar("_Summed", bound="DataclassInstance")
+
+
+def sum_fields(a: _Summed, b: _Summed) -> _Summed:
+    """Two dataclass values of one type added field by field (a field adds its own way)."""
+    return type(a)(*(getattr(a, f.name) + getattr(b, f.name) for f in fields(a)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +86,7 @@ class TokenUsage:
         return self.input + self.cache_read + self.cache_write
 
     def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input + other.input,
-            self.cache_read + other.cache_read,
-            self.cache_write_5m + other.cache_write_5m,
-            self.cache_write_1h + other.cache_write_1h,
-            self.output + other.output,
-        )
+        return sum_fields(self, other)
 
 
 class Priced(Protocol):
@@ -244,7 +249,8 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     """The built-in table, updated from ``path`` (or ``$CTX_PRICES``) when given.
 
     Raises:
-        ConfigError: the file cannot be read, or a price is not a number >= 0.
+        ConfigError: the file cannot be read or parsed, or a price is not a finite
+            number >= 0.
     """
     table = dict(PRICES)
     source = str(path or os.environ.get("CTX_PRICES") or "")
@@ -256,6 +262,10 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
         raise ConfigError(f"{source}: cannot read the price table ({exc.strerror}).") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{source}: invalid TOML ({exc}); fix the file.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{source}: invalid TOML (arrays or tables nested too deeply to read); fix the file."
+        ) from None
     prices = data.get("prices", data)
     if not isinstance(prices, dict):
         raise ConfigError(
@@ -335,11 +345,15 @@ def _provider_of(model: str) -> Provider:
 
 
 def _usd(source: str, key: str, value: Any) -> float:
-    """A price from the file: a number >= 0, else a ConfigError naming the key."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+    """A price from the file: a finite number >= 0, else a ConfigError naming the key.
+
+    TOML has ``nan`` and ``inf``: neither is a price (a ``nan`` bill is no bill).
+    """
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or value < 0:
         raise ConfigError(
-            f"{source}: {key} = {value!r} is invalid: must be a number of USD per million "
-            "tokens, >= 0."
+            f"{source}: {key} = {value!r} is invalid: must be a finite number of USD per "
+            "million tokens, >= 0."
         )
     return float(value)
 

@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ctxcli.core.errors import TranscriptError
+from ctxcli.core.model import IMAGE_TOKENS
 from ctxcli.cost._calls import claude_code_calls, codex_calls
 from ctxcli.cost._claude_code import claude_code_requests
 from ctxcli.cost._codex import codex_requests
@@ -42,8 +43,10 @@ __all__ = [
     "Replay",
     "ReplayedRequest",
     "SessionReplay",
+    "Sizer",
     "build_requests",
     "fit_calibration",
+    "price_request",
     "price_requests",
     "replay_session",
 ]
@@ -126,28 +129,53 @@ def _requests_of(lines: Lines, options: BuildOptions | None) -> RequestSequence:
     return RequestSequence(lines.name, fmt, "breakpoints", tuple(built))
 
 
-class _Sizer:
-    """Provider tokens of blocks: counted once per key, scaled by the calibration."""
+class Sizer:
+    """Provider tokens of blocks, the one sizing rule of the cache model's blocks.
 
-    def __init__(self, counter: TokenCounter) -> None:
-        self.counter = counter
-        self.counts: dict[bytes, int] = {}
+    A hidden block is the calibrated overhead; a block of exact size is its ``tokens``;
+    any other is our count of its text times the calibrated ratio. Each image a block
+    holds adds :data:`~ctxcli.core.model.IMAGE_TOKENS`.
+
+    Args:
+        count: our token count of a text.
+        calibration: hidden prompt tokens and token ratio (default: none, 1.0).
+        remember: keep each key's count (a replay meets the same blocks request after
+            request); off where ``count`` has its own bounded cache (the proxy, which
+            runs for days).
+    """
+
+    def __init__(
+        self,
+        count: Callable[[str], int],
+        calibration: Calibration | None = None,
+        *,
+        remember: bool = True,
+    ) -> None:
+        self.count = count
+        self.calibration = calibration or Calibration()
+        self.counts: dict[bytes, int] | None = {} if remember else None
 
     def ours(self, block: Block) -> int:
         """Our counter's tokens for a block's text (0 for hidden or exact blocks)."""
         if block.hidden or block.tokens is not None:
             return 0
+        if self.counts is None:
+            return self.count(block.text)
         n = self.counts.get(block.key)
         if n is None:
-            n = self.counts[block.key] = self.counter.count(block.text)
+            n = self.counts[block.key] = self.count(block.text)
         return n
 
-    def size(self, block: Block, calibration: Calibration) -> int:
+    def exact(self, block: Block) -> int:
+        """The tokens of a block that are not counted: its exact size and its images."""
+        return (0 if block.hidden else block.tokens or 0) + block.images * IMAGE_TOKENS
+
+    def __call__(self, block: Block) -> int:
+        """The block's size in provider tokens."""
         if block.hidden:
-            return calibration.overhead_tokens
-        if block.tokens is not None:
-            return block.tokens
-        return round(self.ours(block) * calibration.token_ratio)
+            return self.calibration.overhead_tokens + self.exact(block)
+        ours = round(self.ours(block) * self.calibration.token_ratio)
+        return ours + self.exact(block)
 
 
 def fit_calibration(sequence: RequestSequence, counter: TokenCounter) -> Calibration:
@@ -157,13 +185,13 @@ def fit_calibration(sequence: RequestSequence, counter: TokenCounter) -> Calibra
     ours + exact``, where ``ours`` is our count of its message text and ``exact`` the
     blocks of known size. Requests without a recorded usage are left out.
     """
-    sizer = _Sizer(counter)
+    sizer = Sizer(counter.count)
     xs: list[float] = []
     ys: list[float] = []
     for request in sequence.requests:
         if request.recorded is None:
             continue
-        exact = sum(b.tokens or 0 for b in request.blocks if not b.hidden)
+        exact = sum(sizer.exact(b) for b in request.blocks)
         xs.append(float(sum(sizer.ours(b) for b in request.blocks)))
         ys.append(float(request.recorded.input_total - exact))
     overhead, ratio = _line_fit(xs, ys)
@@ -210,18 +238,34 @@ def price_requests(
         warm_client_prompt: the client's hidden prompt is in the cache when the
             session starts (written by the user's other sessions).
     """
-    calibration = calibration or Calibration()
     table = prices if prices is not None else load_price_table()
     automatic = sequence.caching == "automatic"
     cache = PromptCache(policy or (CachePolicy.openai() if automatic else CachePolicy.anthropic()))
-    sizer = _Sizer(counter)
+    sizer = Sizer(counter.count, calibration)
     out: list[ReplayedRequest] = []
     for n, request in enumerate(sequence.requests):
-        blocks = _cache_blocks(request, lambda b: sizer.size(b, calibration))
         if n == 0 and warm_client_prompt:
-            cache.send(blocks[:1], request.at)  # the hidden prompt comes first
-        out.append(_priced(request, cache.send(blocks, request.at), table))
-    return Replay(tuple(out), calibration)
+            hidden = _cache_blocks(request, sizer)[:1]  # the hidden prompt comes first
+            cache.send(hidden, request.at)
+        out.append(price_request(cache, request, sizer, table))
+    return Replay(tuple(out), sizer.calibration)
+
+
+def price_request(
+    cache: PromptCache, request: Request, size: Callable[[Block], int], table: PriceTable
+) -> ReplayedRequest:
+    """Send one request through ``cache`` (it learns what it wrote) and price it.
+
+    The step of :func:`price_requests`, and of the proxy's meter on each request it forwards.
+
+    Args:
+        cache: the prompt cache the request meets.
+        request: its blocks and breakpoints; ``at`` its time, ``model`` its prices.
+        size: provider tokens of a block (see :class:`Sizer`).
+        table: the price table.
+    """
+    outcome = cache.send(_cache_blocks(request, size), request.at)
+    return _priced(request, outcome, table)
 
 
 def _cache_blocks(request: Request, size: Callable[[Block], int]) -> list[CacheBlock]:

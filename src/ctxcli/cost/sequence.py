@@ -44,12 +44,15 @@ class Block:
             made them); then ``text`` is not counted.
         hidden: the client's own prompt (system prompt, tool definitions) that the file
             does not hold; its size is the calibrated overhead.
+        images: the images it holds, each :data:`~ctxcli.core.model.IMAGE_TOKENS`
+            besides its text (the provider sizes an image by its pixels, not its bytes).
     """
 
     key: bytes
     text: str = ""
     tokens: int | None = None
     hidden: bool = False
+    images: int = 0
 
 
 @dataclass(frozen=True, slots=True)

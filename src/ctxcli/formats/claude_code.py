@@ -35,7 +35,7 @@ from typing import Any
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Message, TextSpan
-from ctxcli.core.usage import response_key, usage_of, usage_stub
+from ctxcli.core.usage import tracker_key, usage_of, usage_stub
 from ctxcli.formats.anthropic import (
     blocks_from_content,
     call_input,
@@ -202,7 +202,7 @@ class ClaudeCode(Format):
             data = rec.orig.data if rec.orig is not None else rec.data
             if usage_of(data) is None:
                 continue
-            pair = response_key(data)
+            pair = tracker_key(data)
             if pair is not None:
                 if pair in seen:
                     continue  # trackers count only the first record of a response

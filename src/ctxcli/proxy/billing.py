@@ -1,89 +1,92 @@
-"""What the proxy's requests are billed: the cost instrument's cache model and price table.
+"""What the proxy's requests are billed: the cost instrument's blocks, cache model and prices.
 
 Each request is priced twice, as it was sent and as the client wrote it, each through its
 own :class:`~ctxcli.cost.cache.PromptCache` (per API family and model: Anthropic's
 breakpoints, OpenAI's automatic caching) at the request's model's prices from the one
-price table (:mod:`ctxcli.cost.prices`). So ``/stats`` reports what ``ctx cost`` would
-charge for the same requests: the input side of the bill (the output is the same either
-way). A model the table does not know is priced as :data:`FALLBACK_MODEL` of its family.
+price table (:mod:`ctxcli.cost.prices`). The body is cut into blocks by
+:func:`ctxcli.cost.blocks.body_request`, sized by :class:`ctxcli.cost.replay.Sizer` and
+priced by :func:`ctxcli.cost.replay.price_request`: the rules ``ctx cost`` prices a
+session's requests with. So ``/stats`` reports what ``ctx cost`` would charge for the same
+requests: the input side of the bill (the output is the same either way). A model the
+table does not know is priced as :data:`FALLBACK_MODEL` of its family.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
-from ctxcli.cost.prices import ModelPrice, PriceTable, TokenUsage
-from ctxcli.proxy.shapes import Block
+from ctxcli.cost.cache import CachePolicy, PromptCache
+from ctxcli.cost.prices import ModelPrice, PriceTable, TokenUsage, sum_fields
+from ctxcli.cost.replay import ReplayedRequest, Sizer, price_request
+from ctxcli.cost.sequence import Request
 
-__all__ = ["FALLBACK_MODEL", "Bill", "Meter", "cache_blocks"]
+__all__ = ["FALLBACK_MODEL", "Bill", "Meter"]
 
 FALLBACK_MODEL = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-5"}
 """The model whose prices stand in for one the price table does not know, by family."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bill:
     """Input tokens of one or more requests, split as the provider bills them, and dollars.
 
+    Bills add up (``a + b``) field by field, the tokens as :class:`~ctxcli.cost.prices.
+    TokenUsage` adds them.
+
     Attributes:
+        usage: the input tokens by kind (uncached, cache read, cache writes).
+        requests: the requests billed.
         billed_tokens: what was billed, in uncached-input tokens of the same price.
         usd: what was billed, in US dollars (input side only).
         busts: requests whose cached prefix collapsed (see :class:`~ctxcli.cost.cache.
             PromptCache`).
     """
 
-    input_tokens: int = 0
-    cache_read: int = 0
-    cache_write: int = 0
-    uncached: int = 0
+    usage: TokenUsage = field(default_factory=TokenUsage)
     requests: int = 0
     billed_tokens: float = 0.0
     usd: float = 0.0
     busts: int = 0
 
     @classmethod
-    def of(cls, outcome: CacheOutcome, price: ModelPrice) -> Bill:
-        """The bill of one request the cache model priced."""
-        usage = TokenUsage(
-            outcome.uncached, outcome.cache_read, outcome.cache_write_5m, outcome.cache_write_1h
-        )
-        usd = price.usd(usage)
+    def of(cls, priced: ReplayedRequest, price: ModelPrice) -> Bill:
+        """The bill of one request the cost instrument priced at ``price``."""
+        usd = priced.usd or 0.0
         return cls(
-            input_tokens=outcome.input_tokens,
-            cache_read=outcome.cache_read,
-            cache_write=usage.cache_write,
-            uncached=outcome.uncached,
+            usage=priced.usage,
             requests=1,
             billed_tokens=usd * 1_000_000 / price.input if price.input else 0.0,
             usd=usd,
-            busts=int(outcome.bust),
+            busts=int(priced.bust),
         )
 
-    def add(self, other: Bill) -> None:
-        """Add ``other``'s tokens, requests and dollars to this bill."""
-        self.input_tokens += other.input_tokens
-        self.cache_read += other.cache_read
-        self.cache_write += other.cache_write
-        self.uncached += other.uncached
-        self.requests += other.requests
-        self.billed_tokens += other.billed_tokens
-        self.usd += other.usd
-        self.busts += other.busts
+    def __add__(self, other: Bill) -> Bill:
+        return sum_fields(self, other)
+
+    @property
+    def input_tokens(self) -> int:
+        """All input tokens: uncached, read and written."""
+        return self.usage.input_total
+
+    @property
+    def cache_read(self) -> int:
+        """Input tokens read from the cache."""
+        return self.usage.cache_read
 
     def as_dict(self) -> dict[str, Any]:
-        """Return the bill as JSON-able data, rounded."""
-        out: dict[str, Any] = asdict(self)
-        out["billed_tokens"] = round(self.billed_tokens, 1)
-        out["usd"] = round(self.usd, 6)
-        return out
-
-
-def cache_blocks(blocks: Sequence[Block], count: Callable[[str], int]) -> list[CacheBlock]:
-    """The blocks of a request as the cache model sees them (tokens by ``count``)."""
-    return [CacheBlock(b.key, count(b.text), b.breakpoint) for b in blocks]
+        """The bill as ``/stats`` shows it."""
+        return {
+            "input_tokens": self.usage.input_total,
+            "cache_read": self.usage.cache_read,
+            "cache_write": self.usage.cache_write,
+            "uncached": self.usage.input,
+            "requests": self.requests,
+            "billed_tokens": round(self.billed_tokens, 1),
+            "usd": round(self.usd, 6),
+            "busts": self.busts,
+        }
 
 
 class Meter:
@@ -91,12 +94,12 @@ class Meter:
 
     Args:
         table: the price table.
-        count: tokens of a block's text.
+        count: tokens of a block's text (a bounded cache of its own: the meter keeps none).
     """
 
     def __init__(self, table: PriceTable, count: Callable[[str], int]) -> None:
         self.table = table
-        self.count = count
+        self.size = Sizer(count, remember=False)
         self._caches: dict[tuple[str, str, bool], PromptCache] = {}
 
     def price_of(self, family: str, model: str | None) -> tuple[str, ModelPrice]:
@@ -109,14 +112,17 @@ class Meter:
         assert known is not None, f"the price table lost {fallback}"
         return fallback, known
 
-    def price(
-        self, family: str, model: str | None, blocks: Sequence[Block], *, sent: bool, at: float
-    ) -> Bill:
-        """Bill one request (``sent``: as the proxy sent it, else as the client wrote it)."""
-        key = (family, model or "", sent)
+    def price(self, family: str, request: Request, *, sent: bool) -> Bill:
+        """Bill one request (``sent``: as the proxy sent it, else as the client wrote it).
+
+        ``request`` is the body cut into blocks (:func:`ctxcli.cost.blocks.body_request`),
+        with its time; it meets the cache of its family, model and side.
+        """
+        key = (family, request.model or "", sent)
         cache = self._caches.get(key)
         if cache is None:
             policy = CachePolicy.anthropic() if family == "anthropic" else CachePolicy.openai()
             cache = self._caches[key] = PromptCache(policy)
-        outcome = cache.send(cache_blocks(blocks, self.count), at=at)
-        return Bill.of(outcome, self.price_of(family, model)[1])
+        name, price = self.price_of(family, request.model)
+        priced = price_request(cache, replace(request, model=name), self.size, self.table)
+        return Bill.of(priced, price)

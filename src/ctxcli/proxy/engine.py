@@ -22,6 +22,7 @@ from typing import Any
 
 from ctxcli.agent.prefix_policy import PrefixPolicy
 from ctxcli.agent.reducer import LIVE_PRESET, Reducer
+from ctxcli.cost.blocks import body_request
 from ctxcli.cost.prices import load_price_table
 from ctxcli.pipeline.config import load_config
 from ctxcli.proxy.billing import Bill, Meter
@@ -32,12 +33,7 @@ from ctxcli.proxy.conversations import (
     decide,
 )
 from ctxcli.proxy.routes import Provider, check_settings
-from ctxcli.proxy.shapes import (
-    Api,
-    conversation_key,
-    history_key,
-    prompt_blocks,
-)
+from ctxcli.proxy.shapes import MAX_NESTING, Api, conversation_key, history_key, nests_deeper
 from ctxcli.services.dirs import cache_dir, private_dir
 from ctxcli.services.tokens.engines import load_engine
 
@@ -266,13 +262,31 @@ class ProxyCore:
         )
 
     def prepare(self, api: Api, raw: bytes) -> Prepared:
-        """The body to forward for ``raw``; never raises for a body it cannot handle."""
+        """The body to forward for ``raw``; never raises for a body it cannot handle.
+
+        A body ctx cannot read (not JSON, nested deeper than it reads, a value its JSON
+        encoder refuses such as a lone surrogate) goes out as the client wrote it, with one
+        warning: the API, not the proxy, answers it.
+        """
+        try:
+            return self._prepare(api, raw)
+        except Exception as exc:  # the client's request must reach the API whatever ctx made of it
+            return self._passthrough(raw, f"ctx cannot read it ({type(exc).__name__}: {exc})")
+
+    def _prepare(self, api: Api, raw: bytes) -> Prepared:
         try:
             body = json.loads(raw)
         except ValueError:
             return self._passthrough(raw, "the request body is not JSON")
+        except RecursionError:  # deeper than Python's parser goes (~1,000 levels)
+            return self._passthrough(raw, "the request body nests too deeply to parse")
         if not isinstance(body, dict):
             return self._passthrough(raw, "the request body is not a JSON object")
+        if nests_deeper(body):
+            return self._passthrough(
+                raw,
+                f"its history, system or tools nest deeper than the {MAX_NESTING} levels ctx reads",
+            )
         field_name = history_key(api)
         history = body.get(field_name)
         key = conversation_key(body, api)
@@ -314,14 +328,13 @@ class ProxyCore:
         key: str,
         number: int = 0,
     ) -> Prepared:
-        original_blocks = prompt_blocks(body, api)
-        sent_blocks = prompt_blocks(out_body, api)
-        family = "anthropic" if api == "anthropic" else "openai"
-        model = body.get("model") if isinstance(body.get("model"), str) else None
         at = self.clock()
+        original = body_request(body, api, at=at)
+        sent = original if out_body is body else body_request(out_body, api, at=at)
+        family = "anthropic" if api == "anthropic" else "openai"
         with self._lock:
-            without = self.meter.price(family, model, original_blocks, sent=False, at=at)
-            with_ = self.meter.price(family, model, sent_blocks, sent=True, at=at)
+            without = self.meter.price(family, original, sent=False)
+            with_ = self.meter.price(family, sent, sent=True)
             record = RequestRecord(
                 api=api,
                 conversation=key,
@@ -330,7 +343,7 @@ class ProxyCore:
                 tokens_sent=with_.input_tokens,
                 with_proxy=with_,
                 without_proxy=without,
-                priced_as=self.meter.price_of(family, model)[0],
+                priced_as=self.meter.price_of(family, original.model)[0],
             )
             if decision is not None:
                 record.reused = decision.reused
@@ -345,8 +358,8 @@ class ProxyCore:
             self.totals["tokens_in"] += record.tokens_in
             self.totals["tokens_sent"] += record.tokens_sent
             bills = self.bills.setdefault(api, {"with_proxy": Bill(), "without_proxy": Bill()})
-            bills["with_proxy"].add(with_)
-            bills["without_proxy"].add(without)
+            bills["with_proxy"] += with_
+            bills["without_proxy"] += without
             self.records.append(record)
             del self.records[: -self.max_records]
         if self.log is not None:

@@ -1,34 +1,34 @@
 """What the proxy needs to know about the three request shapes it speaks.
 
 Anthropic Messages (``/v1/messages``), OpenAI Chat Completions (``/v1/chat/completions``) and
-OpenAI Responses (``/v1/responses``): where the history is, how a request is cut into the
-blocks that prompt caching sees (in the order the provider hashes them: tools, system,
-messages), which blocks carry a ``cache_control`` breakpoint, and how a conversation is
-recognised from one request to the next.
+OpenAI Responses (``/v1/responses``): where the history is, which blocks carry a
+``cache_control`` breakpoint and where the proxy puts them, and how a conversation is
+recognised from one request to the next. How a request is cut into the blocks prompt
+caching sees, for its price, is the cost instrument's rule (:mod:`ctxcli.cost.blocks`).
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import orjson
 
+from ctxcli.cost.blocks import without_cache_control
+
 __all__ = [
     "Api",
-    "Block",
     "MAX_BREAKPOINTS",
+    "MAX_NESTING",
     "breakpoint_positions",
     "canonical",
     "conversation_key",
     "digest",
     "history_key",
     "mark_breakpoint",
+    "nests_deeper",
     "place_breakpoints",
-    "prompt_blocks",
     "strip_cache_control",
 ]
 
@@ -39,10 +39,34 @@ MAX_BREAKPOINTS = 4
 
 _NO_BREAKPOINT_TYPES = frozenset({"thinking", "redacted_thinking"})
 
+MAX_NESTING = 200
+"""The deepest the parts of a request the proxy reads may nest (its JSON encoder stops at
+254 levels); a deeper request is forwarded as it came."""
+
+_READ_FIELDS = ("messages", "input", "system", "instructions", "tools")
+
+
+def nests_deeper(body: dict[str, Any], limit: int = MAX_NESTING) -> bool:
+    """True if the history, system prompt or tools of ``body`` nest over ``limit`` levels.
+
+    Levels of lists and objects, walked level by level: no recursion, whatever the depth.
+    """
+    level = [body.get(name) for name in _READ_FIELDS]
+    for _ in range(limit):
+        level = [
+            child
+            for value in level
+            if isinstance(value, dict | list)
+            for child in (value.values() if isinstance(value, dict) else value)
+        ]
+        if not level:
+            return False
+    return any(isinstance(value, dict | list) for value in level)
+
 
 def canonical(value: Any) -> bytes:
     """Stable bytes for a JSON value, ``cache_control`` left out (it moves between requests)."""
-    return orjson.dumps(_without_cache_control(value), option=orjson.OPT_SORT_KEYS)
+    return orjson.dumps(without_cache_control(value), option=orjson.OPT_SORT_KEYS)
 
 
 def digest(value: Any) -> str:
@@ -50,85 +74,14 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical(value)).hexdigest()[:32]
 
 
-def _without_cache_control(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
-    if isinstance(value, list):
-        return [_without_cache_control(v) for v in value]
-    return value
-
-
 def strip_cache_control(messages: list[Any]) -> list[Any]:
     """A deep copy of ``messages`` without any ``cache_control`` field."""
-    return [_without_cache_control(m) for m in messages]
-
-
-@dataclass(frozen=True)
-class Block:
-    """One unit of a prompt as prompt caching sees it.
-
-    Attributes:
-        key: bytes that identify the block and its place (role at a message start).
-        text: what is counted as its tokens.
-        breakpoint: the TTL of its ``cache_control`` (``"5m"`` or ``"1h"``), None without.
-    """
-
-    key: bytes
-    text: str
-    breakpoint: Literal["5m", "1h"] | None
+    return [without_cache_control(m) for m in messages]
 
 
 def history_key(api: Api) -> str:
     """The body field holding the conversation."""
     return "input" if api == "openai_responses" else "messages"
-
-
-def prompt_blocks(body: dict[str, Any], api: Api) -> list[Block]:
-    """The blocks of a request body in cache order (tools, system, messages)."""
-    return list(_iter_blocks(body, api))
-
-
-def _block(value: Any, prefix: bytes = b"") -> Block:
-    raw = canonical(value)
-    control = value.get("cache_control") if isinstance(value, dict) else None
-    bp: Literal["5m", "1h"] | None = None
-    if control is not None:
-        bp = "1h" if isinstance(control, dict) and control.get("ttl") == "1h" else "5m"
-    return Block(prefix + raw, raw.decode(), bp)
-
-
-def _iter_blocks(body: dict[str, Any], api: Api) -> Iterator[Block]:
-    for tool in body.get("tools") or []:
-        yield _block(tool, b"tool:")
-    if api == "anthropic":
-        system = body.get("system")
-        if isinstance(system, str) and system:
-            yield _block({"type": "text", "text": system}, b"system:")
-        elif isinstance(system, list):
-            for item in system:
-                yield _block(item, b"system:")
-    elif api == "openai_responses" and body.get("instructions"):
-        yield _block({"instructions": body["instructions"]}, b"system:")
-    history = body.get(history_key(api))
-    if isinstance(history, str):
-        history = [{"role": "user", "content": history}]
-    for msg in history or []:
-        yield from _message_blocks(msg)
-
-
-def _message_blocks(msg: Any) -> Iterator[Block]:
-    if not isinstance(msg, dict):
-        yield _block(msg, b"item:")
-        return
-    role = str(msg.get("role", msg.get("type", "")))
-    content = msg.get("content")
-    head = {k: v for k, v in msg.items() if k != "content"}
-    if isinstance(content, list) and content:
-        for i, part in enumerate(content):
-            prefix = b"msg:" + canonical(head) + b":" if i == 0 else b"part:"
-            yield _block(part, prefix)
-    else:
-        yield _block(msg, b"msg:" + role.encode() + b":")
 
 
 def conversation_key(body: dict[str, Any], api: Api) -> str | None:

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
-from ctxcli.core.usage import response_key, usage_of
+from ctxcli.core.usage import tracker_key, usage_of
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 
 __all__ = ["CONTEXT_FIELDS", "UpdateUsageOptions", "update_usage"]
@@ -101,9 +101,9 @@ def _claude_code(
     old = sum(v for f in CONTEXT_FIELDS if isinstance(v := usage.get(f), int))
     if old <= opts.above_share * opts.context_window_tokens:
         return StageResult(conv, counters, (f"{old} tokens saved: no client compacts on it",))
-    pair = response_key(data)
+    pair = tracker_key(data)
     first = next(
-        (r.key for r in conv.records if isinstance(r.data, dict) and response_key(r.data) == pair),
+        (r.key for r in conv.records if isinstance(r.data, dict) and tracker_key(r.data) == pair),
         last,
     )
     if pair is None or first == last:

@@ -275,36 +275,68 @@ def _key(value: Any) -> str:
     return json.dumps(_plain(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+IMAGE_TOKENS = 1600
+"""What the fake bills for an image, whatever its bytes (the provider sizes it by its pixels)."""
+
+
+def read_tokens(value: Any) -> int:
+    """cl100k tokens of what the model reads of one block (a string is a text).
+
+    Text, thinking: the text; a tool call: its name and its input's JSON; a tool result: its
+    text, and each image in it; an image: :data:`IMAGE_TOKENS`; anything else (a tool
+    definition): its JSON.
+    """
+    if isinstance(value, str):
+        return _COUNT(value)
+    kind = value.get("type") if isinstance(value, dict) else None
+    if kind == "text":
+        return _COUNT(str(value.get("text", "")))
+    if kind == "thinking":
+        return _COUNT(str(value.get("thinking", "")))
+    if kind == "image":
+        return IMAGE_TOKENS
+    if kind == "tool_use":
+        args = json.dumps(value.get("input"), separators=(",", ":"), ensure_ascii=False)
+        return _COUNT(f"{value.get('name', '')}\n{args}")
+    if kind == "tool_result":
+        content = value.get("content")
+        if isinstance(content, str):
+            return _COUNT(content)
+        parts = [p for p in content or [] if isinstance(p, dict)]
+        images = sum(1 for p in parts if p.get("type") == "image")
+        texts = "\n".join(str(p["text"]) for p in parts if "text" in p)
+        return _COUNT(texts) + IMAGE_TOKENS * images
+    return _COUNT(_key(value))
+
+
 def cache_blocks(body: dict[str, Any]) -> list[tuple[bytes, int, bool]]:
     """(identity, cl100k tokens, has a breakpoint) of every block, in cache order.
 
-    A block is each tool, each system block, each content block; a message whose content
-    is a string is one block. Its tokens are those of its JSON (sorted keys, no
-    ``cache_control``).
+    A block is each tool, each system block, each content block of a message, known by its
+    role and its JSON (a string content is the text block it stands for). Its tokens are
+    those of what the model reads of it (:func:`read_tokens`).
     """
     out: list[tuple[bytes, int, bool]] = []
 
     def add(tag: str, value: Any) -> None:
-        text = _key(value)
         bp = isinstance(value, dict) and "cache_control" in value
-        out.append(((tag + text).encode(), _COUNT(text), bp))
+        out.append(((tag + _key(value)).encode(), read_tokens(value), bp))
 
     for tool in body.get("tools") or []:
         add("tool", tool)
     system = body.get("system")
     if isinstance(system, str) and system:
-        add("system", {"type": "text", "text": system})
+        add("system", system)
     elif isinstance(system, list):
         for item in system:
             add("system", item)
     for msg in body.get("messages") or []:
         content = msg.get("content")
-        if isinstance(content, list) and content:
-            head = {k: v for k, v in msg.items() if k != "content"}
-            for i, part in enumerate(content):
-                add("m" + _key(head) if i == 0 else "p", part)
-        else:
-            add("m" + str(msg.get("role")), msg)
+        # A string content is the text block it stands for: the same tokens to the model.
+        if isinstance(content, str):
+            content = [{"type": "text", "text": content}] if content else []
+        for part in content if isinstance(content, list) else []:
+            add(str(msg.get("role")), part)
     return out
 
 

@@ -244,7 +244,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             body: Any = json.loads(raw) if raw else None
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested deeper than json parses
             body = raw.decode("utf-8", "replace")
         headers = {
             k.lower(): ("<redacted>" if k.lower() in CREDENTIALS else v)
