@@ -76,21 +76,6 @@ class OutRecord:
         return self.data
 
 
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One pairing problem, with the line it is on."""
-
-    line: int | None
-    kind: str
-    call_id: str | None
-    message: str
-
-    def render(self, path: str) -> str:
-        """``path:line: message``."""
-        where = f"{path}:{self.line}" if self.line is not None else path
-        return f"{where}: {self.message}"
-
-
 class Resumable:
     """Opt-in for files that grow and sessions that are resumed from them.
 
@@ -141,6 +126,11 @@ class Format(LazyTexts, Resumable):
     skips_invalid_lines: ClassVar[bool] = False
     """True when the format's own client reads past a line that is not JSON (Claude
     Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
+    client: ClassVar[str] = ""
+    """The agent client that writes this format's files and resumes sessions from them
+    ("Claude Code", "Codex"; empty for a transcript no client resumes). ``ctx doctor``,
+    ``ctx cost`` and ``ctx sessions`` read a client's files
+    (:mod:`ctxcli.formats.clients`), and ``ctx doctor`` runs that client's rules."""
 
     # -- the required core -------------------------------------------------------------
 
@@ -173,10 +163,6 @@ class Format(LazyTexts, Resumable):
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
         """Whether a record the model never sees stays, given its preceding message's fate."""
         return anchor_kept
-
-    def check(self, doc: Document) -> list[Problem]:
-        """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
-        return []
 
     # -- shared machinery --------------------------------------------------------------
 
@@ -258,10 +244,17 @@ class Format(LazyTexts, Resumable):
             return OnInvalid.KEEP if self.skips_invalid_lines else OnInvalid.ERROR
         return on_invalid
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
-        """Attach messages to parsed records."""
+    def build(
+        self, raw: Input, path: str, records: list[Record], *, whole_texts: bool = False
+    ) -> Document:
+        """Attach messages to parsed records.
+
+        ``whole_texts``: leave no text in the input, even in a format with
+        :attr:`lazy_texts`, for a reader of the records' data (``ctx doctor``'s rules
+        and repairs read and write records as parsed).
+        """
         warnings: list[str] = []
-        pages = Pages(raw) if self.lazy_texts else None
+        pages = Pages(raw) if self.lazy_texts and not whole_texts else None
         seen: dict[str, str] | None = {} if self.shares_strings else None
         for key, rec in enumerate(records):
             if rec.invalid is not None:

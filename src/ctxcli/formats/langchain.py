@@ -102,14 +102,16 @@ class LangChain(Format):
             return False
         return any(_shape(r)[0] is not None for r in records)
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
+    def build(
+        self, raw: Input, path: str, records: list[Record], *, whole_texts: bool = False
+    ) -> Document:
         require_recognised(
             records,
             path,
             lambda d: _shape(d)[0] is not None,
             'a LangChain message ({"type", "data"} or {"lc": 1, "type": "constructor"})',
         )
-        return super().build(raw, path, records)
+        return super().build(raw, path, records, whole_texts=whole_texts)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
         if not isinstance(data, dict):

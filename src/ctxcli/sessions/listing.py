@@ -26,6 +26,7 @@ from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table, resume_cost
 from ctxcli.cost.recorded import recorded_cost
+from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
@@ -41,7 +42,7 @@ from ctxcli.sessions.discover import (
     session_project,
     short_ids,
 )
-from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
+from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose_file
 
 CACHE_NAME = "sessions-v2.json"
 _SKIP_PROMPT = ("<environment_context>", "<user_instructions>", "# AGENTS.md", "<command-")
@@ -109,7 +110,7 @@ def _one_line(text: str | None, width: int = 120) -> str | None:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def scan_metadata(raw: bytes) -> dict[str, Any]:
+def scan_metadata(file: ClientFile) -> dict[str, Any]:
     """Records, the largest line, first prompt, summary, branch, model, creation time."""
     meta: dict[str, Any] = {
         "records": 0,
@@ -121,18 +122,15 @@ def scan_metadata(raw: bytes) -> dict[str, Any]:
         "model": None,
         "created": None,
     }
-    for no, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for rec in file.records:
+        if rec.data is None and rec.invalid is None:
+            continue  # a blank line
         meta["records"] += 1
-        if len(line) > meta["largest_line_bytes"]:
-            meta["largest_line_bytes"], meta["largest_line"] = len(line), no
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(data, dict):
-            _note(meta, data)
+        size = len(rec.body)
+        if size > meta["largest_line_bytes"]:
+            meta["largest_line_bytes"], meta["largest_line"] = size, rec.line
+        if isinstance(rec.data, dict):
+            _note(meta, rec.data)
     return meta
 
 
@@ -189,10 +187,11 @@ def scan_session(
     counted with the configured tokenizer.
     """
     raw = api.read_input(str(session.path))
-    meta = scan_metadata(raw)
-    meta["usage"] = recorded_usage(raw)
-    _agent, problems = diagnose(raw, max_line_bytes=max_line_bytes)
-    meta["health"] = sorted({p.kind for p in problems})
+    file = read_client_file(raw, str(session.path))  # read once: metadata, bill, health
+    meta = scan_metadata(file)
+    meta["usage"] = recorded_usage(file)
+    found = diagnose_file(file, max_line_bytes=max_line_bytes)
+    meta["health"] = sorted({p.kind for p in found.problems})
     preset = preset_for(session.agent)
     meta["preset"] = preset
     cfg = config or load_config(preset=preset)
@@ -215,7 +214,7 @@ def scan_session(
     return meta
 
 
-def recorded_usage(raw: bytes) -> dict[str, list[int]]:
+def recorded_usage(file: ClientFile) -> dict[str, list[int]]:
     """The tokens a session's API responses billed, summed by model (each response once).
 
     :func:`ctxcli.cost.recorded.recorded_cost` reads them; tokens, not dollars, so the
@@ -223,7 +222,7 @@ def recorded_usage(raw: bytes) -> dict[str, list[int]]:
     in order. A file that records no usage has none (an empty dict).
     """
     try:
-        bill = recorded_cost(raw.splitlines(), prices=PriceTable({}))
+        bill = recorded_cost(file, prices=PriceTable({}))
     except CtxError:
         return {}
     by_model: dict[str, TokenUsage] = {}
