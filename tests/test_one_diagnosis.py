@@ -128,3 +128,35 @@ def test_one_pairing_rule_for_validate_doctor_and_stages(
     empty = Conversation(())
     worse = validity_problems(empty, conv)
     assert bool(worse) == bool(expected)
+
+
+# -- issue 41 item 18: a JSON document of a format ctx does not know ------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "what"),
+    [
+        ('{\n  "foo": [1]\n}\n', "a JSON object (keys: foo)"),
+        # Cline's ui_messages.json: an array of {ts, type, say, text}, pretty-printed.
+        (
+            '[\n  {\n    "ts": 1, "type": "say", "say": "text", "text": "hi"\n  }\n]\n',
+            "a JSON array of 1 item",
+        ),  # fmt: skip
+    ],
+)
+@pytest.mark.parametrize("command", ["validate", "stats", "reduce"])
+def test_a_json_document_of_another_format_is_named_so(
+    text: str, what: str, command: str, tmp_path: Path
+) -> None:
+    path = tmp_path / "ui_messages.json"
+    path.write_text(text, encoding="utf-8")
+    args = [
+        command,
+        str(path),
+        *(["-o", str(tmp_path / "out.json")] if command == "reduce" else []),
+    ]
+    err = invoke(args, code=2).stderr
+    assert err.startswith(f"ctx: error: {path}: not a transcript format ctx reads: {what}")
+    assert "claude_code, codex" in err and "openhands_output" in err
+    assert "--on-invalid" not in err and "fix the line" not in err
+    assert not (tmp_path / "out.json").exists()
