@@ -136,7 +136,7 @@ def test_one_pairing_rule_for_validate_doctor_and_stages(
 @pytest.mark.parametrize(
     ("text", "what"),
     [
-        ('{\n  "foo": [1]\n}\n', "a JSON object (keys: foo)"),
+        ('{\n  "foo": [1]\n}\n', "a JSON object (keys: 'foo')"),
         # Cline's ui_messages.json: an array of {ts, type, say, text}, pretty-printed.
         (
             '[\n  {\n    "ts": 1, "type": "say", "say": "text", "text": "hi"\n  }\n]\n',

@@ -12,7 +12,14 @@ import typer
 from ctxcli import api
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.cli.sessions import (
+    LastOpt,
+    LiveSecondsOpt,
+    ProjectOpt,
+    SessionOpt,
+    printable,
+    session_input,
+)
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.diagnose import Problem, envelope
 
@@ -129,19 +136,18 @@ def doctor(
 def _render(
     path: str, fixed: list[Problem], problems: list[Problem], entry: dict[str, Any]
 ) -> None:
-    for p in fixed:
-        sys.stderr.write(f"ctx: fixed: {p.render(path)}\n")
-    for note in entry.get("notes", []):
-        sys.stderr.write(f"ctx: {path}: {note}\n")
-    for p in problems:
-        sys.stderr.write(p.render(path) + _warning(p) + "\n")
+    lines = [f"ctx: fixed: {p.render(path)}" for p in fixed]
+    lines += [f"ctx: {path}: {note}" for note in entry.get("notes", [])]
+    lines += [p.render(path) + _warning(p) for p in problems]
     if entry.get("offload_dir"):
-        sys.stderr.write(
+        lines.append(
             f"ctx: {path}: repaired; the originals are in {entry['offload_dir']}; "
-            f"undo with: ctx restore {path} --in-place\n"
+            f"undo with: ctx restore {path} --in-place"
         )
     elif entry["valid"]:
-        sys.stderr.write(f"ctx: {path}: healthy\n")
+        lines.append(f"ctx: {path}: healthy")
+    for line in lines:
+        sys.stderr.write(printable(line) + "\n")
 
 
 def _render_rules(results: list[dict[str, Any]]) -> None:

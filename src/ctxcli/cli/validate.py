@@ -21,7 +21,7 @@ from ctxcli.cli.options import (
     check_on_invalid,
     one_input,
 )
-from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, printable, session_input
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Diagnosis, envelope
 
@@ -107,9 +107,9 @@ def _show(results: list[tuple[str, Diagnosis | CtxError]], *, json: bool) -> int
             code = max(code, ExitCode.CHECK_FAILED)
         if not json:
             for p in found.problems:
-                sys.stderr.write(p.render(path) + "\n")
+                sys.stderr.write(printable(p.render(path)) + "\n")
             if found.valid:
-                sys.stderr.write(f"ctx: {path}: valid\n")
+                sys.stderr.write(f"ctx: {printable(path)}: valid\n")
     if json:
         console.write_stdout(orjson.dumps(envelope(entries)) + b"\n")
     else:

@@ -219,7 +219,7 @@ def _refuse_other_document(raw: Input, path: str, head: list[Record]) -> None:
     except orjson.JSONDecodeError:
         return
     if isinstance(value, dict):
-        keys = ", ".join(list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        keys = ", ".join(repr(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
         what = f"a JSON object (keys: {keys})" if value else "an empty JSON object"
     elif isinstance(value, list):
         what = f"a JSON array of {len(value):,} item{'s' * (len(value) != 1)}"

@@ -14,12 +14,13 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, astuple, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxcli import api
 from ctxcli._version import __version__
@@ -242,6 +243,44 @@ def recorded_usd(usage: dict[str, list[int]], prices: PriceTable) -> float | Non
     return sum(price.usd(u) for price, u in priced) if priced else None
 
 
+_Count = Annotated[int, Field(ge=0)]
+
+
+class ScanEntry(BaseModel):
+    """What :func:`scan_session` found in one file, as the cache keeps it.
+
+    A cache entry is read back through this model: one of another shape (a field of the
+    wrong type, written by hand or by another build) is dropped and the file read again,
+    never carried into a row (where it failed every listing until the cache was deleted).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    records: _Count
+    largest_line_bytes: _Count
+    largest_line: _Count | None
+    first_prompt: str | None
+    summary: str | None
+    git_branch: str | None
+    model: str | None
+    created: str | None
+    usage: dict[str, list[_Count]]
+    health: list[str]
+    preset: str | None
+    tokens: _Count | None
+    resume_tokens_before: _Count | None
+    resume_tokens_after: _Count | None
+    error: str | None
+
+    @field_validator("usage")
+    @classmethod
+    def _usage_fields(cls, usage: dict[str, list[int]]) -> dict[str, list[int]]:
+        width = len(fields(TokenUsage))
+        if any(len(tokens) != width for tokens in usage.values()):
+            raise ValueError(f"each model's usage holds {width} token counts")
+        return usage
+
+
 class ScanCache:
     """The per-file scan results, keyed by path, size, mtime and counting mode."""
 
@@ -254,15 +293,24 @@ class ScanCache:
             with contextlib.suppress(OSError, orjson.JSONDecodeError):
                 data = orjson.loads(self.path.read_bytes())
                 if isinstance(data, dict) and data.get("ctx_version") == __version__:
-                    self.entries = data.get("entries", {})
+                    entries = data.get("entries")
+                    self.entries = entries if isinstance(entries, dict) else {}
 
     @staticmethod
     def key(session: SessionFile, exact: bool, max_line_bytes: int) -> str:
         return f"{session.path}|{session.size}|{session.mtime_ns}|{int(exact)}|{max_line_bytes}"
 
     def get(self, key: str) -> dict[str, Any] | None:
+        """The entry of ``key``, or None when there is none or it is not a valid one."""
         value = self.entries.get(key)
-        return value if isinstance(value, dict) else None
+        if value is None:
+            return None
+        try:
+            return ScanEntry.model_validate(value).model_dump()
+        except ValidationError:
+            del self.entries[key]  # read the file again; the new entry replaces it
+            self.dirty = True
+            return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         self.entries[key] = value
