@@ -108,3 +108,37 @@ def test_no_preset_orphans_a_call_of_an_openhands_run(
             *chosen])  # fmt: skip
     invoke(["validate", str(out)])
     assert invoke(["restore", str(out)]).stdout_bytes == openhands_output.read_bytes()
+
+
+def test_a_format_that_cannot_write_a_removed_call_refuses() -> None:
+    """The guard behind the fix: a format whose ``apply`` keeps a call the stage removed
+    (OpenHands did) makes the run fail, instead of writing an orphan."""
+    from ctxcli.core.errors import TranscriptError
+    from ctxcli.core.model import Kind
+    from ctxcli.formats import Format
+    from ctxcli.formats.openhands import OpenHandsEvents
+
+    class KeepsCalls(OpenHandsEvents):
+        name = "keeps_calls"
+
+        def apply(self, data: Any, old: Any, new: Any) -> Any:
+            return Format.apply(self, data, old, new)  # the call stays in the event
+
+    turns = [("user", "go"), ("assistant", "thinking aloud", [("c1", "run", {"n": 1})]),
+             ("results", [("c1", "out", False)]), ("assistant", "done", [])]  # fmt: skip
+    raw = to_jsonl(build("openhands", turns))
+    for fmt in (OpenHandsEvents(), KeepsCalls()):
+        doc = fmt.load(raw, "t.jsonl")
+        conv = doc.conversation
+        kept = []
+        for msg in conv.messages:
+            if any(b.kind is Kind.TOOL_RESULT for b in msg.blocks):
+                continue  # the result goes with its call
+            blocks = [b for b in msg.blocks if b.kind is not Kind.TOOL_CALL]
+            kept.append(msg.with_blocks(blocks) if len(blocks) != len(msg.blocks) else msg)
+        after = conv.with_messages(kept)
+        if isinstance(fmt, KeepsCalls):
+            with pytest.raises(TranscriptError, match="cannot remove tool call 'c1'"):
+                fmt.plan(doc, after)
+        else:
+            fmt.plan(doc, after)  # the fixed format writes an agent message instead

@@ -7,7 +7,7 @@ skips it), every other record parsed whole. ``ctx reduce`` and ``ctx validate`` 
 same lines through :func:`ctxcli.formats.load` (:func:`~ctxcli.formats.lines.iter_records`
 splits and parses both), and the same sniffers say which format a file is: a client is
 a format with :attr:`Format.client` set, so a third client is one format module here
-(and the rules ``ctx doctor`` runs on its files, in ``sessions/rules.py``).
+(and the rules ``ctx doctor`` runs on its files, in ``sessions/client_rules.py``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 each line is JSON, every tool call has its result and every result its call).
 ``ctx doctor`` runs the same rules on the same reading of the file, and then the rules of
 the client that wrote it (what breaks resuming a Claude Code session or a Codex rollout:
-``sessions/rules.py``). Both report :class:`Problem`s and print one JSON shape
+``sessions/client_rules.py``). Both report :class:`Problem`s and print one JSON shape
 (:func:`envelope`), so the two commands cannot name different problems for one rule.
 """
 

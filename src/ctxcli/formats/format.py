@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
-from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
+from ctxcli.core.model import Conversation, Kind, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats.jsontext import dumps_like
 from ctxcli.formats.lazy import LAZY_MIN_CHARS, LazyTexts, leave_in_input, same_text, share_strings
@@ -334,7 +334,7 @@ class Format(LazyTexts, Resumable):
             if new is None:
                 plan.append(OutRecord(State.DROPPED, rec, rec.data, rec.message))
                 continue
-            plan.append(_kept(self, rec, new))
+            plan.append(_kept(self, rec, new, doc.path))
             _edit(plan[-1], edits, key)
             emit_new(key, rec.data)
         for after in list(inserts):
@@ -427,15 +427,50 @@ def _passes(fmt: Format, rec: Record, key: int, edits: RecordEdits, anchor_kept:
     return rec.data is None or fmt.keep_passthrough(rec, anchor_kept)
 
 
-def _kept(fmt: Format, rec: Record, new: Message) -> OutRecord:
+def _kept(fmt: Format, rec: Record, new: Message, path: str) -> OutRecord:
     """The planned record of a message the stages kept, as they left it."""
     if new is rec.message or new == rec.message:
         return OutRecord(State.COPY, rec, rec.data, new)
     assert rec.message is not None
     data = fmt.apply(rec.data, rec.message, new)
+    lost = _tool_ids(rec.message) - _tool_ids(new)
+    if lost:
+        _check_removed(fmt, rec, data, lost, path)
     # A format may decline a change (signed thinking is never rewritten): the record
     # is then copied byte-for-byte, not re-serialised.
     return OutRecord(State.COPY if data is rec.data else State.CHANGED, rec, data, new)
+
+
+def _tool_ids(message: Message) -> set[str]:
+    """The call ids of a message's tool calls and results."""
+    return {
+        b.call_id
+        for b in message.blocks
+        if b.call_id is not None and b.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)
+    }
+
+
+def _check_removed(fmt: Format, rec: Record, data: Any, lost: set[str], path: str) -> None:
+    """Refuse a record still holding a call or result a stage removed from its message.
+
+    A stage removes a call with its results (or leaves both); a format whose ``apply``
+    cannot write the removal would leave its partner orphaned in the output, which the
+    API rejects (issue 41: OpenHands actions). Better no output than a broken one.
+
+    Raises:
+        TranscriptError: the written record still holds one of ``lost``.
+    """
+    assert rec.message is not None and rec.message.key is not None
+    written = fmt.to_message(hydrate(data), rec.message.key, rec.line, path)
+    kept = sorted(lost & _tool_ids(written)) if written is not None else []
+    if kept:
+        raise TranscriptError(
+            path,
+            rec.line,
+            f"the {fmt.name} format cannot remove tool call {kept[0]!r} from this record "
+            "while keeping the rest, and its partner is gone; a stage must remove the "
+            "whole message or leave the pair",
+        )
 
 
 def _edit(out: OutRecord, edits: RecordEdits, key: int) -> None:

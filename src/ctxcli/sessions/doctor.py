@@ -4,7 +4,7 @@
 clients' files (:func:`~ctxcli.formats.clients.read_client_file`: line by line, as the
 client does; a line that is not JSON is skipped, so its record is lost to the chain) and
 runs the diagnose engine (:mod:`ctxcli.formats.diagnose`) with the rules every transcript
-is held to, which ``ctx validate`` runs too, and those of the client (:mod:`.rules`).
+is held to, which ``ctx validate`` runs too, and those of the client (:mod:`.client_rules`).
 :func:`plan_fixes` computes the repaired bytes and the restore script that gives the
 original back: every line it changes, drops or adds is recorded, with the original bytes
 kept in the restore pack, so ``ctx restore`` undoes a repair exactly like a reduction.
@@ -30,7 +30,7 @@ from ctxcli.formats.diagnose import DEFAULT_MAX_LINE_BYTES, Diagnosis, Limits, P
 from ctxcli.formats.diagnose import diagnose as run_rules
 from ctxcli.formats.lines import Record
 from ctxcli.services.session_files import CLAUDE, CODEX, identify
-from ctxcli.sessions.rules import (
+from ctxcli.sessions.client_rules import (
     UUID_RE,
     blocks_of,
     is_blank_text,
@@ -142,7 +142,7 @@ def diagnose(
     """Every problem of a session file by line, the rules that ran and the file's format.
 
     The rules are those ``ctx validate`` runs and those of the client that wrote the
-    file (:func:`~ctxcli.sessions.rules.rules_for`); a problem is ``fixable`` when
+    file (:func:`~ctxcli.sessions.client_rules.rules_for`); a problem is ``fixable`` when
     :func:`plan_fixes` repairs its kind.
     """
     return diagnose_file(read_client_file(raw, path), max_line_bytes=max_line_bytes)
