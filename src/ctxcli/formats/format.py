@@ -334,12 +334,14 @@ class Format(LazyTexts, Resumable):
             if new is None:
                 plan.append(OutRecord(State.DROPPED, rec, rec.data, rec.message))
                 continue
-            plan.append(_kept(self, rec, new, doc.path))
+            plan.append(_kept(self, rec, new))
             _edit(plan[-1], edits, key)
             emit_new(key, rec.data)
         for after in list(inserts):
             emit_new(after, None)
         self.fixup(plan)
+        for out in plan:
+            _check_removed(self, out, doc.path)
         return plan
 
     def dump(
@@ -427,15 +429,12 @@ def _passes(fmt: Format, rec: Record, key: int, edits: RecordEdits, anchor_kept:
     return rec.data is None or fmt.keep_passthrough(rec, anchor_kept)
 
 
-def _kept(fmt: Format, rec: Record, new: Message, path: str) -> OutRecord:
+def _kept(fmt: Format, rec: Record, new: Message) -> OutRecord:
     """The planned record of a message the stages kept, as they left it."""
     if new is rec.message or new == rec.message:
         return OutRecord(State.COPY, rec, rec.data, new)
     assert rec.message is not None
     data = fmt.apply(rec.data, rec.message, new)
-    lost = _tool_ids(rec.message) - _tool_ids(new)
-    if lost:
-        _check_removed(fmt, rec, data, lost, path)
     # A format may decline a change (signed thinking is never rewritten): the record
     # is then copied byte-for-byte, not re-serialised.
     return OutRecord(State.COPY if data is rec.data else State.CHANGED, rec, data, new)
@@ -450,18 +449,26 @@ def _tool_ids(message: Message) -> set[str]:
     }
 
 
-def _check_removed(fmt: Format, rec: Record, data: Any, lost: set[str], path: str) -> None:
+def _check_removed(fmt: Format, out: OutRecord, path: str) -> None:
     """Refuse a record still holding a call or result a stage removed from its message.
 
     A stage removes a call with its results (or leaves both); a format whose ``apply``
     cannot write the removal would leave its partner orphaned in the output, which the
-    API rejects (issue 41: OpenHands actions). Better no output than a broken one.
+    API rejects (issue 41: OpenHands actions). Better no output than a broken one. Only
+    a changed record whose message lost a tool block is read again.
 
     Raises:
-        TranscriptError: the written record still holds one of ``lost``.
+        TranscriptError: the written record still holds such a block.
     """
-    assert rec.message is not None and rec.message.key is not None
-    written = fmt.to_message(hydrate(data), rec.message.key, rec.line, path)
+    rec, new = out.orig, out.message
+    if out.state is State.DROPPED or rec is None or rec.message is None or new is None:
+        return
+    lost = _tool_ids(rec.message) - _tool_ids(new)
+    if not lost:
+        return
+    written: Message | None = rec.message  # a format that declined the change copies it
+    if out.state is not State.COPY:
+        written = fmt.to_message(hydrate(out.data), rec.message.key or 0, rec.line, path)
     kept = sorted(lost & _tool_ids(written)) if written is not None else []
     if kept:
         raise TranscriptError(
