@@ -13,6 +13,7 @@ from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats import Document, get_format, load
 from ctxcli.formats.claude_code import ClaudeCode
 from ctxcli.formats.validate import validate_bytes
+from ctxcli.sessions import diagnose
 from ctxcli.store.naming import Preview
 from support.format_golden import (
     FIXTURES,
@@ -198,11 +199,13 @@ def test_removing_every_block_drops_the_record(tmp_path: Path) -> None:
 
 
 def test_check_flags_dangling_parents_only() -> None:
-    assert validate_bytes(RAW) == []  # the summary's leafUuid dangles: allowed
+    # The record tree is a rule of the client's (ctx doctor), not of every transcript.
+    assert diagnose(RAW).problems == []  # the summary's leafUuid dangles: allowed
     broken = RAW.replace(b'"parentUuid":"a-5"', b'"parentUuid":"gone"')
-    (problem,) = validate_bytes(broken)
+    (problem,) = diagnose(broken).problems
     assert problem.kind == "dangling_parent" and "'gone'" in problem.message
     assert problem.line == 15
+    assert validate_bytes(broken) == []
 
 
 def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
@@ -213,8 +216,12 @@ def test_a_kept_invalid_line_still_defines_its_uuid() -> None:
     with pytest.raises(Exception, match=":15:"):
         load(data, on_invalid="error")
     assert any(":15: not valid JSON" in w for w in load(data).warnings)  # kept by default
+    # Kept, the line is a problem; the client cannot read the uuid it defines, so the
+    # record whose parent it is hangs from nothing (ctx doctor's rule, as the client sees).
     problems = validate_bytes(data, on_invalid="keep")
-    assert problems == []
+    assert [(p.line, p.kind) for p in problems] == [(15, "malformed_line")]
+    dangling = [p for p in diagnose(data).problems if p.kind == "dangling_parent"]
+    assert dangling and all("line 15, which the client cannot parse" in p.message for p in dangling)
 
 
 def test_default_and_clearing_configs(tmp_path: Path) -> None:

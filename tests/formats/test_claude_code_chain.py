@@ -10,6 +10,7 @@ import pytest
 
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
+from ctxcli.sessions import diagnose
 from support.cli import invoke
 from support.paths import SHARED
 
@@ -58,13 +59,13 @@ def _write(path: Path, records: list[dict[str, Any]]) -> Path:
 
 def test_a_1_0_restart_is_not_an_extra_root(tmp_path: Path) -> None:
     raw = _write(tmp_path / "old.jsonl", _old_session()).read_bytes()
-    assert validate_bytes(raw) == []
+    assert validate_bytes(raw) == [] and diagnose(raw).problems == []
     assert resume_chain([orjson.loads(x) for x in raw.splitlines()]) == [4, 5, 6, 7]
-    # A second null parent that is no compaction summary is still reported.
+    # A second null parent that is no compaction summary is still reported (by ctx doctor).
     records = _old_session()
     records[4].pop("isCompactSummary")
-    kinds = [p.kind for p in validate_bytes(_write(tmp_path / "bad.jsonl", records).read_bytes())]
-    assert kinds == ["extra_root"]
+    bad = _write(tmp_path / "bad.jsonl", records).read_bytes()
+    assert [p.kind for p in diagnose(bad).problems] == ["extra_root"]
 
 
 def test_resume_tokens_count_from_the_restart(tmp_path: Path) -> None:

@@ -26,6 +26,8 @@ ORPHAN = (
     '{"role": "assistant", "content": "done"}\n'
 )
 
+RULES = "ctx: rules: json_lines, tool_pairs (ctx doctor adds the rules of a session's client)"
+
 
 def _hooks() -> dict[str, dict[str, Any]]:
     hooks = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
@@ -140,6 +142,7 @@ def test_validate_hook_checks_every_file(staged: dict[str, Path]) -> None:
         f"ctx: {staged['good']}: valid",
         f"ctx: {staged['other']}: valid",
         f"{staged['orphan']}:2: tool result 'call_9' has no matching tool call",
+        RULES,
     ]
     _run_hook("ctx-validate", [staged["good"], staged["other"], staged["notes"]], code=0)
 
@@ -163,7 +166,13 @@ def test_validate_json_for_several_files(staged: dict[str, Path]) -> None:
     assert payload["files"][1]["problems"][0]["kind"] == "orphan_result"
     single = json.loads(invoke(["validate", "--json", str(staged["good"])]).stdout)
     # One shape for one file or many: the file's entry at the top, plus files and failed.
-    entry = {"input": str(staged["good"]), "valid": True, "problems": []}
+    entry = {
+        "input": str(staged["good"]),
+        "format": "openai_chat",
+        "rules": ["json_lines", "tool_pairs"],
+        "valid": True,
+        "problems": [],
+    }
     assert single == {**entry, "files": [entry], "failed": 0}
 
 
@@ -192,11 +201,15 @@ def test_validate_hook_on_real_transcripts() -> None:
         "--on-invalid keep.",
         f"ctx: {real[1]}: valid",
         f"ctx: {real[2]}: valid",
+        RULES,
     ]
-    # Kept as is, the broken line hides a tool result, so its call is unanswered.
+    # Kept as is, the broken line is a problem, and it hides a tool result, so its call
+    # is unanswered.
     kept = _run_hook("ctx-validate", real, code=1, args=["--on-invalid", "keep"])
     assert kept.stderr.splitlines() == [
         f"{real[0]}:858: tool call 'toolu_0176bQ5rmozshkuUeNB9iJKJ' (Bash) has no result",
+        f"{real[0]}:859: not valid JSON (Invalid \\escape); the client skips this line",
         f"ctx: {real[1]}: valid",
         f"ctx: {real[2]}: valid",
+        RULES,
     ]

@@ -40,7 +40,7 @@ def test_the_malformed_mclaude_session_is_repaired_and_restored(layout: Layout) 
 
     fix = orjson.loads(invoke(["doctor", "--session", "c76e", "--fix", "--json"]).stdout)
     entry = fix["files"][0]
-    assert entry["healthy"] is True and fix["unhealthy"] == 0
+    assert entry["valid"] is True and fix["failed"] == 0
     assert {p["kind"] for p in entry["fixed"]} == kinds
     layer = changes_dir(layout.mclaude) / "0001-doctor"
     assert entry["offload_dir"] == str(layer)
@@ -72,9 +72,9 @@ def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
 
 def test_doctor_all_and_exit_codes(layout: Layout) -> None:
     payload = orjson.loads(invoke(["doctor", "--all", "--json"], code=1).stdout)
-    unhealthy = {Path(f["path"]).name for f in payload["files"] if not f["healthy"]}
+    unhealthy = {Path(f["input"]).name for f in payload["files"] if not f["valid"]}
     assert f"{CC_MCLAUDE}.jsonl" in unhealthy
-    assert payload["unhealthy"] == len(unhealthy)
+    assert payload["failed"] == len(unhealthy)
     invoke(["doctor", "--session", "01997e76"])
     invoke(["doctor"], code=2)
     invoke(["doctor", "--all", "--session", "c76e"], code=2)
@@ -92,9 +92,9 @@ def test_fix_all_skips_a_live_session_and_repairs_the_others(layout: Layout) -> 
     age(layout.codex, 1)
     payload = orjson.loads(invoke(["doctor", "--all", "--fix", "--json"], code=2).stdout)
     skipped = [f for f in payload["files"] if "skipped" in f]
-    assert [Path(f["path"]) for f in skipped] == [layout.codex]
-    repaired = next(f for f in payload["files"] if Path(f["path"]) == layout.mclaude)
-    assert repaired["healthy"] is True and repaired["fixed"]
+    assert [Path(f["input"]) for f in skipped] == [layout.codex]
+    repaired = next(f for f in payload["files"] if Path(f["input"]) == layout.mclaude)
+    assert repaired["valid"] is True and repaired["fixed"]
 
 
 @pytest.mark.real_data
@@ -208,13 +208,13 @@ CASES: dict[str, Any] = {
 def test_each_problem_is_found_repaired_and_undone(case: str, tmp_path: Path) -> None:
     kind = case.split("/")[0]
     raw = CASES[case](_base())
-    _agent, problems = diagnose(raw, max_line_bytes=20_000)
+    problems = diagnose(raw, max_line_bytes=20_000).problems
     assert kind in {p.kind for p in problems}
     store = Preview(str(tmp_path / "off"))
     repair = plan_fixes(raw, store, max_line_bytes=20_000)
     assert kind in {p.kind for p in repair.fixed}
     assert repair.remaining == []
-    assert diagnose(repair.output, max_line_bytes=20_000)[1] == []
+    assert diagnose(repair.output, max_line_bytes=20_000).problems == []
     assert validate_bytes(repair.output) == []
     datas = [orjson.loads(x) for x in repair.output.splitlines()]
     first = next(
@@ -247,12 +247,12 @@ def test_codex_unanswered_call_gets_what_codex_itself_sends(tmp_path: Path) -> N
     lines = (SHARED / "codex_agentcmd_2025-09-25T08-02-05.jsonl").read_bytes().splitlines(True)
     at = next(i for i, line in enumerate(lines) if b'"type":"function_call_output"' in line)
     raw = b"".join(lines[:at] + lines[at + 1 :])
-    kinds = [p.kind for p in diagnose(raw)[1]]
+    kinds = [p.kind for p in diagnose(raw).problems]
     assert kinds == ["unanswered_call"]
     repair = plan_fixes(raw, Preview(str(tmp_path)))
     added = [orjson.loads(x) for x in repair.output.splitlines()][at]
     assert added["payload"]["output"] == "aborted"
-    assert diagnose(repair.output)[1] == []
+    assert diagnose(repair.output).problems == []
 
 
 # -- issue 35 §3: a duplicated toolUseResult is a warning ----------------------------------
@@ -268,11 +268,12 @@ def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> N
     assert lines and all(
         "toolUseResult of" in line
         and line.endswith("(a warning: a resume works with it; --fix removes it)")
-        for line in lines[:-1]
+        for line in lines[:-2]
     ), result.stderr
-    assert lines[-1] == f"ctx: {path}: healthy"
+    assert lines[-2] == f"ctx: {path}: healthy"
+    assert lines[-1].startswith("ctx: rules (claude_code): json_lines, tool_pairs, ")
     entry = orjson.loads(invoke(["doctor", str(path), "--json"]).stdout)["files"][0]
-    assert entry["healthy"] and {p["breaks_resume"] for p in entry["problems"]} == {False}
+    assert entry["valid"] and {p["severity"] for p in entry["problems"]} == {"warning"}
     fixed = invoke(["doctor", str(path), "--fix", "--force", "--json"]).stdout
     assert orjson.loads(fixed)["files"][0]["problems"] == []
-    assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes())[1]}
+    assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes()).problems}

@@ -18,6 +18,7 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.usage import is_usage_stub
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.pipeline.config import build_config
+from ctxcli.sessions import diagnose
 from support.paths import FIXTURES, need_shared
 
 FIX = FIXTURES / "claude_code_resume"
@@ -425,15 +426,17 @@ def test_the_stages_together(tmp_path: Path) -> None:
     assert "<system-reminder>" in result_text(records, "u-08")
 
 
-def test_validate_reports_a_second_root(tmp_path: Path) -> None:
+def test_doctor_reports_a_second_root(tmp_path: Path) -> None:
     records = lines_of(FIX / "clean.jsonl")
-    assert validate_bytes(SESSION.read_bytes()) == []  # its second root is a boundary
+    kinds = {p.kind for p in diagnose(SESSION.read_bytes()).problems}
+    assert "extra_root" not in kinds  # its second root is a boundary
     records[3]["parentUuid"] = None
-    problems = validate_bytes(write(tmp_path / "in.jsonl", records).read_bytes())
-    assert [(p.line, p.kind) for p in problems] == [(4, "extra_root")]
+    problems = diagnose(write(tmp_path / "in.jsonl", records).read_bytes()).problems
+    assert [(p.line, p.kind) for p in problems if p.kind == "extra_root"] == [(4, "extra_root")]
     # A subagent's sidechain has a root of its own.
     records[3]["isSidechain"] = True
-    assert validate_bytes(write(tmp_path / "in.jsonl", records).read_bytes()) == []
+    again = diagnose(write(tmp_path / "in.jsonl", records).read_bytes()).problems
+    assert "extra_root" not in {p.kind for p in again}
 
 
 def test_constant_envelope_fields_stay_on_the_first_record_only(tmp_path: Path) -> None:

@@ -217,10 +217,44 @@ def build(fmt: str, turns: list[Turn]) -> list[dict[str, Any]]:
                     for c, x, _e in t[1]
                 )
         return out
+    if fmt == "openhands":
+        return _openhands(turns)
     raise ValueError(fmt)
 
 
-FORMATS = ("openai_chat", "anthropic", "claude_code", "codex", "langchain")
+def _openhands(turns: list[Turn]) -> list[dict[str, Any]]:
+    """OpenHands events: a call is an action with ``tool_call_metadata`` (the text said
+    with a response rides on its first call as ``args.thought``), a result the
+    observation of the same ``tool_call_id``."""
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+
+    def event(**fields: Any) -> None:
+        out.append({"id": len(out), "timestamp": "2025-05-01T10:00:00", **fields})
+
+    event(source="agent", action="system", args={"content": "You are OpenHands.", "tools": []})
+    for i, t in enumerate(turns):
+        if t[0] == "user":
+            event(source="user", action="message", args={"content": t[1], "image_urls": None})
+        elif t[0] == "assistant":
+            if not t[2]:
+                event(source="agent", action="message", args={"content": t[1] or "ok"})
+            for j, (c, nm, a) in enumerate(t[2]):
+                names[c] = nm
+                meta = {"function_name": nm, "tool_call_id": c, "model_response": {"id": f"r{i}"},
+                        "total_calls_in_response": len(t[2])}  # fmt: skip
+                thought = t[1] if j == 0 and t[1] else ""
+                event(source="agent", action="run", args={**a, "thought": thought},
+                      tool_call_metadata=meta)  # fmt: skip
+        else:
+            for c, x, e in t[1]:
+                meta = {"function_name": names.get(c, "run"), "tool_call_id": c}
+                event(source="agent", observation="error" if e else "run", content=x,
+                      cause=None, extras={}, tool_call_metadata=meta)  # fmt: skip
+    return out
+
+
+FORMATS = ("openai_chat", "anthropic", "claude_code", "codex", "langchain", "openhands")
 
 
 def to_jsonl(records: list[dict[str, Any]]) -> bytes:

@@ -38,7 +38,7 @@ from ctxcli.store.inplace import Change, ChangedError, LiveSessionError, write_a
 from ctxcli.store.naming import Preview
 
 if TYPE_CHECKING:
-    from ctxcli.formats.format import Problem
+    from ctxcli.formats.diagnose import Diagnosis
 
 __all__ = [
     "STDIO",
@@ -323,18 +323,19 @@ def validate(
     format: str = "auto",
     on_invalid: OnInvalid | str = OnInvalid.ERROR,
     raw: bytes | None = None,
-) -> list[Problem]:
+) -> Diagnosis:
     """List what breaks a transcript.
 
-    What breaks a transcript: calls without results, results without calls, and what
-    its format checks (an empty list: it is valid).
+    The rules every transcript is held to (each line is JSON; calls without results,
+    results without calls), the problems they found (none: it is valid) and their names.
+    ``ctx doctor`` runs these and a client's own rules.
 
     Raises:
         TranscriptError: the file cannot be read or parsed (a line that is not JSON is an
-            error unless ``on_invalid`` keeps it).
+            error unless ``on_invalid`` keeps it; kept, it is a problem).
     """
-    from ctxcli.formats.validate import validate_bytes
+    from ctxcli.formats.validate import validate_transcript
 
     name = _name(source)
     data = raw if raw is not None else read_input(name)
-    return validate_bytes(data, name, format=format, on_invalid=OnInvalid.of(on_invalid))
+    return validate_transcript(data, name, format=format, on_invalid=OnInvalid.of(on_invalid))

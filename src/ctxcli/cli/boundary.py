@@ -24,6 +24,7 @@ REMEDIES = {
     Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
     Remedy.FORCE_IN_USE: "quit its client first, or pass --force if it is not running",
     Remedy.ALLOW_EMPTY: "name a file or a directory that holds some, or pass --allow-empty",
+    Remedy.PICK_TRAJECTORY: "pick one with --trajectory N (1 for the first) or --trajectory ID",
 }
 
 

@@ -12,8 +12,16 @@ import typer
 from ctxcli import api
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.cli.sessions import (
+    LastOpt,
+    LiveSecondsOpt,
+    ProjectOpt,
+    SessionOpt,
+    printable,
+    session_input,
+)
 from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.formats.diagnose import Problem, envelope
 
 __all__ = ["doctor"]
 
@@ -63,10 +71,11 @@ def doctor(
 ) -> None:
     """Find what breaks resuming a session or the API call it makes; --fix repairs it.
 
-    Checks: a torn last line, malformed lines the client skips (the chain may then
-    start at an assistant turn, which the API rejects), dangling parentUuid, tool
-    calls without results and the reverse, empty text blocks, thinking without a
-    signature, duplicated toolUseResult payloads and oversized lines. --fix edits
+    Checks the rules 'ctx validate' runs (a torn last line, malformed lines the
+    client skips, tool calls without results and the reverse), then those of the
+    client: dangling parentUuid (the chain may then start at an assistant turn, which
+    the API rejects), a second root, empty text blocks, thinking without a signature,
+    duplicated toolUseResult payloads and oversized lines. --fix edits
     the file in place and records every change, so 'ctx restore FILE --in-place'
     gives the original back. Exit 0: healthy (or all fixed; a duplicated payload is
     a warning); 1: problems that break a resume remain; 2: usage, or a session in
@@ -86,7 +95,7 @@ def doctor(
         results: list[dict[str, Any]] = []
         code = ExitCode.OK
         for path in paths:
-            entry: dict[str, Any] = {"path": path}
+            fixed: list[Problem] = []
             if fix:
                 try:
                     repair, change = fix_in_place(
@@ -100,53 +109,65 @@ def doctor(
                         raise
                     # One session in use does not stop the repair of the others.
                     console.error(str(exc))
-                    results.append({"path": path, "healthy": False, "skipped": str(exc)})
+                    results.append({"input": path, "valid": False, "skipped": str(exc)})
                     code = max(code, ExitCode.USAGE_ERROR)
                     continue
+                assert repair.checked is not None
                 fixed, problems = repair.fixed, repair.remaining
+                entry = repair.checked.to_dict()
+                entry["input"] = path
                 entry["fixed"] = [p.to_dict() for p in fixed]
                 entry["offload_dir"] = str(change.record) if change.record else None
                 entry["notes"] = repair.notes
             else:
-                agent, problems = diagnose(api.read_input(path), max_line_bytes=max_line_bytes)
-                entry["agent"] = agent
-                fixed = []
-            entry["problems"] = [p.to_dict() for p in problems]
-            entry["healthy"] = not any(p.breaks_resume for p in problems)
+                found = diagnose(api.read_input(path), path, max_line_bytes=max_line_bytes)
+                entry, problems = found.to_dict(), found.problems
             results.append(entry)
-            if not entry["healthy"]:
+            if not entry["valid"]:
                 code = max(code, ExitCode.CHECK_FAILED)
             if not json:
                 _render(path, fixed, problems, entry)
         if json:
-            payload = {
-                "files": results,
-                "unhealthy": sum(1 for r in results if not r["healthy"]),
-            }
-            console.write_stdout(orjson.dumps(payload) + b"\n")
+            console.write_stdout(orjson.dumps(envelope(results)) + b"\n")
+        else:
+            _render_rules(results)
         if code:
             raise typer.Exit(int(code))
 
 
-def _render(path: str, fixed: list[Any], problems: list[Any], entry: dict[str, Any]) -> None:
-    for p in fixed:
-        sys.stderr.write(f"ctx: fixed: {p.render(path)}\n")
-    for note in entry.get("notes", []):
-        sys.stderr.write(f"ctx: {path}: {note}\n")
-    for p in problems:
-        sys.stderr.write(p.render(path) + _warning(p) + "\n")
+def _render(
+    path: str, fixed: list[Problem], problems: list[Problem], entry: dict[str, Any]
+) -> None:
+    lines = [f"ctx: fixed: {p.render(path)}" for p in fixed]
+    lines += [f"ctx: {path}: {note}" for note in entry.get("notes", [])]
+    lines += [p.render(path) + _warning(p) for p in problems]
     if entry.get("offload_dir"):
-        sys.stderr.write(
+        lines.append(
             f"ctx: {path}: repaired; the originals are in {entry['offload_dir']}; "
-            f"undo with: ctx restore {path} --in-place\n"
+            f"undo with: ctx restore {path} --in-place"
         )
-    elif entry["healthy"]:
-        sys.stderr.write(f"ctx: {path}: healthy\n")
+    elif entry["valid"]:
+        lines.append(f"ctx: {path}: healthy")
+    for line in lines:
+        sys.stderr.write(printable(line) + "\n")
 
 
-def _warning(problem: Any) -> str:
+def _render_rules(results: list[dict[str, Any]]) -> None:
+    """Which rules ran: one line per kind of file (a client's sessions get its own rules)."""
+    seen: dict[tuple[str, ...], list[str]] = {}
+    for entry in results:
+        if "rules" not in entry:
+            continue  # skipped: in use
+        formats = seen.setdefault(tuple(entry["rules"]), [])
+        if entry["format"] not in formats:
+            formats.append(entry["format"] or "unknown format")
+    for rules, formats in seen.items():
+        sys.stderr.write(f"ctx: rules ({', '.join(formats)}): {', '.join(rules)}\n")
+
+
+def _warning(problem: Problem) -> str:
     """For a problem that does not break a resume: says so, and whether --fix removes it."""
-    if problem.breaks_resume:
+    if not problem.warning:
         return ""
     fix = "--fix removes it" if problem.fixable else "--fix cannot remove it"
     return f" (a warning: a resume works with it; {fix})"

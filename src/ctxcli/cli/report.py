@@ -53,6 +53,15 @@ def report(
             "(as run and with the chain live).",
         ),
     ] = True,
+    trajectory: Annotated[
+        str | None,
+        typer.Option(
+            "--trajectory",
+            metavar="N|ID",
+            help="In a file of several trajectories (tau-bench runs, an OpenHands "
+            "output.jsonl): the one to report, by number (1 for the first) or id.",
+        ),
+    ] = None,
 ) -> None:
     """Write one self-contained HTML page: where the tokens go and what each stage removed.
 
@@ -66,6 +75,7 @@ def report(
     \b
         ctx report session.jsonl -o report.html
         ctx report --last --preset claude-code-resume
+        ctx report output.jsonl --trajectory 2
     """
     with _errors():
         check_on_invalid(on_invalid)
@@ -82,7 +92,9 @@ def report(
             # ctx's data directory), any other file to stdout.
             dest = Destination(in_place=is_session_file(input))
             options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
-            data, page = write_html(input, output, dest, config=cfg, options=options, cost=cost)
+            data, page = write_html(
+                input, output, dest, config=cfg, options=options, cost=cost, trajectory=trajectory
+            )
         for warning in data.report.warnings:
             console.warn(warning)
         if output == "-":

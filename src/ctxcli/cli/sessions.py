@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import shutil
 import sys
 from typing import Annotated, Any
@@ -89,6 +90,21 @@ def is_session_file(path: str) -> bool:
     return path != "-" and is_session_path(Path(path))
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+"""Characters a terminal acts on instead of showing: C0 and C1 controls (ESC starts a
+window title, a screen clear, an OSC 8 link), DEL, and the bidirectional overrides."""
+
+
+def printable(text: str) -> str:
+    """``text`` as a terminal shows it harmlessly: each control character as its escape.
+
+    Session files hold what a model or a user wrote (titles, branches, ids, summaries);
+    ``ctx sessions``, ``ctx validate`` and ``ctx doctor`` print every such text through
+    this, so an escape sequence in a file is shown (``\\x1b]0;...``), never run.
+    """
+    return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 def _size(n: int) -> str:
     for unit, div in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
         if n >= div:
@@ -168,7 +184,7 @@ def _cells(row: Any, now: float | None) -> tuple[str, ...]:
 
     sid = f"└ {row.id.split('/')[-1]}" if row.parent else row.short_id
     agent = "claude" if row.agent == "claude_code" else row.agent
-    return (
+    cells = (
         sid,
         agent + (" (archived)" if row.archived else ""),
         _project(row.project),
@@ -183,6 +199,7 @@ def _cells(row: Any, now: float | None) -> tuple[str, ...]:
         row.git_branch or "",
         plain_title(row.title) if row.title else "",
     )
+    return tuple(printable(cell) for cell in cells)
 
 
 def sessions_table(rows: list[Any], now: float | None = None, width: int | None = None) -> str:

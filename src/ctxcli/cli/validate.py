@@ -21,9 +21,9 @@ from ctxcli.cli.options import (
     check_on_invalid,
     one_input,
 )
-from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
+from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, printable, session_input
 from ctxcli.core.errors import CtxError, ExitCode
-from ctxcli.formats.format import Problem
+from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Diagnosis, envelope
 
 __all__ = ["validate"]
 
@@ -46,7 +46,9 @@ def validate(
     """Check that every tool call has its result and every result its call; exit 1 if not.
 
     A line that is not JSON is an error here in every format (a checker reports it);
-    pass --on-invalid keep (or auto) to check the rest.
+    pass --on-invalid keep (or auto) to check the rest, the line then being a problem.
+    These are the rules every transcript is held to; 'ctx doctor' runs them too, and
+    the rules of the client that wrote a session (what breaks resuming it).
 
     Several files are checked one after another (as pre-commit passes them); a file
     that cannot be read is reported and the others are still checked. The exit code
@@ -60,7 +62,7 @@ def validate(
     with errors():
         check_on_invalid(on_invalid)
         paths = _paths(session_input(inputs, session, last, project), allow_empty)
-        results: list[tuple[str, list[Problem] | CtxError]] = []
+        results: list[tuple[str, Diagnosis | CtxError]] = []
         for path in paths:
             try:
                 results.append(
@@ -90,38 +92,30 @@ def _paths(inputs: list[str] | None, allow_empty: bool) -> list[str]:
     return paths
 
 
-def _show(results: list[tuple[str, list[Problem] | CtxError]], *, json: bool) -> int:
+def _show(results: list[tuple[str, Diagnosis | CtxError]], *, json: bool) -> int:
     """Print what each file holds and return the exit code.
 
-    Print what each file holds; the exit code: 2 for an unreadable file, else 1 for a
-    pairing problem.
+    The exit code: 2 for an unreadable file, else 1 for a problem.
     """
-    payloads: list[dict[str, Any]] = []
+    entries: list[dict[str, Any]] = []
     code = ExitCode.OK
     for path, found in results:
         if isinstance(found, CtxError):
             console.error(boundary.message(found))
             code = max(code, found.exit_code)
+            entries.append({"input": path, "valid": False, "error": boundary.message(found)})
             continue
-        payloads.append(
-            {"input": path, "valid": not found, "problems": [_problem(p) for p in found]}
-        )
-        if found:
+        entries.append(found.to_dict())
+        if not found.valid:
             code = max(code, ExitCode.CHECK_FAILED)
         if not json:
-            for p in found:
-                sys.stderr.write(p.render(path) + "\n")
-            if not found:
-                sys.stderr.write(f"ctx: {path}: valid\n")
+            for p in found.problems:
+                sys.stderr.write(printable(p.render(path)) + "\n")
+            if found.valid:
+                sys.stderr.write(f"ctx: {printable(path)}: valid\n")
     if json:
-        failed = len(results) - sum(1 for p in payloads if p["valid"])
-        # One shape for one file or many (as for stats and reduce): files + failed,
-        # and a single file's own entry at the top level too.
-        single = payloads[0] if len(results) == 1 and payloads else {}
-        payload = {**single, "files": payloads, "failed": failed}
-        console.write_stdout(orjson.dumps(payload) + b"\n")
+        console.write_stdout(orjson.dumps(envelope(entries)) + b"\n")
+    else:
+        names = ", ".join(rule.name for rule in TRANSCRIPT_RULES)
+        sys.stderr.write(f"ctx: rules: {names} (ctx doctor adds the rules of a session's client)\n")
     return int(code)
-
-
-def _problem(p: Problem) -> dict[str, Any]:
-    return {"line": p.line, "kind": p.kind, "call_id": p.call_id, "message": p.message}

@@ -50,6 +50,7 @@ class Remedy(Enum):
     ALLOW_EMPTY = (
         "name a file or a directory that holds some, or allow an empty input (allow_empty)"
     )
+    PICK_TRAJECTORY = "pick one by its number or id (trajectory=...)"
 
 
 class CtxError(Exception):

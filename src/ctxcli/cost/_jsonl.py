@@ -1,4 +1,4 @@
-"""Reading a session file for its bill: JSON records by line, and which client wrote them."""
+"""A session file for its bill: its JSON records by line, and which client wrote them."""
 
 from __future__ import annotations
 
@@ -6,15 +6,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-import orjson
+from ctxcli.formats.clients import ClientFile, client_format, read_client_file
 
 SessionFormat = Literal["claude_code", "codex"]
-Source = str | Path | Iterable[bytes | str]
-
-# Record types of a Codex rollout's envelope ({"timestamp", "type", "payload"}).
-CODEX_TYPES = {"session_meta", "response_item", "event_msg", "turn_context", "compacted"}
+Source = str | Path | ClientFile | Iterable[bytes | str]
+"""A path, a file already read (:func:`~ctxcli.formats.clients.read_client_file`), or
+the file's lines."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,44 +26,28 @@ class Lines:
 
 
 def read_lines(source: Source) -> Lines:
-    """Parse ``source`` (a path or an iterable of lines) one JSON object per line.
+    """The JSON objects of ``source``, one per line, read by the one reader of the
+    clients' files (:mod:`ctxcli.formats.clients`).
 
     A line that is not a JSON object is counted and skipped: a redacted or truncated
     line must not stop a bill from being read (cc_mclaude_c76e5be5 has one).
     """
-    if isinstance(source, str | Path):
-        with open(source, "rb") as fh:
-            return _parse(fh, str(source))
-    return _parse(source, "<lines>")
-
-
-def _parse(lines: Iterable[bytes | str], name: str) -> Lines:
-    records: list[tuple[int, dict[str, Any]]] = []
-    malformed = 0
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            malformed += 1
-            continue
-        if isinstance(value, dict):
-            records.append((number, value))
-        else:
-            malformed += 1
-    return Lines(tuple(records), malformed, name)
+    if isinstance(source, ClientFile):
+        file = source
+    elif isinstance(source, str | Path):
+        file = read_client_file(Path(source).read_bytes(), str(source))
+    else:
+        units = (line.encode() if isinstance(line, str) else line for line in source)
+        raw = b"".join(u if u.endswith(b"\n") else u + b"\n" for u in units)
+        file = read_client_file(raw, "<lines>")
+    return Lines(tuple(file.objects()), file.malformed, file.path)
 
 
 def session_format(records: Iterable[tuple[int, dict[str, Any]]]) -> SessionFormat | None:
-    """``codex`` for a rollout, ``claude_code`` for a session file, None for neither."""
-    for _, record in records:
-        kind = record.get("type")
-        if kind in CODEX_TYPES and isinstance(record.get("payload"), dict):
-            return "codex"
-        if kind in ("user", "assistant") and isinstance(record.get("message"), dict):
-            return "claude_code"
-    return None
+    """``codex`` for a rollout, ``claude_code`` for a session file, None for neither
+    (the formats' own sniffers decide, as for every reader of these files)."""
+    fmt = client_format([record for _, record in records])
+    return cast(SessionFormat, fmt.name) if fmt is not None else None
 
 
 def seconds(stamp: Any) -> float | None:

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.format import Document, Format, OutRecord, State
-from ctxcli.formats.lines import Record, iter_records, raise_first_invalid
+from ctxcli.formats.lines import BOM, Record, iter_records, raise_first_invalid
 from ctxcli.formats.registry import BUILTIN_MODULES, FORMAT_REGISTRY, PLUGIN_GROUP, register_format
 
 __all__ = [
@@ -168,6 +170,7 @@ def load(
     for rec in rest:
         head.append(rec)
         if rec.invalid is not None and on_invalid is OnInvalid.ERROR:
+            _refuse_other_document(raw, path, head)
             raise_first_invalid([rec], path)
         if rec.data is not None:
             sample.append(rec.data)
@@ -177,6 +180,7 @@ def load(
         fmt = detect_format(sample, path)
     except TranscriptError:
         invalid = [rec for rec in head if rec.invalid is not None]
+        _refuse_other_document(raw, path, head)
         if not sample and invalid:
             # No line is JSON (a binary file, plain text): keeping such lines would not
             # make it a transcript, so say what it is rather than how to keep them.
@@ -194,3 +198,37 @@ def load(
     if fmt.on_invalid(on_invalid) is not OnInvalid.KEEP:
         raise_first_invalid(records, path)
     return fmt.build(raw, path, records)
+
+
+def _refuse_other_document(raw: Input, path: str, head: list[Record]) -> None:
+    """Say so when ``raw`` is one JSON document that no format reads.
+
+    Its first line (``head`` holds it) is then no JSON value of its own (a pretty-printed document: Cline's
+    ``ui_messages.json``, say), and "fix the line or keep it" would send the user after
+    a line that is fine. Checked only on that error path; orjson alone, so a large
+    file that is no JSON at all fails fast.
+
+    Raises:
+        TranscriptError: ``raw`` is such a document.
+    """
+    first = next((r for r in head if r.data is not None or r.invalid is not None), None)
+    if first is None or first.invalid is None:
+        return
+    try:
+        value = orjson.loads(raw[3:] if raw[:3] == BOM else raw[:])
+    except orjson.JSONDecodeError:
+        return
+    if isinstance(value, dict):
+        keys = ", ".join(repr(k) for k in list(value)[:5]) + (", ..." if len(value) > 5 else "")
+        what = f"a JSON object (keys: {keys})" if value else "an empty JSON object"
+    elif isinstance(value, list):
+        what = f"a JSON array of {len(value):,} item{'s' * (len(value) != 1)}"
+    else:
+        return
+    names = ", ".join([*registry(), *COLLECTIONS])
+    raise TranscriptError(
+        path,
+        None,
+        f"not a transcript format ctx reads: {what}, which none of its formats takes "
+        f"(it reads: {names})",
+    )

@@ -28,7 +28,6 @@ Quirks this module handles:
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -44,7 +43,7 @@ from ctxcli.formats.anthropic import (
     write_content,
 )
 from ctxcli.formats.fixups import changed_result_ids, drop_emptied, require_recognised
-from ctxcli.formats.format import Document, Format, OutRecord, Problem, State
+from ctxcli.formats.format import Document, Format, OutRecord, State
 from ctxcli.formats.lines import Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_
@@ -88,7 +87,6 @@ ENVELOPE = (
 )
 # Fields holding the uuid of another record; relinked when that record is dropped.
 LINKS = ("parentUuid", "logicalParentUuid", "sourceToolAssistantUUID", "leafUuid")
-_UUID_IN_RAW = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
 
 
 def derived_uuid(*parts: str) -> str:
@@ -113,6 +111,7 @@ class ClaudeCode(Format):
     """Claude Code session/subagent JSONL."""
 
     name = "claude_code"
+    client = "Claude Code"
     skips_invalid_lines = True
     incremental = True
     lazy_texts = True
@@ -266,61 +265,6 @@ class ClaudeCode(Format):
                 _edit(rec, **updates)
             if isinstance(rec.data.get("uuid"), str):
                 last_uuid = rec.data["uuid"]
-
-    # -- validation ---------------------------------------------------------------------
-
-    def check(self, doc: Document) -> list[Problem]:
-        """Tree problems: a ``parentUuid`` naming a record that is not in the file."""
-        known: set[str] = set()
-        for rec in doc.records:
-            if isinstance(rec.data, dict) and isinstance(rec.data.get("uuid"), str):
-                known.add(rec.data["uuid"])
-            elif rec.invalid is not None:
-                # A line kept as is (not JSON) still defines its uuid for its children.
-                known.update(m.decode("utf-8", "replace") for m in _UUID_IN_RAW.findall(rec.raw))
-        problems = []
-        for rec in doc.records:
-            data = rec.data
-            if not isinstance(data, dict):
-                continue
-            parent = data.get("parentUuid")
-            if isinstance(parent, str) and parent not in known:
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "dangling_parent",
-                        None,
-                        f"parentUuid {parent!r} of {data.get('type')} record "
-                        f"{data.get('uuid')!r} names no record in the file",
-                    )
-                )
-        # One root per chain: a resume walks parentUuid up to a null, so a second
-        # root (other than a compaction boundary, which starts the chain anew) cuts
-        # the conversation in two. Sidechains (subagents) have their own root.
-        roots: dict[Any, int] = {}
-        for rec in doc.records:
-            data = rec.data
-            if (
-                not isinstance(data, dict)
-                or "parentUuid" not in data
-                or data["parentUuid"] is not None
-                or not isinstance(data.get("uuid"), str)
-                or is_chain_restart(data)
-            ):
-                continue
-            chain = (data.get("isSidechain") is True, data.get("agentId"))
-            roots[chain] = roots.get(chain, 0) + 1
-            if roots[chain] > 1:
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "extra_root",
-                        None,
-                        f"{data.get('type')} record {data['uuid']!r} has parentUuid null but "
-                        "is neither the first record of its chain nor a compact_boundary",
-                    )
-                )
-        return problems
 
     def assemble(
         self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None

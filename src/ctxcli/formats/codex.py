@@ -150,6 +150,7 @@ class Codex(Format):
     """OpenAI Codex CLI rollout JSONL."""
 
     name = "codex"
+    client = "Codex"
     skips_invalid_lines = True
     incremental = True
     description = "OpenAI Codex CLI rollout JSONL ({timestamp, type, payload} per line)"
@@ -238,12 +239,14 @@ class Codex(Format):
                 blocks.append(Block(Kind.OTHER, slot=(path, "keep")))
         return blocks
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
+    def build(
+        self, raw: Input, path: str, records: list[Record], *, whole_texts: bool = False
+    ) -> Document:
         """Refuse a record that is not a rollout's; group each model response's items."""
         require_recognised(
             records, path, _is_codex, "a Codex rollout record ({timestamp, type, payload})"
         )
-        doc = super().build(raw, path, records)
+        doc = super().build(raw, path, records, whole_texts=whole_texts)
         # One model response = the run of assistant items up to the next other message.
         messages = list(doc.conversation.messages)
         group: str | None = None

@@ -22,7 +22,17 @@ from ctxcli.core.protocols import split_units
 from ctxcli.formats.jsontext import dumps_like, loads_record
 from ctxcli.formats.lines import BOM, Record, iter_records, join_parts, raise_first_invalid
 
-__all__ = ["Collection", "JsonlRows", "Part", "Split", "first_value", "items_of", "part_bytes"]
+__all__ = [
+    "Collection",
+    "ID_FIELDS",
+    "JsonlRows",
+    "Part",
+    "Split",
+    "first_value",
+    "items_of",
+    "part_bytes",
+    "row_id_of",
+]
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class Part:
     source: bytes | Callable[[], bytes]
     name: str
     label: str
+    id: str | None = None
+    """The trajectory's own id, when its row has one (``instance_id``, ``task_id``, ``id``)."""
 
     @property
     def raw(self) -> bytes:
@@ -56,6 +68,27 @@ class Split:
     format: str
     parts: list[Part]
     join: Callable[[list[bytes | None]], bytes]
+
+    def pick(self, which: str, path: str) -> Part:
+        """The trajectory ``which`` names: its number (1 for the first) or its id.
+
+        Raises:
+            TranscriptError: no trajectory, or several, answer to ``which``.
+        """
+        if which.isdigit() and 1 <= int(which) <= len(self.parts):
+            return self.parts[int(which) - 1]
+        found = [p for p in self.parts if p.id == which]
+        if len(found) == 1:
+            return found[0]
+        ids = [p.id for p in self.parts if p.id is not None]
+        known = f"; ids: {', '.join(ids[:5])}{', ...' if len(ids) > 5 else ''}" if ids else ""
+        why = f"{len(found)} trajectories have the id" if found else "no trajectory is"
+        raise TranscriptError(
+            path,
+            None,
+            f"{why} {which!r}: it holds {len(self.parts)} ({self.format}), numbered 1 to "
+            f"{len(self.parts)}{known}",
+        )
 
 
 class Collection:
@@ -155,9 +188,12 @@ class JsonlRows(Collection):
                 )
             # The parsed row is dropped: its part and, if the part changes, the row
             # around it are parsed again from the row's bytes when they are needed.
+            row_id = row_id_of(rec.data)
             rec.data = None
             rows.append((rec, column))
-            parts.append(Part(_row_part(rec, column), f"{path}:{rec.line}", f"line {rec.line}"))
+            parts.append(
+                Part(_row_part(rec, column), f"{path}:{rec.line}", f"line {rec.line}", row_id)
+            )
 
         def join(outputs: list[bytes | None]) -> bytes:
             reduced = {
@@ -177,6 +213,20 @@ class JsonlRows(Collection):
             return join_parts(out)
 
         return Split(self.name, parts, join)
+
+
+ID_FIELDS = ("instance_id", "task_id", "id")
+"""Where a row of a collection keeps its trajectory's id (the first found is used)."""
+
+
+def row_id_of(row: Any) -> str | None:
+    """The id a collection's row gives its trajectory (see :data:`ID_FIELDS`), or None."""
+    if isinstance(row, dict):
+        for field in ID_FIELDS:
+            value = row.get(field)
+            if isinstance(value, str | int) and not isinstance(value, bool):
+                return str(value)
+    return None
 
 
 def _row_part(rec: Record, column: str) -> Callable[[], bytes]:

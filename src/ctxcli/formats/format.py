@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
-from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
+from ctxcli.core.model import Conversation, Kind, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
 from ctxcli.formats.jsontext import dumps_like
 from ctxcli.formats.lazy import LAZY_MIN_CHARS, LazyTexts, leave_in_input, same_text, share_strings
@@ -85,21 +85,6 @@ class OutRecord:
         return self.data
 
 
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One pairing problem, with the line it is on."""
-
-    line: int | None
-    kind: str
-    call_id: str | None
-    message: str
-
-    def render(self, path: str) -> str:
-        """``path:line: message``."""
-        where = f"{path}:{self.line}" if self.line is not None else path
-        return f"{where}: {self.message}"
-
-
 class Resumable:
     """Opt-in for files that grow and sessions that are resumed from them.
 
@@ -153,6 +138,11 @@ class Format(LazyTexts, Resumable):
     skips_invalid_lines: ClassVar[bool] = False
     """True when the format's own client reads past a line that is not JSON (Claude
     Code, Codex): ``on_invalid = "auto"`` then keeps such a line with a warning."""
+    client: ClassVar[str] = ""
+    """The agent client that writes this format's files and resumes sessions from them
+    ("Claude Code", "Codex"; empty for a transcript no client resumes). ``ctx doctor``,
+    ``ctx cost`` and ``ctx sessions`` read a client's files
+    (:mod:`ctxcli.formats.clients`), and ``ctx doctor`` runs that client's rules."""
 
     # -- the required core -------------------------------------------------------------
 
@@ -185,10 +175,6 @@ class Format(LazyTexts, Resumable):
     def keep_passthrough(self, record: Record, anchor_kept: bool) -> bool:
         """Whether a record the model never sees stays, given its preceding message's fate."""
         return anchor_kept
-
-    def check(self, doc: Document) -> list[Problem]:
-        """Problems of this format beyond tool pairing (default: none); see ``ctx validate``."""
-        return []
 
     # -- shared machinery --------------------------------------------------------------
 
@@ -270,10 +256,17 @@ class Format(LazyTexts, Resumable):
             return OnInvalid.KEEP if self.skips_invalid_lines else OnInvalid.ERROR
         return on_invalid
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
-        """Attach messages to parsed records."""
+    def build(
+        self, raw: Input, path: str, records: list[Record], *, whole_texts: bool = False
+    ) -> Document:
+        """Attach messages to parsed records.
+
+        ``whole_texts``: leave no text in the input, even in a format with
+        :attr:`lazy_texts`, for a reader of the records' data (``ctx doctor``'s rules
+        and repairs read and write records as parsed).
+        """
         warnings: list[str] = []
-        pages = Pages(raw) if self.lazy_texts else None
+        pages = Pages(raw) if self.lazy_texts and not whole_texts else None
         seen: dict[str, str] | None = {} if self.shares_strings else None
         for key, rec in enumerate(records):
             if rec.invalid is not None:
@@ -359,6 +352,8 @@ class Format(LazyTexts, Resumable):
         for after in list(inserts):
             emit_new(after, None)
         self.fixup(plan)
+        for out in plan:
+            _check_removed(self, out, doc.path)
         return plan
 
     def dump(
@@ -457,6 +452,46 @@ def _kept(fmt: Format, rec: Record, new: Message) -> OutRecord:
     # A format may decline a change (signed thinking is never rewritten): the record
     # is then copied byte-for-byte, not re-serialised.
     return OutRecord(State.COPY if data is rec.data else State.CHANGED, rec, data, new)
+
+
+def _tool_ids(message: Message) -> set[str]:
+    """The call ids of a message's tool calls and results."""
+    return {
+        b.call_id
+        for b in message.blocks
+        if b.call_id is not None and b.kind in (Kind.TOOL_CALL, Kind.TOOL_RESULT)
+    }
+
+
+def _check_removed(fmt: Format, out: OutRecord, path: str) -> None:
+    """Refuse a record still holding a call or result a stage removed from its message.
+
+    A stage removes a call with its results (or leaves both); a format whose ``apply``
+    cannot write the removal would leave its partner orphaned in the output, which the
+    API rejects (issue 41: OpenHands actions). Better no output than a broken one. Only
+    a changed record whose message lost a tool block is read again.
+
+    Raises:
+        TranscriptError: the written record still holds such a block.
+    """
+    rec, new = out.orig, out.message
+    if out.state is State.DROPPED or rec is None or rec.message is None or new is None:
+        return
+    lost = _tool_ids(rec.message) - _tool_ids(new)
+    if not lost:
+        return
+    written: Message | None = rec.message  # a format that declined the change copies it
+    if out.state is not State.COPY:
+        written = fmt.to_message(hydrate(out.data), rec.message.key or 0, rec.line, path)
+    kept = sorted(lost & _tool_ids(written)) if written is not None else []
+    if kept:
+        raise TranscriptError(
+            path,
+            rec.line,
+            f"the {fmt.name} format cannot remove tool call {kept[0]!r} from this record "
+            "while keeping the rest, and its partner is gone; a stage must remove the "
+            "whole message or leave the pair",
+        )
 
 
 def _edit(out: OutRecord, edits: RecordEdits, key: int) -> None:

@@ -111,7 +111,9 @@ class LangChain(Format):
             return False
         return any(_shape(r)[0] is not None for r in records)
 
-    def build(self, raw: Input, path: str, records: list[Record]) -> Document:
+    def build(
+        self, raw: Input, path: str, records: list[Record], *, whole_texts: bool = False
+    ) -> Document:
         """Refuse a record that is not a LangChain message, then build the document."""
         require_recognised(
             records,
@@ -119,7 +121,7 @@ class LangChain(Format):
             lambda d: _shape(d)[0] is not None,
             'a LangChain message ({"type", "data"} or {"lc": 1, "type": "constructor"})',
         )
-        return super().build(raw, path, records)
+        return super().build(raw, path, records, whole_texts=whole_texts)
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Message | None:
         """Read a LangChain message (either dump) as a message."""

@@ -25,6 +25,7 @@ class OpenAIResponses(Codex):
     """OpenAI Responses API input items (``list[TResponseInputItem]``)."""
 
     name = "openai_responses"
+    client = ""  # the Agents SDK's model input: no client resumes from such a file
     description = "OpenAI Responses API input items (the Agents SDK's model input)"
 
     def to_message(self, data: Any, key: int, line: int, path: str) -> Any:

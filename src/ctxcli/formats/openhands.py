@@ -112,6 +112,8 @@ class OpenHandsEvents(Format):
 
     def apply(self, data: Any, old: Message, new: Message) -> Any:
         """Write ``new``'s changed texts into the event; arguments stay."""
+        if old.tool_calls and not new.tool_calls:
+            return _without_call(data, new)
         # Arguments are shown as JSON text and never written back.
         keep = [b for b in new.blocks if b.slot is None or b.slot[1] != "keep"]
         before = [b for b in old.blocks if b.slot is None or b.slot[1] != "keep"]
@@ -121,6 +123,25 @@ class OpenHandsEvents(Format):
         """Make a message event for a message a stage added."""
         source = "agent" if message.role == "assistant" else "user"
         return {"source": source, "action": "message", "args": {"content": message.text}}
+
+
+def _without_call(data: dict[str, Any], new: Message) -> dict[str, Any]:
+    """The event of a call a stage removed while keeping what the model said with it.
+
+    An action *is* its call: left an action, it would still call the tool, and the
+    observation the stage removed with the call would be missing (issue 41: the
+    ``synaptic`` preset left 56 calls without results in a 3-instance output.jsonl). It
+    becomes the agent ``message`` OpenHands writes for an answer without a call, holding
+    the text; the original event is in the restore pack like any changed record.
+    """
+    text = "\n".join(b.text for b in new.blocks if b.kind is Kind.TEXT)
+    args = {"content": text, "image_urls": None, "wait_for_response": False}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "tool_call_metadata":
+            continue
+        out[key] = {"action": "message", "message": text, "args": args}.get(key, value)
+    return out
 
 
 class OpenHandsOutput(JsonlRows):

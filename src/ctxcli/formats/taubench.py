@@ -21,6 +21,7 @@ from ctxcli.formats.collection import (
     first_value,
     items_of,
     part_bytes,
+    row_id_of,
 )
 from ctxcli.formats.json_doc import layout_from
 from ctxcli.formats.jsontext import array_items, loads_record
@@ -71,10 +72,13 @@ class TauBenchRuns(Collection):
         view = memoryview(raw)
         pages = Pages(raw)  # each run is parsed again as a part: its pages go back
         ascii_doc = True  # between the runs there are only blanks and commas
+        ids: list[str | None] = []
         try:
             for s, e in spans:
-                if not _is_run(loads_record(view[s:e])):
+                run = loads_record(view[s:e])
+                if not _is_run(run):
                     return None
+                ids.append(row_id_of(run))
                 ascii_doc = ascii_doc and _NON_ASCII.search(raw, s, e) is None
                 pages.reached(e)
             head = bytes(raw[len(lead) : start]).decode("utf-8")
@@ -93,7 +97,7 @@ class TauBenchRuns(Collection):
         finally:
             release(raw)
         parts = [
-            Part(_run_part(view, s, e), f"{path}[{i}].traj", f"run {i}")
+            Part(_run_part(view, s, e), f"{path}[{i}].traj", f"run {i}", ids[i])
             for i, (s, e) in enumerate(spans)
         ]
 

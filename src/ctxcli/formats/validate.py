@@ -1,76 +1,66 @@
-"""Check that every tool call has its result and every result its call."""
+"""``ctx validate``: the transcript rules of the diagnose engine, on any format.
+
+Every line is JSON, every tool call has its result and every result its call
+(:data:`~ctxcli.formats.diagnose.TRANSCRIPT_RULES`). What breaks resuming a client's
+session beyond that (a broken ``parentUuid`` chain, empty text blocks...) is for
+``ctx doctor``, which runs these rules and the client's.
+"""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from ctxcli.core.errors import OnInvalid
-from ctxcli.core.model import Kind
+from ctxcli.core.io import Input
 from ctxcli.formats import Document, load, split_collection
-from ctxcli.formats.format import Problem
+from ctxcli.formats.clients import ClientFile
+from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Diagnosis, Problem, diagnose
 
-__all__ = ["Problem", "check_document", "validate_bytes"]
+__all__ = ["Problem", "check_document", "validate_bytes", "validate_transcript"]
 
 
 def check_document(doc: Document) -> list[Problem]:
-    """Pairing problems of a loaded transcript (a final unanswered call is allowed)."""
-    conv = doc.conversation
-    problems: list[Problem] = []
-    last_assistant = max(
-        (i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=-1
-    )
-    for ref, block in conv.iter_blocks(Kind.TOOL_RESULT):
-        if conv.call_of(ref) is None:
-            line = doc.line_of(conv.messages[ref[0]])
-            problems.append(
-                Problem(
-                    line,
-                    "orphan_result",
-                    block.call_id,
-                    f"tool result {block.call_id!r} has no matching tool call",
-                )
-            )
-    tail_group = conv.messages[last_assistant].group if last_assistant >= 0 else None
-    for ref, block in conv.iter_blocks(Kind.TOOL_CALL):
-        if conv.results_of(ref):
-            continue
-        msg = conv.messages[ref[0]]
-        is_final = ref[0] == last_assistant or (tail_group is not None and msg.group == tail_group)
-        if is_final and not any(m.role != "assistant" for m in conv.messages[ref[0] + 1 :]):
-            continue
-        problems.append(
-            Problem(
-                doc.line_of(msg),
-                "unanswered_call",
-                block.call_id,
-                f"tool call {block.call_id!r} ({block.name}) has no result",
-            )
-        )
-    problems.extend(doc.format.check(doc))
-    return sorted(problems, key=lambda p: (p.line or 0, p.kind))
+    """The problems the transcript rules find in a loaded transcript."""
+    return diagnose(ClientFile.of(doc)).problems
 
 
-def validate_bytes(
-    raw: bytes,
+def validate_transcript(
+    raw: Input,
     path: str = "<stdin>",
     *,
     format: str = "auto",
     on_invalid: OnInvalid | str = OnInvalid.ERROR,
-) -> list[Problem]:
-    """Load a transcript and return its pairing problems.
+) -> Diagnosis:
+    """Load a transcript and run the transcript rules over it.
 
     Unlike reducing, checking stops at a line that is not JSON in every format by
-    default: reporting it is the point of a check. In a file of many trajectories
-    (tau-bench runs, OpenHands output, dataset rows) each is checked on its own; a
-    problem names its trajectory and message.
+    default: reporting it is the point of a check; kept (``on_invalid``), the line is a
+    problem. In a file of many trajectories (tau-bench runs, OpenHands output, dataset
+    rows) each is checked on its own; a problem names its trajectory and message.
+
+    Raises:
+        TranscriptError: the file cannot be read as a transcript (a line that is not
+            JSON, unless kept).
     """
     on_invalid = OnInvalid.of(on_invalid)
+    names = tuple(rule.name for rule in TRANSCRIPT_RULES)
     split = split_collection(raw, path, format=format)
     if split is None:
-        return check_document(load(raw, path, format=format, on_invalid=on_invalid))
+        return diagnose(ClientFile.of(load(raw, path, format=format, on_invalid=on_invalid)))
     problems: list[Problem] = []
     for part in split.parts:
         for p in check_document(load(part.raw, part.name, on_invalid=on_invalid)):
             message = f"{part.label}, message {p.line}: {p.message}"
             problems.append(replace(p, line=None, message=message))
-    return problems
+    return Diagnosis(path, split.format, names, problems)
+
+
+def validate_bytes(
+    raw: Input,
+    path: str = "<stdin>",
+    *,
+    format: str = "auto",
+    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+) -> list[Problem]:
+    """The problems :func:`validate_transcript` finds (an empty list: the file is valid)."""
+    return validate_transcript(raw, path, format=format, on_invalid=on_invalid).problems

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxcli.core.errors import OnInvalid, TranscriptError
+from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
@@ -386,11 +386,14 @@ a time: counted in bulk (on every core), yet the file is never held parsed all a
 def _reduce_split(job: _Job, split: Split) -> PipelineResult:
     """A file of many trajectories; written whole, as it is one restore unit."""
     if job.options.trace and len(split.parts) > 1:
+        ids = [p.id for p in split.parts[:3] if p.id is not None]
+        named = f": {', '.join(ids)}{', ...' if len(split.parts) > 3 else ''}" if ids else ""
         raise TranscriptError(
             job.path,
             None,
-            f"holds {len(split.parts)} trajectories ({split.format}); a report follows "
-            "one transcript: report one of them",
+            f"holds {len(split.parts)} trajectories ({split.format}{named}); a report "
+            "follows one transcript",
+            remedy=Remedy.PICK_TRAJECTORY,
         )
     reduced = _reduce_collection(job, split)
     if job.into is not None:  # a collection is one restore unit: its output is joined

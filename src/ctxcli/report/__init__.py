@@ -45,6 +45,7 @@ def write_html(
     config: Config | None = None,
     options: api.RunOptions | None = None,
     cost: bool = True,
+    trajectory: str | None = None,
 ) -> tuple[ReportData, bytes]:
     """Analyze ``input`` and write the page to ``output`` atomically (``-``: write nothing).
 
@@ -52,16 +53,17 @@ def write_html(
     whose offload directory is ``./ctx-offload/<hash>``; a session reduced in place
     writes to its change directory). ``cost``: a Claude Code session or Codex rollout
     (a file, not stdin) gets the cost timeline, as run and with the config's chain live
-    (:func:`~ctxcli.report.cost.cost_timeline`).
+    (:func:`~ctxcli.report.cost.cost_timeline`). ``trajectory`` picks one of a file of
+    several (see :func:`~ctxcli.report.data.analyze_file`).
 
     Returns:
         The data shown and the page's bytes.
     """
     if str(output) != api.STDIO and Path(output).is_dir():
         raise CtxError(f"{output} is a directory; name the HTML file to write.")
-    data = analyze_file(input, destination, config=config, options=options)
+    data = analyze_file(input, destination, config=config, options=options, trajectory=trajectory)
     timeline = None
-    if cost and input != api.STDIO:
+    if cost and input != api.STDIO and trajectory is None:
         chosen = config or load_config()
         timeline = cost_timeline(input, chosen, chosen.settings.preset or chosen.source)
     page = render_html(data, timeline).encode("utf-8")

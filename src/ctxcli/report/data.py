@@ -17,10 +17,11 @@ from typing import Any
 
 from ctxcli import api
 from ctxcli._version import __version__
-from ctxcli.core.errors import OnInvalid
+from ctxcli.core.errors import OnInvalid, TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import monitor_series, steps_of
 from ctxcli.core.protocols import sha256
+from ctxcli.formats import split_collection
 from ctxcli.formats.claude_code import is_compact_boundary
 from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
@@ -188,18 +189,35 @@ def analyze_file(
     config: Config | None = None,
     options: api.RunOptions | None = None,
     top: int = TOP_ITEMS,
+    trajectory: str | None = None,
 ) -> ReportData:
     """:func:`analyze_bytes` of a file (``-`` reads stdin), reduced as into ``destination``.
 
     The destination is the one :func:`ctxcli.api.reduce` would get: the hints cite its
     offload directory, so the numbers are those of the file a reduction writes.
+    ``trajectory`` picks one of the trajectories of a file that holds several (tau-bench
+    runs, an OpenHands ``output.jsonl``): its number (1 for the first) or its id.
+
+    Raises:
+        TranscriptError: the file holds several trajectories and none is picked, or
+            ``trajectory`` names none of them (or the file holds only one transcript).
     """
     config = config or load_config()
     run = options or api.RunOptions()
     raw = api.read_input(input)
+    path = input
+    if trajectory is not None:
+        split = split_collection(raw, input, format=config.settings.format or "auto")
+        if split is None:
+            raise TranscriptError(
+                input, None, f"holds one transcript: there is no trajectory {trajectory!r} to pick"
+            )
+        part = split.pick(trajectory, input)
+        raw, path = part.raw, part.name
+        config = config.with_overrides(format="auto")  # the part is of its own format
     return analyze_bytes(
         raw,
-        path=input,
+        path=path,
         config=config,
         on_invalid=run.on_invalid,
         counting=run.counting,

@@ -16,13 +16,14 @@ each change recorded so that one restore undoes them all (:mod:`ctxcli.store.his
 from __future__ import annotations
 
 from ctxcli.cost.prices import load_price_table, resume_cost
+from ctxcli.formats.diagnose import Problem
 from ctxcli.sessions.discover import (
     SessionFile,
     find_sessions,
     parse_since,
     resolve_session,
 )
-from ctxcli.sessions.doctor import Problem, Repair, diagnose, fix_in_place, plan_fixes
+from ctxcli.sessions.doctor import Repair, diagnose, fix_in_place, plan_fixes
 from ctxcli.sessions.listing import SessionQuery, SessionRow, list_sessions, scan_session
 
 __all__ = [

@@ -261,9 +261,10 @@ def resolve_session(
         return max(candidates, key=lambda s: s.mtime_ns)
     if not ref:
         raise CtxError("no session given: pass a session id or a unique prefix of one.")
-    exact = [s for s in pool if s.id == ref or s.id.split("/")[-1] == ref]
-    # A subagent is named by its own id (agent-...), not by its parent's prefix.
-    matches = exact or [s for s in pool if s.id.split("/")[-1].startswith(ref)]
+    exact = [s for s in pool if s.id == ref or ref in _names(s)]
+    # A subagent is named by its own id (agent-a2898e3..., or a2898e3... as the file
+    # name and `ctx sessions` show it without the prefix), not by its parent's prefix.
+    matches = exact or [s for s in pool if any(n.startswith(ref) for n in _names(s))]
     if len(matches) == 1:
         return matches[0]
     if not matches:
@@ -274,6 +275,12 @@ def resolve_session(
     shown = ", ".join(f"{s.id} ({s.agent}, {s.path})" for s in matches[:10])
     more = f" and {len(matches) - 10} more" if len(matches) > 10 else ""
     raise CtxError(f"{ref!r} matches {len(matches)} sessions: {shown}{more}; give more of the id.")
+
+
+def _names(session: SessionFile) -> tuple[str, ...]:
+    """The ids a session answers to: its own, and a subagent's without ``agent-``."""
+    own = session.id.split("/")[-1]
+    return (own, own[len("agent-") :]) if own.startswith("agent-") else (own,)
 
 
 def project_path(project: str) -> str:

@@ -1,38 +1,46 @@
 """Diagnose what breaks resuming a session (or the API call it makes), and repair it.
 
-:func:`diagnose` reads a Claude Code session or Codex rollout line by line, the way the
-client does (a line that is not JSON is skipped, so its record is lost to the chain),
-and reports each problem with its line. :func:`plan_fixes` computes the repaired bytes
-and the restore script that gives the original back: every line it changes, drops or
-adds is recorded, with the original bytes kept in the restore pack, so ``ctx restore``
-undoes a repair exactly like a reduction.
-
-Claude Code problems: a torn last line, a malformed line, a ``parentUuid`` or
-``logicalParentUuid`` naming no record, a chain that starts at an assistant turn (the
-API rejects it), tool calls without results and the reverse, empty text blocks,
-thinking blocks without a signature, one ``toolUseResult`` payload stored twice, and
-lines over a size limit (multi-megabyte tool outputs freeze ``claude --resume``).
-Codex: torn/malformed lines, unpaired calls and outputs, oversized lines.
+:func:`diagnose` reads a Claude Code session or Codex rollout with the one reader of the
+clients' files (:func:`~ctxcli.formats.clients.read_client_file`: line by line, as the
+client does; a line that is not JSON is skipped, so its record is lost to the chain) and
+runs the diagnose engine (:mod:`ctxcli.formats.diagnose`) with the rules every transcript
+is held to, which ``ctx validate`` runs too, and those of the client (:mod:`.client_rules`).
+:func:`plan_fixes` computes the repaired bytes and the restore script that gives the
+original back: every line it changes, drops or adds is recorded, with the original bytes
+kept in the restore pack, so ``ctx restore`` undoes a repair exactly like a reduction.
+Calls and results are paired again by the one pairing rule
+(:func:`ctxcli.core.pairing.unpaired`) that found them unpaired.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-from ctxcli.core.protocols import sha256, split_units
-from ctxcli.formats.claude_code import (
-    ENVELOPE,
-    derived_uuid,
-    is_compact_boundary,
-    resume_chain,
+from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
+from ctxcli.core.protocols import sha256
+from ctxcli.formats import Format
+from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary
+from ctxcli.formats.clients import ClientFile, read_client_file
+from ctxcli.formats.diagnose import DEFAULT_MAX_LINE_BYTES, Diagnosis, Limits, Problem
+from ctxcli.formats.diagnose import diagnose as run_rules
+from ctxcli.formats.lines import Record
+from ctxcli.services.session_files import CLAUDE, CODEX, identify
+from ctxcli.sessions.client_rules import (
+    UUID_RE,
+    blocks_of,
+    is_blank_text,
+    is_message,
+    payload_key,
+    rules_for,
+    visible_groups,
 )
-from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
-from ctxcli.store.change import Record, Transaction
+from ctxcli.store.change import Record as ChangeRecord
+from ctxcli.store.change import Transaction
 from ctxcli.store.history import new_change, prune
 from ctxcli.store.index import head_digest
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
@@ -43,57 +51,36 @@ __all__ = [
     "Problem",
     "Repair",
     "Sink",
-    "WARNINGS",
     "diagnose",
+    "diagnose_file",
     "fix_in_place",
     "plan_fixes",
     "repair_json_line",
     "salvage_tail",
 ]
 
-DEFAULT_MAX_LINE_BYTES = 1_000_000
 _PREVIEW_HEAD = 2000
 _PREVIEW_TAIL = 1000
-_DUP_MIN_BYTES = 1024
 _BAD_ESCAPE = re.compile(rb'(?<!\\)((?:\\\\)*)\\([^"\\/bfnrtu])')
-_UUID_RE = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
 _PARENT_RE = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]+)"|null)')
-_CALLS = ("function_call", "custom_tool_call", "local_shell_call")
-_OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
-
-WARNINGS = frozenset({"duplicate_tool_use_result"})
-"""Kinds of problem a resume goes through (a copy of a payload costs bytes, nothing else)."""
-
-
-@dataclass(frozen=True, order=True)
-class Problem:
-    """One thing that breaks a resume (or, a warning, only costs), on a line (1-based)."""
-
-    line: int | None
-    kind: str
-    message: str
-    fixable: bool = True
-
-    @property
-    def breaks_resume(self) -> bool:
-        """False for a warning: the client resumes the session as it is."""
-        return self.kind not in WARNINGS
-
-    def render(self, path: str) -> str:
-        """``path:line: message``."""
-        where = f"{path}:{self.line}" if self.line is not None else path
-        return f"{where}: {self.message}"
-
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON shape of ``ctx doctor --json``."""
-        return {
-            "line": self.line,
-            "kind": self.kind,
-            "message": self.message,
-            "fixable": self.fixable,
-            "breaks_resume": self.breaks_resume,
-        }
+_LINES = frozenset({"torn_last_line", "malformed_line"})
+REPAIRS: dict[str, frozenset[str]] = {
+    CLAUDE: _LINES
+    | {
+        "dangling_parent",
+        "dangling_logical_parent",
+        "empty_text",
+        "unsigned_thinking",
+        "unanswered_call",
+        "orphan_result",
+        "duplicate_tool_use_result",
+        "oversized_line",
+        "chain_starts_with_assistant",
+    },
+    CODEX: _LINES | {"unanswered_call", "orphan_result"},
+}
+"""The kinds of problem :func:`plan_fixes` repairs, by client format (others: lines only)."""
 
 
 class Sink(Protocol):
@@ -110,6 +97,8 @@ class Sink(Protocol):
 
 @dataclass
 class _Rec:
+    """A line as a repair edits it (the reader's record, then what the repair made of it)."""
+
     raw: bytes
     line: int | None
     data: Any = None
@@ -144,299 +133,28 @@ class Repair:
     remaining: list[Problem]
     changed_lines: int = 0
     notes: list[str] = field(default_factory=list)
-
-
-def _parse(raw: bytes) -> list[_Rec]:
-    recs: list[_Rec] = []
-    for no, unit in enumerate(split_units(raw), start=1):
-        body = unit.rstrip(b"\r\n")
-        rec = _Rec(unit, no)
-        if body.strip():
-            try:
-                rec.data = orjson.loads(body)
-            except orjson.JSONDecodeError as exc:
-                rec.error = str(exc).split(": line")[0]
-        recs.append(rec)
-    return recs
+    checked: Diagnosis | None = None
+    """The diagnosis of the repaired bytes (its rules, format, and ``remaining``)."""
 
 
 def diagnose(
-    raw: bytes, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
-) -> tuple[str | None, list[Problem]]:
-    """The agent the file belongs to and every problem found, by line."""
-    recs = _parse(raw)
-    agent = sniff_agent([r.data for r in recs])
-    return agent, _check(recs, agent, max_line_bytes)
+    raw: bytes, path: str = "<stdin>", *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Diagnosis:
+    """Every problem of a session file by line, the rules that ran and the file's format.
 
-
-def _check(recs: list[_Rec], agent: str | None, max_line_bytes: int) -> list[Problem]:
-    live = [r for r in recs if not r.dropped]
-    problems: list[Problem] = []
-    for i, rec in enumerate(live):
-        if rec.error is not None:
-            torn = i == len(live) - 1 and not rec.raw.endswith(b"\n")
-            if torn:
-                problems.append(
-                    Problem(rec.line, "torn_last_line", "the last line was cut off mid-write")
-                )
-            else:
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "malformed_line",
-                        f"not valid JSON ({rec.error}); the client skips this line",
-                    )
-                )
-        size = len(rec.new_raw if rec.new_raw is not None else rec.raw)
-        if size > max_line_bytes:
-            problems.append(
-                Problem(
-                    rec.line,
-                    "oversized_line",
-                    f"line of {size:,} bytes exceeds {max_line_bytes:,} (large lines stall a resume)",
-                )
-            )
-    if agent == CLAUDE:
-        problems.extend(_check_claude(live))
-    elif agent == CODEX:
-        problems.extend(_check_codex(live))
-    return sorted(problems, key=lambda p: (p.line or 0, p.kind))
-
-
-def _blocks(data: dict[str, Any]) -> list[Any]:
-    message = data.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, list) else []
-
-
-def _is_message(data: Any) -> bool:
-    return (
-        isinstance(data, dict)
-        and data.get("type") in ("user", "assistant")
-        and isinstance(data.get("message"), dict)
-    )
-
-
-def _visible_groups(recs: list[_Rec]) -> set[Any]:
-    r"""``message.id`` of the responses that hold some non-blank content.
-
-    The client merges the records of one response into one message and drops a
-    whitespace-only text block beside other content (real 2.1.x files hold "\n\n"
-    blocks before a tool call and resume); only a response with nothing else, or a
-    block with no text at all, reaches the API as an empty text block.
+    The rules are those ``ctx validate`` runs and those of the client that wrote the
+    file (:func:`~ctxcli.sessions.client_rules.rules_for`); a problem is ``fixable`` when
+    :func:`plan_fixes` repairs its kind.
     """
-    out: set[Any] = set()
-    for rec in recs:
-        if rec.dropped or not _is_message(rec.data):
-            continue
-        for block in _blocks(rec.data):
-            if isinstance(block, dict) and not (
-                block.get("type") == "text" and not str(block.get("text") or "").strip()
-            ):
-                out.add(rec.data["message"].get("id"))
-    out.discard(None)
-    return out
+    return diagnose_file(read_client_file(raw, path), max_line_bytes=max_line_bytes)
 
 
-def _is_blank_text(block: dict[str, Any], data: dict[str, Any], visible: set[Any]) -> bool:
-    text = block.get("text")
-    if not isinstance(text, str) or text == "":
-        return True
-    if text.strip():
-        return False
-    return data["message"].get("id") not in visible
-
-
-def _final_response(recs: list[_Rec]) -> set[int]:
-    """Indices of the records of the last assistant response, if nothing followed it.
-
-    Its calls may still be running when the file is read (or the client was stopped
-    before it ran them); the client answers them itself on resume.
-    """
-    out: set[int] = set()
-    msg_id: Any = None
-    for i in range(len(recs) - 1, -1, -1):
-        rec = recs[i]
-        if rec.dropped or not _is_message(rec.data):
-            continue
-        data = rec.data
-        if data["type"] != "assistant":
-            if out:
-                break
-            if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in _blocks(data)):
-                return out
-            continue
-        this_id = data["message"].get("id")
-        if out and (msg_id is None or this_id != msg_id):
-            break
-        out.add(i)
-        msg_id = this_id
-    return out
-
-
-def _check_claude(recs: list[_Rec]) -> list[Problem]:
-    """Every problem of a Claude Code session, pass by pass (sorted by the caller)."""
-    return [
-        *_dangling_links(recs),
-        *_block_problems(recs),
-        *_duplicate_payloads(recs),
-        *_assistant_start(recs),
-    ]
-
-
-def _dangling_links(recs: list[_Rec]) -> list[Problem]:
-    """``parentUuid``/``logicalParentUuid`` naming no record (or one the client skips)."""
-    known: set[str] = set()
-    unparsed: dict[str, int | None] = {}
-    for rec in recs:
-        if rec.is_dict and isinstance(rec.data.get("uuid"), str):
-            known.add(rec.data["uuid"])
-        elif rec.error is not None:
-            for m in _UUID_RE.findall(rec.raw):
-                unparsed[m.decode("utf-8", "replace")] = rec.line
-    problems: list[Problem] = []
-    for rec in recs:
-        if not rec.is_dict:
-            continue
-        for field_name, kind in _LINKS:
-            target = rec.data.get(field_name)
-            if field_name == "logicalParentUuid" and is_compact_boundary(rec.data):
-                # Only shown in the UI; a resume never follows it (real 2.1.x files
-                # point it at records that were never written).
-                continue
-            if isinstance(target, str) and target not in known:
-                why = (
-                    f"line {unparsed[target]}, which the client cannot parse"
-                    if target in unparsed
-                    else "no record in the file"
-                )
-                problems.append(Problem(rec.line, kind, f"{field_name} {target!r} names {why}"))
-    return problems
-
-
-_LINKS = (("parentUuid", "dangling_parent"), ("logicalParentUuid", "dangling_logical_parent"))
-
-
-def _block_problems(recs: list[_Rec]) -> list[Problem]:
-    """Empty texts, unsigned thinking, results without calls and calls without results."""
-    problems: list[Problem] = []
-    calls: dict[str, int | None] = {}
-    answered: set[str] = set()
-    final = _final_response(recs)
-    visible = _visible_groups(recs)
-    for i, rec in enumerate(recs):
-        data = rec.data
-        if not _is_message(data):
-            continue
-        content = data["message"].get("content")
-        if isinstance(content, str) and not content.strip():
-            problems.append(Problem(rec.line, "empty_text", "message text is empty"))
-        for block in _blocks(data):
-            kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and _is_blank_text(block, data, visible):
-                problems.append(
-                    Problem(rec.line, "empty_text", "empty text block (the API rejects it)")
-                )
-            elif kind == "thinking" and not block.get("signature"):
-                problems.append(
-                    Problem(rec.line, "unsigned_thinking", "thinking block without a signature")
-                )
-            elif kind == "tool_use" and isinstance(block.get("id"), str):
-                calls.setdefault(block["id"], rec.line)
-                if i in final:
-                    answered.add(block["id"])  # a final call may still be running
-            elif kind == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                call_id = block["tool_use_id"]
-                if call_id not in calls:
-                    message = f"tool result {call_id!r} has no matching tool call"
-                    problems.append(Problem(rec.line, "orphan_result", message))
-                answered.add(call_id)
-    problems += [
-        Problem(line, "unanswered_call", f"tool call {call_id!r} has no result")
-        for call_id, line in calls.items()
-        if call_id not in answered
-    ]
-    return problems
-
-
-def _duplicate_payloads(recs: list[_Rec]) -> list[Problem]:
-    """A ``toolUseResult`` payload (of some size) stored again by a later record."""
-    problems: list[Problem] = []
-    payloads: dict[bytes, int | None] = {}
-    for rec in recs:
-        payload = rec.data.get("toolUseResult") if rec.is_dict else None
-        if payload is None:
-            continue
-        key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-        if len(key) < _DUP_MIN_BYTES:
-            continue
-        if key in payloads:
-            message = f"toolUseResult of {len(key):,} bytes repeats line {payloads[key]}"
-            problems.append(Problem(rec.line, "duplicate_tool_use_result", message))
-        else:
-            payloads[key] = rec.line
-    return problems
-
-
-def _assistant_start(recs: list[_Rec]) -> list[Problem]:
-    """The chain a resume rebuilds starting at an assistant turn (the API answers 400)."""
-    chain = resume_chain([r.data for r in recs])
-    first = next((recs[k] for k in chain if _is_message(recs[k].data)), None)
-    if first is None or first.data["type"] != "assistant":
-        return []
-    return [
-        Problem(
-            first.line,
-            "chain_starts_with_assistant",
-            "a resume rebuilds the conversation from here, an assistant turn "
-            "(the API answers 400: first message must use the user role)",
-        )
-    ]
-
-
-def _codex_item(data: Any) -> dict[str, Any] | None:
-    if isinstance(data, dict) and data.get("type") == "response_item":
-        payload = data.get("payload")
-        if isinstance(payload, dict):
-            return payload
-    return None
-
-
-def _check_codex(recs: list[_Rec]) -> list[Problem]:
-    problems: list[Problem] = []
-    calls: dict[str, int | None] = {}
-    answered: set[str] = set()
-    last_call = -1
-    for i, rec in enumerate(recs):
-        item = _codex_item(rec.data)
-        if item is None or not isinstance(item.get("call_id"), str):
-            continue
-        if item.get("type") in _CALLS:
-            calls.setdefault(item["call_id"], rec.line)
-            last_call = i
-        elif item.get("type") in _OUTPUTS:
-            if item["call_id"] not in calls:
-                problems.append(
-                    Problem(
-                        rec.line,
-                        "orphan_result",
-                        f"output of call {item['call_id']!r} has no matching call",
-                    )
-                )
-            answered.add(item["call_id"])
-    tail = recs[last_call + 1 :] if last_call >= 0 else []
-    final = _codex_item(recs[last_call].data) if last_call >= 0 else None
-    for call_id, line in calls.items():
-        if call_id in answered:
-            continue
-        if (
-            final is not None
-            and final.get("call_id") == call_id
-            and not any(_codex_item(r.data) for r in tail)
-        ):
-            continue
-        problems.append(Problem(line, "unanswered_call", f"call {call_id!r} has no output"))
-    return problems
+def diagnose_file(file: ClientFile, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Diagnosis:
+    """:func:`diagnose` of a file already read (``ctx sessions`` reads each file once)."""
+    found = run_rules(file, rules_for(file), Limits(max_line_bytes))
+    repairs = REPAIRS.get(file.format_name or "", _LINES) if file.client else _LINES
+    found.problems = [replace(p, fixable=p.kind in repairs) for p in found.problems]
+    return found
 
 
 # --- repairs ---------------------------------------------------------------------------
@@ -479,21 +197,22 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
     ``sink`` receives the original of every changed or dropped line and the full
     text of any tool output cut to fit ``max_line_bytes``.
     """
-    recs = _parse(raw)
-    agent = sniff_agent([r.data for r in recs])
-    before = _check(recs, agent, max_line_bytes)
+    file = read_client_file(raw)
+    before = diagnose_file(file, max_line_bytes=max_line_bytes).problems
+    recs = [_Rec(bytes(r.raw), r.line, r.data, r.invalid) for r in file.records]
+    agent = file.format_name if file.client else None
     notes: list[str] = []
     _fix_lines(recs, agent)
-    if agent == CLAUDE:
-        _fix_claude(recs, sink, max_line_bytes, notes)
-    elif agent == CODEX:
-        _fix_codex(recs)
+    if agent == CLAUDE and file.format is not None:
+        _fix_claude(recs, file.format, sink, max_line_bytes, notes)
+    elif agent == CODEX and file.format is not None:
+        _fix_codex(recs, file.format)
     output, script, changed = _emit(recs, sink)
-    after = _check(_parse(output), agent, max_line_bytes)
-    left = {(p.kind, p.message) for p in after}
+    checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
+    checked.problems = [replace(p, fixable=False) for p in checked.problems]
+    left = {(p.kind, p.message) for p in checked.problems}
     fixed = [p for p in before if (p.kind, p.message) not in left]
-    remaining = [Problem(p.line, p.kind, p.message, fixable=False) for p in after]
-    return Repair(output, script, fixed, remaining, changed, notes)
+    return Repair(output, script, fixed, checked.problems, changed, notes, checked)
 
 
 def fix_in_place(
@@ -521,7 +240,7 @@ def fix_in_place(
         agent, _sid = identify(change.path, raw)
         change.check_live(None if force else live_seconds)
         record = new_change(change.path, "doctor")
-        with Transaction(Record(record, str(record)), change=change) as tx:
+        with Transaction(ChangeRecord(record, str(record)), change=change) as tx:
             assert tx.store is not None
             repair = plan_fixes(raw, tx.store, max_line_bytes=max_line_bytes)
             if repair.changed_lines == 0:
@@ -569,7 +288,7 @@ def _fix_lines(recs: list[_Rec], agent: str | None) -> None:
         rec.dropped = True
         if agent == CLAUDE:
             # Children of the lost record hang on to its parent instead.
-            uuid = _UUID_RE.search(rec.raw)
+            uuid = UUID_RE.search(rec.raw)
             parent = _PARENT_RE.search(rec.raw)
             if uuid is not None:
                 rec.data = {
@@ -602,25 +321,27 @@ def _relink(recs: list[_Rec]) -> None:
                 rec.edit()[name] = target
 
 
-def _fix_claude(recs: list[_Rec], sink: Sink, max_line_bytes: int, notes: list[str]) -> None:
+def _fix_claude(
+    recs: list[_Rec], fmt: Format, sink: Sink, max_line_bytes: int, notes: list[str]
+) -> None:
     seen_payloads: set[bytes] = set()
-    visible = _visible_groups(recs)
+    visible = visible_groups(r.data for r in recs if not r.dropped)
     for rec in recs:
-        if rec.dropped or not _is_message(rec.data):
+        if rec.dropped or not is_message(rec.data):
             continue
         data = rec.data
         content = data["message"].get("content")
         if isinstance(content, str) and not content.strip():
             rec.dropped = True
             continue
-        blocks = _blocks(data)
+        blocks = blocks_of(data)
         keep = [
             b
             for b in blocks
             if not (
                 isinstance(b, dict)
                 and (
-                    (b.get("type") == "text" and _is_blank_text(b, data, visible))
+                    (b.get("type") == "text" and is_blank_text(b, data, visible))
                     or (b.get("type") == "thinking" and not b.get("signature"))
                 )
             )
@@ -630,14 +351,12 @@ def _fix_claude(recs: list[_Rec], sink: Sink, max_line_bytes: int, notes: list[s
                 rec.dropped = True
                 continue
             rec.edit()["message"]["content"] = keep
-        payload = data.get("toolUseResult")
-        if payload is not None:
-            key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-            if len(key) >= _DUP_MIN_BYTES:
-                if key in seen_payloads:
-                    del rec.edit()["toolUseResult"]
-                seen_payloads.add(key)
-    _fix_pairs_claude(recs)
+        key = payload_key(data)
+        if key is not None:
+            if key in seen_payloads:
+                del rec.edit()["toolUseResult"]
+            seen_payloads.add(key)
+    _fix_pairs_claude(recs, fmt)
     _relink(recs)
     _fix_dangling(recs)
     for rec in recs:
@@ -653,40 +372,41 @@ def _size(rec: _Rec) -> int:
     return len(rec.raw)
 
 
-def _fix_pairs_claude(recs: list[_Rec]) -> None:
-    calls: dict[str, int] = {}
-    answered: set[str] = set()
-    for i, rec in enumerate(recs):
-        if rec.dropped or not _is_message(rec.data):
-            continue
-        for block in _blocks(rec.data):
-            if not isinstance(block, dict):
-                continue
-            if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
-                calls.setdefault(block["id"], i)
-            elif block.get("type") == "tool_result":
-                answered.add(str(block.get("tool_use_id")))
+def _unpaired(fmt: Format, recs: list[_Rec]) -> list[tuple[Unpaired, int]]:
+    """What the pairing rule finds in the records as repaired so far, each with the index
+    of its record: the rule ``ctx validate`` and the diagnosis apply, on the same messages."""
+    records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
+    conv = fmt.build(b"", "<repair>", records, whole_texts=True).conversation
+    found: list[tuple[Unpaired, int]] = []
+    for u in unpaired(conv):
+        key = conv.messages[u.ref[0]].key
+        if key is not None and u.call_id is not None:
+            found.append((u, key))
+    return found
+
+
+def _fix_pairs_claude(recs: list[_Rec], fmt: Format) -> None:
+    found = _unpaired(fmt, recs)
     # Orphan results: the block goes (the record too, if nothing else is left).
-    for rec in recs:
-        if rec.dropped or not _is_message(rec.data):
+    for u, i in found:
+        rec = recs[i]
+        if u.kind != ORPHAN_RESULT or rec.dropped:
             continue
-        blocks = _blocks(rec.data)
+        blocks = blocks_of(rec.data)
         keep = [
             b
             for b in blocks
             if not (
                 isinstance(b, dict)
                 and b.get("type") == "tool_result"
-                and b.get("tool_use_id") not in calls
+                and b.get("tool_use_id") == u.call_id
             )
         ]
-        if len(keep) != len(blocks):
-            if keep:
-                rec.edit()["message"]["content"] = keep
-            else:
-                rec.dropped = True
-    final = _final_response(recs)
-    inserts = [(i, cid) for cid, i in calls.items() if cid not in answered and i not in final]
+        if keep:
+            rec.edit()["message"]["content"] = keep
+        else:
+            rec.dropped = True
+    inserts = [(i, str(u.call_id)) for u, i in found if u.kind == UNANSWERED_CALL]
     for i, call_id in sorted(inserts, reverse=True):
         owner = recs[i]
         odata = owner.data
@@ -756,7 +476,7 @@ def _shrink_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
         notes.append(f"line {rec.line}: the UI copy of a tool output moved to {path}")
         if _size(rec) <= limit:
             return
-    for block in _blocks(data):
+    for block in blocks_of(data):
         if not isinstance(block, dict) or block.get("type") != "tool_result":
             continue
         content = block.get("content")
@@ -775,28 +495,20 @@ def _shrink_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
         )
 
 
-def _fix_codex(recs: list[_Rec]) -> None:
-    calls: dict[str, int] = {}
-    answered: set[str] = set()
-    for i, rec in enumerate(recs):
-        item = None if rec.dropped else _codex_item(rec.data)
-        if item is None or not isinstance(item.get("call_id"), str):
-            continue
-        if item.get("type") in _CALLS:
-            calls.setdefault(item["call_id"], i)
-        elif item.get("type") in _OUTPUTS:
-            if item["call_id"] not in calls:
-                rec.dropped = True
-            answered.add(item["call_id"])
-    last = max(calls.values(), default=-1)
-    tail_has_items = any(_codex_item(r.data) for r in recs[last + 1 :]) if last >= 0 else False
-    for call_id, i in sorted(calls.items(), key=lambda kv: -kv[1]):
-        if call_id in answered or (i == last and not tail_has_items):
-            continue
+def _fix_codex(recs: list[_Rec], fmt: Format) -> None:
+    found = _unpaired(fmt, recs)
+    for u, i in found:
+        if u.kind == ORPHAN_RESULT:
+            recs[i].dropped = True  # an output is a record of its own
+    inserts = [(i, str(u.call_id)) for u, i in found if u.kind == UNANSWERED_CALL]
+    for i, call_id in sorted(inserts, reverse=True):
         call = recs[i].data
+        payload = call.get("payload") if call.get("type") == "response_item" else None
+        if not isinstance(payload, dict):
+            continue  # a legacy rollout's bare item: left as it is (still reported)
         kind = (
             "custom_tool_call_output"
-            if call["payload"].get("type") == "custom_tool_call"
+            if payload.get("type") == "custom_tool_call"
             else "function_call_output"
         )
         # What Codex itself sends for a call that never finished.

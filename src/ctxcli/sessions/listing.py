@@ -14,18 +14,20 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, astuple, dataclass, fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxcli import api
 from ctxcli._version import __version__
 from ctxcli.core.errors import CtxError, OnInvalid
 from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table, resume_cost
 from ctxcli.cost.recorded import recorded_cost
+from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.dirs import cache_dir
@@ -41,7 +43,7 @@ from ctxcli.sessions.discover import (
     session_project,
     short_ids,
 )
-from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose
+from ctxcli.sessions.doctor import DEFAULT_MAX_LINE_BYTES, diagnose_file
 
 __all__ = [
     "CACHE_NAME",
@@ -124,7 +126,7 @@ def _one_line(text: str | None, width: int = 120) -> str | None:
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
-def scan_metadata(raw: bytes) -> dict[str, Any]:
+def scan_metadata(file: ClientFile) -> dict[str, Any]:
     """Records, the largest line, first prompt, summary, branch, model, creation time."""
     meta: dict[str, Any] = {
         "records": 0,
@@ -136,18 +138,15 @@ def scan_metadata(raw: bytes) -> dict[str, Any]:
         "model": None,
         "created": None,
     }
-    for no, line in enumerate(raw.splitlines(), start=1):
-        if not line.strip():
-            continue
+    for rec in file.records:
+        if rec.data is None and rec.invalid is None:
+            continue  # a blank line
         meta["records"] += 1
-        if len(line) > meta["largest_line_bytes"]:
-            meta["largest_line_bytes"], meta["largest_line"] = len(line), no
-        try:
-            data = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
-        if isinstance(data, dict):
-            _note(meta, data)
+        size = len(rec.body)
+        if size > meta["largest_line_bytes"]:
+            meta["largest_line_bytes"], meta["largest_line"] = size, rec.line
+        if isinstance(rec.data, dict):
+            _note(meta, rec.data)
     return meta
 
 
@@ -204,10 +203,11 @@ def scan_session(
     counted with the configured tokenizer.
     """
     raw = api.read_input(str(session.path))
-    meta = scan_metadata(raw)
-    meta["usage"] = recorded_usage(raw)
-    _agent, problems = diagnose(raw, max_line_bytes=max_line_bytes)
-    meta["health"] = sorted({p.kind for p in problems})
+    file = read_client_file(raw, str(session.path))  # read once: metadata, bill, health
+    meta = scan_metadata(file)
+    meta["usage"] = recorded_usage(file)
+    found = diagnose_file(file, max_line_bytes=max_line_bytes)
+    meta["health"] = sorted({p.kind for p in found.problems})
     preset = preset_for(session.agent)
     meta["preset"] = preset
     cfg = config or load_config(preset=preset)
@@ -230,7 +230,7 @@ def scan_session(
     return meta
 
 
-def recorded_usage(raw: bytes) -> dict[str, list[int]]:
+def recorded_usage(file: ClientFile) -> dict[str, list[int]]:
     """The tokens a session's API responses billed, summed by model (each response once).
 
     :func:`ctxcli.cost.recorded.recorded_cost` reads them; tokens, not dollars, so the
@@ -238,7 +238,7 @@ def recorded_usage(raw: bytes) -> dict[str, list[int]]:
     in order. A file that records no usage has none (an empty dict).
     """
     try:
-        bill = recorded_cost(raw.splitlines(), prices=PriceTable({}))
+        bill = recorded_cost(file, prices=PriceTable({}))
     except CtxError:
         return {}
     by_model: dict[str, TokenUsage] = {}
@@ -258,6 +258,44 @@ def recorded_usd(usage: dict[str, list[int]], prices: PriceTable) -> float | Non
     return sum(price.usd(u) for price, u in priced) if priced else None
 
 
+_Count = Annotated[int, Field(ge=0)]
+
+
+class ScanEntry(BaseModel):
+    """What :func:`scan_session` found in one file, as the cache keeps it.
+
+    A cache entry is read back through this model: one of another shape (a field of the
+    wrong type, written by hand or by another build) is dropped and the file read again,
+    never carried into a row (where it failed every listing until the cache was deleted).
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    records: _Count
+    largest_line_bytes: _Count
+    largest_line: _Count | None
+    first_prompt: str | None
+    summary: str | None
+    git_branch: str | None
+    model: str | None
+    created: str | None
+    usage: dict[str, list[_Count]]
+    health: list[str]
+    preset: str | None
+    tokens: _Count | None
+    resume_tokens_before: _Count | None
+    resume_tokens_after: _Count | None
+    error: str | None
+
+    @field_validator("usage")
+    @classmethod
+    def _usage_fields(cls, usage: dict[str, list[int]]) -> dict[str, list[int]]:
+        width = len(fields(TokenUsage))
+        if any(len(tokens) != width for tokens in usage.values()):
+            raise ValueError(f"each model's usage holds {width} token counts")
+        return usage
+
+
 class ScanCache:
     """The per-file scan results, keyed by path, size, mtime and counting mode."""
 
@@ -270,7 +308,8 @@ class ScanCache:
             with contextlib.suppress(OSError, orjson.JSONDecodeError):
                 data = orjson.loads(self.path.read_bytes())
                 if isinstance(data, dict) and data.get("ctx_version") == __version__:
-                    self.entries = data.get("entries", {})
+                    entries = data.get("entries")
+                    self.entries = entries if isinstance(entries, dict) else {}
 
     @staticmethod
     def key(session: SessionFile, exact: bool, max_line_bytes: int) -> str:
@@ -278,9 +317,16 @@ class ScanCache:
         return f"{session.path}|{session.size}|{session.mtime_ns}|{int(exact)}|{max_line_bytes}"
 
     def get(self, key: str) -> dict[str, Any] | None:
-        """Return the scan kept under ``key``, if any."""
+        """Return the scan kept under ``key``, or None when there is none or it is invalid."""
         value = self.entries.get(key)
-        return value if isinstance(value, dict) else None
+        if value is None:
+            return None
+        try:
+            return ScanEntry.model_validate(value).model_dump()
+        except ValidationError:
+            del self.entries[key]  # read the file again; the new entry replaces it
+            self.dirty = True
+            return None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
         """Keep ``value`` under ``key``; the cache is written back later."""

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
-from ctxcli.core.model import Conversation, Kind, SourceRecord
+from ctxcli.core.model import Conversation, SourceRecord
+from ctxcli.core.pairing import unpaired
 from ctxcli.stages.base import StageContext, StageResult
 
 
@@ -114,32 +115,17 @@ def chain_problems(records: Sequence[SourceRecord], dropped: Collection[int]) ->
     ]
 
 
-def pairing_problems(conv: Conversation) -> int:
-    """Tool results without their call plus calls without a result (a final call excepted)."""
-    count = sum(1 for ref, _ in conv.iter_blocks(Kind.TOOL_RESULT) if conv.call_of(ref) is None)
-    last = max((i for i, m in enumerate(conv.messages) if m.role == "assistant"), default=-1)
-    tail = conv.messages[last].group if last >= 0 else None
-    for ref, _ in conv.iter_blocks(Kind.TOOL_CALL):
-        if conv.results_of(ref):
-            continue
-        msg = conv.messages[ref[0]]
-        final = ref[0] == last or (tail is not None and msg.group == tail)
-        if final and all(m.role == "assistant" for m in conv.messages[ref[0] + 1 :]):
-            continue
-        count += 1
-    return count
-
-
 def validity_problems(
     before: Conversation, after: Conversation, extra_drops: Iterable[int] = ()
 ) -> list[str]:
     """Why ``after`` would be a worse session file than ``before`` (empty if it is not).
 
-    Checks the two things ``ctx validate`` checks: tool calls and results stay paired
-    (no new orphans), and the record tree keeps one root per conversation.
+    Checks that tool calls and results stay paired (no new orphans, by the one pairing
+    rule ``ctx validate`` and ``ctx doctor`` apply), and that the record tree keeps one
+    root per conversation (as ``ctx doctor`` checks it).
     """
     problems: list[str] = []
-    new_orphans = pairing_problems(after) - pairing_problems(before)
+    new_orphans = len(unpaired(after)) - len(unpaired(before))
     if new_orphans > 0:
         problems.append(f"{new_orphans} tool call(s) or result(s) would lose their partner")
     dropped = messages_removed(before, after) | set(after.record_edits.drop) | set(extra_drops)

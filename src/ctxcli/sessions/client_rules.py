@@ -1,0 +1,251 @@
+"""What breaks resuming a client's session: the rules ``ctx doctor`` adds to the engine's.
+
+``ctx doctor`` runs :func:`rules_for` a file: the transcript rules every file is held to
+(:data:`~ctxcli.formats.diagnose.TRANSCRIPT_RULES`, what ``ctx validate`` runs), then the
+rules of the client that wrote it. Claude Code: a ``parentUuid`` or ``logicalParentUuid``
+naming no record (or a line the client cannot parse), a second root in one chain, empty
+text blocks and thinking without a signature (the API rejects both), a chain that starts
+at an assistant turn (the API answers 400), one ``toolUseResult`` payload stored twice (a
+warning), lines over a size limit. Codex: lines over the size limit. A third client adds
+its format (``formats/``) and its rules here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from ctxcli.formats.claude_code import is_chain_restart, is_compact_boundary, resume_chain
+from ctxcli.formats.clients import ClientFile
+from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Limits, Problem, Rule
+
+__all__ = [
+    "CLIENT_RULES",
+    "DUP_MIN_BYTES",
+    "UUID_RE",
+    "blocks_of",
+    "is_blank_text",
+    "is_message",
+    "payload_key",
+    "rules_for",
+    "visible_groups",
+]
+
+DUP_MIN_BYTES = 1024
+"""A ``toolUseResult`` payload this large or larger stored twice is reported."""
+UUID_RE = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
+
+
+def blocks_of(data: dict[str, Any]) -> list[Any]:
+    """The content blocks of a Claude Code record's message (none for a string)."""
+    message = data.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, list) else []
+
+
+def is_message(data: Any) -> bool:
+    """True for a Claude Code ``user`` or ``assistant`` record with a message."""
+    return (
+        isinstance(data, dict)
+        and data.get("type") in ("user", "assistant")
+        and isinstance(data.get("message"), dict)
+    )
+
+
+def visible_groups(datas: Iterable[Any]) -> set[Any]:
+    """``message.id`` of the responses that hold some non-blank content.
+
+    The client merges the records of one response into one message and drops a
+    whitespace-only text block beside other content (real 2.1.x files hold "\\n\\n"
+    blocks before a tool call and resume); only a response with nothing else, or a
+    block with no text at all, reaches the API as an empty text block.
+    """
+    out: set[Any] = set()
+    for data in datas:
+        if not is_message(data):
+            continue
+        for block in blocks_of(data):
+            if isinstance(block, dict) and not (
+                block.get("type") == "text" and not str(block.get("text") or "").strip()
+            ):
+                out.add(data["message"].get("id"))
+    out.discard(None)
+    return out
+
+
+def is_blank_text(block: dict[str, Any], data: dict[str, Any], visible: set[Any]) -> bool:
+    """True for a text block the API receives empty (see :func:`visible_groups`)."""
+    text = block.get("text")
+    if not isinstance(text, str) or text == "":
+        return True
+    if text.strip():
+        return False
+    return data["message"].get("id") not in visible
+
+
+def payload_key(data: dict[str, Any]) -> bytes | None:
+    """A record's ``toolUseResult`` as canonical JSON, when it is large enough to count."""
+    payload = data.get("toolUseResult")
+    if payload is None:
+        return None
+    key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
+    return key if len(key) >= DUP_MIN_BYTES else None
+
+
+# -- the rules ----------------------------------------------------------------------------
+
+
+def line_size(file: ClientFile, limits: Limits) -> list[Problem]:
+    """Lines over the size limit (multi-megabyte tool outputs freeze ``claude --resume``)."""
+    limit = limits.max_line_bytes
+    return [
+        Problem(
+            rec.line,
+            "oversized_line",
+            f"line of {len(rec.raw):,} bytes exceeds {limit:,} (large lines stall a resume)",
+        )
+        for rec in file.records
+        if len(rec.raw) > limit
+    ]
+
+
+_LINKS = (("parentUuid", "dangling_parent"), ("logicalParentUuid", "dangling_logical_parent"))
+
+
+def parent_links(file: ClientFile, limits: Limits) -> list[Problem]:
+    """``parentUuid``/``logicalParentUuid`` naming no record (or one the client skips)."""
+    known: set[str] = set()
+    unparsed: dict[str, int] = {}
+    for rec in file.records:
+        if isinstance(rec.data, dict) and isinstance(rec.data.get("uuid"), str):
+            known.add(rec.data["uuid"])
+        elif rec.invalid is not None:
+            for m in UUID_RE.findall(bytes(rec.raw)):
+                unparsed[m.decode("utf-8", "replace")] = rec.line
+    problems: list[Problem] = []
+    for line, data in file.objects():
+        for field_name, kind in _LINKS:
+            target = data.get(field_name)
+            if field_name == "logicalParentUuid" and is_compact_boundary(data):
+                # Only shown in the UI; a resume never follows it (real 2.1.x files
+                # point it at records that were never written).
+                continue
+            if isinstance(target, str) and target not in known:
+                why = (
+                    f"line {unparsed[target]}, which the client cannot parse"
+                    if target in unparsed
+                    else "no record in the file"
+                )
+                problems.append(Problem(line, kind, f"{field_name} {target!r} names {why}"))
+    return problems
+
+
+def one_root(file: ClientFile, limits: Limits) -> list[Problem]:
+    """One root per chain: a second ``parentUuid`` null cuts the conversation in two.
+
+    A resume walks ``parentUuid`` up to a null; a compaction restart starts the chain
+    anew and a subagent's sidechain has its own root, so neither counts.
+    """
+    roots: dict[Any, int] = {}
+    problems: list[Problem] = []
+    for line, data in file.objects():
+        if (
+            "parentUuid" not in data
+            or data["parentUuid"] is not None
+            or not isinstance(data.get("uuid"), str)
+            or is_chain_restart(data)
+        ):
+            continue
+        chain = (data.get("isSidechain") is True, data.get("agentId"))
+        roots[chain] = roots.get(chain, 0) + 1
+        if roots[chain] > 1:
+            problems.append(
+                Problem(
+                    line,
+                    "extra_root",
+                    f"{data.get('type')} record {data['uuid']!r} has parentUuid null but "
+                    "is neither the first record of its chain nor a compact_boundary",
+                )
+            )
+    return problems
+
+
+def content_blocks(file: ClientFile, limits: Limits) -> list[Problem]:
+    """Empty text blocks and thinking without a signature: the API rejects both."""
+    problems: list[Problem] = []
+    visible = visible_groups(data for _line, data in file.objects())
+    for line, data in file.objects():
+        if not is_message(data):
+            continue
+        content = data["message"].get("content")
+        if isinstance(content, str) and not content.strip():
+            problems.append(Problem(line, "empty_text", "message text is empty"))
+        for block in blocks_of(data):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "text" and is_blank_text(block, data, visible):
+                problems.append(
+                    Problem(line, "empty_text", "empty text block (the API rejects it)")
+                )
+            elif kind == "thinking" and not block.get("signature"):
+                problems.append(
+                    Problem(line, "unsigned_thinking", "thinking block without a signature")
+                )
+    return problems
+
+
+def duplicate_payloads(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A ``toolUseResult`` payload (of some size) stored again by a later record."""
+    problems: list[Problem] = []
+    seen: dict[bytes, int] = {}
+    for line, data in file.objects():
+        key = payload_key(data)
+        if key is None:
+            continue
+        if key in seen:
+            message = f"toolUseResult of {len(key):,} bytes repeats line {seen[key]}"
+            problems.append(Problem(line, "duplicate_tool_use_result", message, warning=True))
+        else:
+            seen[key] = line
+    return problems
+
+
+def resume_start(file: ClientFile, limits: Limits) -> list[Problem]:
+    """The chain a resume rebuilds starting at an assistant turn (the API answers 400)."""
+    datas = [rec.data for rec in file.records]
+    chain = resume_chain(datas)
+    first = next((k for k in chain if is_message(datas[k])), None)
+    if first is None or datas[first]["type"] != "assistant":
+        return []
+    return [
+        Problem(
+            file.records[first].line,
+            "chain_starts_with_assistant",
+            "a resume rebuilds the conversation from here, an assistant turn "
+            "(the API answers 400: first message must use the user role)",
+        )
+    ]
+
+
+_SIZE = Rule("line_size", "no line stalls a resume by its size", line_size)
+
+CLIENT_RULES: dict[str, tuple[Rule, ...]] = {
+    "claude_code": (
+        Rule("parent_links", "every parentUuid names a record the client reads", parent_links),
+        Rule("one_root", "one root per chain (compactions and sidechains excepted)", one_root),
+        Rule("content_blocks", "no empty text block, no unsigned thinking", content_blocks),
+        Rule("resume_start", "a resume starts at a user turn", resume_start),
+        Rule("duplicate_payloads", "no toolUseResult stored twice (a warning)", duplicate_payloads),
+        _SIZE,
+    ),
+    "codex": (_SIZE,),
+}
+"""The rules of each client's files, by the name of its format."""
+
+
+def rules_for(file: ClientFile) -> tuple[Rule, ...]:
+    """The transcript rules, then those of the client that wrote ``file`` (if any)."""
+    extra = CLIENT_RULES.get(file.format_name or "", ()) if file.client else ()
+    return TRANSCRIPT_RULES + extra
