@@ -26,7 +26,7 @@ from ctxcli.api.local import (
 from ctxcli.api.location import locate
 from ctxcli.api.options import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
-from ctxcli.core.errors import CtxError, OffloadError, OnInvalid
+from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path
 from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
 from ctxcli.pipeline.config import Config, load_config
@@ -321,11 +321,12 @@ def validate(
     source: str | os.PathLike[str],
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+    on_invalid: OnInvalid = VALIDATE_ON_INVALID,
     raw: bytes | None = None,
 ) -> list[Problem]:
     """What breaks a transcript: calls without results, results without calls, and what
-    its format checks (an empty list: it is valid).
+    its format checks (an empty list: it is valid). A line that is not JSON is a finding
+    by default (:data:`~ctxcli.core.errors.VALIDATE_ON_INVALID`: strict by design).
 
     Raises:
         TranscriptError: the file cannot be read or parsed (a line that is not JSON is an

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
+from ctxcli.core.errors import DEFAULT_ON_INVALID, OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
 from ctxcli.core.model import Conversation, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
@@ -195,7 +195,7 @@ class Format(LazyTexts, Resumable):
         return data
 
     def load(
-        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+        self, raw: Input, path: str, *, on_invalid: OnInvalid = DEFAULT_ON_INVALID
     ) -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`).
 

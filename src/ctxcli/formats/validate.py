@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ctxcli.core.errors import OnInvalid
+from ctxcli.core.errors import VALIDATE_ON_INVALID, OnInvalid
 from ctxcli.core.model import Kind
 from ctxcli.formats import Document, load, split_collection
 from ctxcli.formats.format import Problem
@@ -55,7 +55,7 @@ def validate_bytes(
     path: str = "<stdin>",
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+    on_invalid: OnInvalid = VALIDATE_ON_INVALID,
 ) -> list[Problem]:
     """Load a transcript and return its pairing problems.
 
