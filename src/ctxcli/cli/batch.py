@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -66,32 +66,21 @@ def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class View:
-    """How a command over several files shows its results (and how many run at once).
+    """How a command over several files shows its results.
 
     Attributes:
         json: one JSON object on stdout instead of lines and tables on stderr.
         quiet: print only errors.
-        allow_empty: a directory holding no transcript is not an error.
-        jobs: files handled at once.
         fail_over: stats exits 1 when a file has more tokens than this after reduction.
     """
 
     json: bool = False
     quiet: bool = False
-    allow_empty: bool = False
-    jobs: int | None = None
     fail_over: int | None = None
 
 
-def _options(run: RunOptions, view: View, bar: Callable[[int, int], None]) -> batch.BatchOptions:
-    return batch.BatchOptions(
-        jobs=view.jobs or 1,
-        on_invalid=run.on_invalid,
-        force=run.force,
-        cache=run.counting is None or run.counting.cache,
-        allow_empty=view.allow_empty,
-        progress=lambda _r, done, total: bar(done, total),
-    )
+def _progress(bar: Callable[[int, int], None]) -> batch.FileProgress:
+    return lambda _r, done, total: bar(done, total)
 
 
 def reduce_batch(
@@ -110,9 +99,13 @@ def reduce_batch(
         raise CtxError("with several inputs, -o must name a directory; stdout holds only one file.")
     json, quiet = view.json, view.quiet
     with console.progress("files", enabled=not (quiet or json)) as bar:
-        options = _options(run, view, bar)
         results = batch.reduce_many(
-            inputs, output, config, offload_dir=offload_dir, options=options
+            inputs,
+            output,
+            config,
+            offload_dir=offload_dir,
+            options=run,
+            progress=_progress(bar),
         )
     failed = 0
     for r in results:
@@ -139,8 +132,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
     _check_inputs(inputs)
     json, fail_over = view.json, view.fail_over
     with console.progress("files", enabled=not json) as bar:
-        options = _options(replace(run, force=False), view, bar)
-        results = batch.stats_many(inputs, config, options=options)
+        results = batch.stats_many(inputs, config, options=run, progress=_progress(bar))
     for r in results:
         if r.report is None:
             console.error(r.error or f"{r.input}: failed")
@@ -170,14 +162,16 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
     return code
 
 
-def restore_batch(inputs: Sequence[str], output: str, in_place: bool, view: View) -> int:
+def restore_batch(
+    inputs: Sequence[str], output: str, in_place: bool, run: RunOptions, view: View
+) -> int:
     """Restore every input into the directory ``output`` (or in place); return the exit code."""
     _check_inputs(inputs)
     if not in_place and output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory (or restore in place).")
     quiet = view.quiet
     results = batch.restore_many(
-        inputs, None if in_place else output, in_place=in_place, allow_empty=view.allow_empty
+        inputs, None if in_place else output, in_place=in_place, options=run
     )
     for r in results:
         if r.restored is None:

@@ -77,7 +77,8 @@ OnInvalidOpt = Annotated[
         "--on-invalid",
         metavar="error|keep|auto",
         help="A line that is not JSON. error: stop; keep: pass it through with a warning; "
-        "auto: keep for Claude Code and Codex (their clients skip such lines), else error.",
+        "auto: keep for Claude Code and Codex (their clients skip such lines), else error. "
+        "Default: auto (validate: error, strict by design).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -109,10 +110,11 @@ NoCacheOpt = Annotated[
 ]
 
 
-def check_on_invalid(value: str) -> None:
-    """The library's check (:meth:`OnInvalid.of`), worded with the flag."""
+def on_invalid_of(value: str) -> OnInvalid:
+    """``--on-invalid`` as the library takes it: the one conversion, worded with the flag."""
     if value not in {member.value for member in OnInvalid}:
         raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")
+    return OnInvalid(value)
 
 
 OffloadDirOpt = Annotated[

@@ -16,10 +16,10 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     TokenizerOpt,
-    check_on_invalid,
+    on_invalid_of,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, is_session_file, session_input
-from ctxcli.core.errors import CtxError, OnInvalid
+from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError
 from ctxcli.pipeline.config import load_config
 from ctxcli.services.tokens import CountOptions
 
@@ -39,7 +39,7 @@ def report(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "auto",
+    on_invalid: OnInvalidOpt = DEFAULT_ON_INVALID.value,
     session: SessionOpt = None,
     last: LastOpt = False,
     project: ProjectOpt = None,
@@ -66,7 +66,7 @@ def report(
         ctx report --last --preset claude-code-resume
     """
     with _errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         picked = session_input([input] if input else None, session, last, project)
         if not picked:
             raise CtxError("name a transcript file, or a session with --session/--last.")
@@ -79,7 +79,7 @@ def report(
             # The run the page describes: a session is reduced in place (its offload in
             # ctx's data directory), any other file to stdout.
             dest = Destination(in_place=is_session_file(input))
-            options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
+            options = RunOptions(mode, counting=CountOptions(progress=bar))
             data, page = write_report(input, output, dest, config=cfg, options=options, cost=cost)
         for warning in data.report.warnings:
             console.warn(warning)

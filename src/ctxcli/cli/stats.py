@@ -24,12 +24,12 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     TokenizerOpt,
-    check_on_invalid,
     command_config,
+    on_invalid_of,
     one_input,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
-from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
+from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError, ExitCode
 from ctxcli.pipeline.config import Config
 from ctxcli.services.tokens import CountOptions
 
@@ -43,7 +43,7 @@ def stats(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "auto",
+    on_invalid: OnInvalidOpt = DEFAULT_ON_INVALID.value,
     json: JsonOpt = False,
     fail_over: Annotated[
         int | None,
@@ -107,20 +107,19 @@ def stats(
         ctx stats session.jsonl --by-tool --top 5
     """
     with errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         cfg = command_config(config, tokenizer, format, preset)
         inputs = session_input(inputs, session, last, project)
-        run = RunOptions(
-            OnInvalid.of(on_invalid), counting=CountOptions(cache=not no_cache, workers=jobs)
-        )
+        counting = CountOptions(cache=not no_cache, workers=jobs)
+        run = RunOptions(mode, counting=counting, jobs=jobs or 1, allow_empty=allow_empty)
         if cli_batch.is_batch(inputs):
             if by_tool or top:
                 raise CtxError("--by-tool and --top take one file; run them file by file.")
-            view = cli_batch.View(json, allow_empty=allow_empty, jobs=jobs, fail_over=fail_over)
+            view = cli_batch.View(json, fail_over=fail_over)
             raise typer.Exit(cli_batch.stats_batch(inputs, cfg, run, view))
         source, dest = one_input(inputs), Destination(output, offload_dir, in_place=in_place)
         with console.progress("counting tokens", enabled=not json) as bar:
-            run = replace(run, counting=replace(run.counting or CountOptions(), progress=bar))
+            run = replace(run, counting=replace(run.counting, progress=bar))
             data = _detail(source, dest, cfg, run, top) if by_tool or top else None
             report = (
                 api.stats(source, dest, config=cfg, options=run) if data is None else data.report

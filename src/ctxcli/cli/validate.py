@@ -18,11 +18,11 @@ from ctxcli.cli.options import (
     FormatOpt,
     JsonOpt,
     OnInvalidOpt,
-    check_on_invalid,
+    on_invalid_of,
     one_input,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
-from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, ExitCode
 from ctxcli.formats.format import Problem
 
 
@@ -34,7 +34,7 @@ def validate(
         ),
     ] = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = VALIDATE_ON_INVALID.value,
     json: JsonOpt = False,
     allow_empty: AllowEmptyOpt = False,
     session: SessionOpt = None,
@@ -57,14 +57,12 @@ def validate(
     """
 
     with errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         paths = _paths(session_input(inputs, session, last, project), allow_empty)
         results: list[tuple[str, list[Problem] | CtxError]] = []
         for path in paths:
             try:
-                results.append(
-                    (path, api.validate(path, format=format or "auto", on_invalid=on_invalid))
-                )
+                results.append((path, api.validate(path, format=format or "auto", on_invalid=mode)))
             except CtxError as exc:
                 if len(paths) == 1:
                     raise

@@ -12,12 +12,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxcli.core.errors import OnInvalid, TranscriptError
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
@@ -27,6 +27,7 @@ from ctxcli.formats.collection import Part
 from ctxcli.formats.format import Document, Format
 from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.pipeline.rerun import (
     Kept,
     Resume,
@@ -40,39 +41,11 @@ from ctxcli.pipeline.results import Reduced, Report, Trace, Written
 from ctxcli.pipeline.run import StageReport, run_pipeline
 from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.counters import open_counter
-from ctxcli.services.tokens import CountOptions, TokenCounter, block_tokens
+from ctxcli.services.tokens import TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.naming import Preview
 
-__all__ = ["ReduceOptions", "reduce_bytes", "rerun_bytes"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReduceOptions:
-    """How :func:`reduce_bytes` runs (what it runs is the :class:`Config`).
-
-    Attributes:
-        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
-        counting: whether to use the count cache and how many processes may count
-            (default: the cache and every core, for large inputs).
-        log: receives the stages' notes meant for the user (a classifier falling
-            back); default: the report's warnings.
-        monitors: compute the six stuck-agent scores for the report (``ctx stats``
-            shows them; ``ctx reduce`` skips them: on large logs they are a quarter
-            of a run).
-        trace: keep the conversation after every stage and the tokens of every block
-            in ``Reduced.trace`` (``ctx report``).
-    """
-
-    on_invalid: OnInvalid = OnInvalid.AUTO
-    counting: CountOptions = CountOptions()
-    log: Callable[[str], None] | None = field(default=None, compare=False)
-    monitors: bool = True
-    trace: bool = False
-
-    def __post_init__(self) -> None:
-        # A caller without type checking may hand in the value, or a wrong one.
-        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
+__all__ = ["reduce_bytes", "rerun_bytes"]
 
 
 def reduce_bytes(
@@ -82,7 +55,7 @@ def reduce_bytes(
     offload: Preview | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
-    options: ReduceOptions | None = None,
+    options: RunOptions | None = None,
 ) -> Reduced:
     """Reduce a transcript held in memory.
 
@@ -93,7 +66,8 @@ def reduce_bytes(
     file open for writing) gets the output as it is made, so the output and the
     parsed input are never held at once: ``Reduced.output`` is then empty and
     ``Reduced.written`` has its size and hash. ``options`` says how to run
-    (:class:`ReduceOptions`).
+    (:class:`~ctxcli.pipeline.options.RunOptions`: ``on_invalid``, ``counting``,
+    ``log``, ``monitors``, ``trace``; the other fields are the routes').
 
     Example::
 
@@ -115,7 +89,7 @@ def rerun_bytes(
     offload: Preview | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
-    options: ReduceOptions | None = None,
+    options: RunOptions | None = None,
 ) -> Reduced:
     """:func:`reduce_bytes` for a transcript that grows: a later run may build on this one.
 
@@ -161,7 +135,7 @@ class _Job:
     config: Config
     offload: Preview
     into: Writable | None
-    options: ReduceOptions
+    options: RunOptions
 
     @classmethod
     def of(
@@ -171,7 +145,7 @@ class _Job:
         offload: Preview | None,
         path: str,
         into: Writable | None,
-        options: ReduceOptions | None,
+        options: RunOptions | None,
     ) -> _Job:
         return cls(
             raw,
@@ -179,7 +153,7 @@ class _Job:
             config or load_config(),
             offload if offload is not None else Preview("ctx-offload"),
             into,
-            options or ReduceOptions(),
+            options or RunOptions(),
         )
 
 

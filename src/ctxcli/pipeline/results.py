@@ -101,7 +101,7 @@ class Reduced:
     script: list[Any]
     units: str
     trace: Trace | None = None
-    """Filled when ``ReduceOptions(trace=True)``."""
+    """Filled when ``RunOptions(trace=True)``."""
     rerun: dict[str, Any] | None = None
     """What the next run of a grown transcript may keep (the manifest's ``rerun``),
     filled by :func:`~ctxcli.pipeline.compose.rerun_bytes` when the chain allows it."""
