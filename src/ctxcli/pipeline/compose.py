@@ -27,6 +27,7 @@ from ctxcli.formats.collection import Part
 from ctxcli.formats.format import Document, Format
 from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
+from ctxcli.pipeline.context import stage_context
 from ctxcli.pipeline.options import RunOptions
 from ctxcli.pipeline.rerun import (
     Kept,
@@ -39,7 +40,6 @@ from ctxcli.pipeline.rerun import (
 )
 from ctxcli.pipeline.results import Reduced, Report, Trace, Written
 from ctxcli.pipeline.run import StageReport, run_pipeline
-from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.counters import open_counter
 from ctxcli.services.tokens import TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
@@ -332,12 +332,12 @@ def _dumps_into(cls: type[Format]) -> bool:
 def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
     """What the stages get; their notes meant for the user (a classifier falling back)
     go to the caller's ``log``, else to ``notes`` (the run's warnings)."""
-    return StageContext(
+    return stage_context(
         ledger,
         job.offload,
-        job.config.settings.language,
-        job.options.log or notes.append,
-        services=default_services(cache=job.options.counting.cache),
+        language=job.config.settings.language,
+        log=job.options.log or notes.append,
+        cache=job.options.counting.cache,
     )
 
 

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -16,7 +16,13 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation
 from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
+from ctxcli.services.anthropic_client import AnthropicAccess
 from ctxcli.services.tokens import TokenLedger
+
+if TYPE_CHECKING:
+    from ctxcli.services.classifier import Classifier
+    from ctxcli.services.disk_cache import DiskCache
+    from ctxcli.services.summarizer import Summarizer
 
 
 class StageOptions(BaseModel):
@@ -29,19 +35,32 @@ class StageOptions(BaseModel):
 class StageContext:
     """The services a stage may use; a stage does no I/O of its own.
 
+    ctx builds it in one place, :func:`ctxcli.pipeline.context.stage_context`, for a
+    file, a batch, the live :class:`~ctxcli.agent.reducer.Reducer` and
+    :func:`ctxcli.testing.run_stage` alike, so a stage finds the same services on every
+    route.
+
     Attributes:
         tokens: counts model-visible tokens (cached per message).
         offload: stores removed text and returns the path to cite.
         language: language of hints, ``"en"`` or ``"zh"``.
         log: receives warnings and notes for the user.
-        services: optional extra services (classifier, summarizer, cache) by name.
+        anthropic: API access for a stage that asks a model (default: from the
+            environment; no key: such a stage falls back, and says so).
+        answers: the answer cache model services keep their replies in (None: off).
+        classifier: a classifier handed in (a test double, a program's own), used
+            instead of the one the stage's options name.
+        summarizer: a summarizer handed in, likewise.
     """
 
     tokens: TokenLedger
     offload: Offload
     language: str = "en"
     log: Callable[[str], None] = lambda _msg: None
-    services: dict[str, Any] = field(default_factory=dict)
+    anthropic: AnthropicAccess = field(default_factory=AnthropicAccess.from_env)
+    answers: DiskCache | None = None
+    classifier: Classifier | None = None
+    summarizer: Summarizer | None = None
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,14 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
-from ctxcli.services.anthropic_client import DEFAULT_MODEL, AnthropicAccess
+from ctxcli.services.anthropic_client import DEFAULT_MODEL
 from ctxcli.services.classifier import (
     AnthropicClassifier,
-    Classifier,
     HeuristicClassifier,
     WordStats,
     classify_windows,
     is_protected,
 )
-from ctxcli.services.disk_cache import DiskCache
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageContext, StageOptions, StageResult, register
 from ctxcli.stages.head_tail import replace_blocks
@@ -191,9 +189,8 @@ class _Job:
 
 
 def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageContext) -> Any:
-    injected = ctx.services.get("classifier")
-    if isinstance(injected, Classifier):
-        return injected
+    if ctx.classifier is not None:
+        return ctx.classifier
     texts = (t for m in conv.messages for t in visible_texts(m))
     agent = (
         b.text
@@ -205,12 +202,10 @@ def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageC
     heuristic = HeuristicClassifier(WordStats.from_texts(texts, agent))
     if opts.classifier == "heuristic":
         return heuristic
-    access = ctx.services.get("anthropic")
-    cache = ctx.services.get("cache")
     return AnthropicClassifier(
         fallback=heuristic,
-        access=access if isinstance(access, AnthropicAccess) else AnthropicAccess(),
-        cache=cache if isinstance(cache, DiskCache) else None,
+        access=ctx.anthropic,
+        cache=ctx.answers,
         model=opts.model,
         base_url=opts.base_url,
         concurrency=opts.concurrency,

@@ -171,11 +171,13 @@ def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> st
     """The configured summarizer's summary of ``history`` (raises SummarizerError).
 
     A summarizer this stage built is closed after use; one handed in through
-    ``ctx.services`` belongs to the caller.
+    ``ctx.summarizer`` belongs to the caller.
     """
     summarizer = build_summarizer(
         opts.summarizer,
-        ctx.services,
+        given=ctx.summarizer,
+        access=ctx.anthropic,
+        cache=ctx.answers,
         model=opts.model,
         base_url=opts.base_url,
         prompt=opts.prompt,
@@ -188,7 +190,7 @@ def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> st
         return summarizer.summarize(history, ctx.tokens.counter.count)
     finally:
         close = getattr(summarizer, "close", None)
-        if callable(close) and summarizer is not ctx.services.get("summarizer"):
+        if callable(close) and summarizer is not ctx.summarizer:
             close()
 
 
