@@ -34,25 +34,27 @@ def _check_inputs(inputs: Sequence[str]) -> None:
         raise CtxError("- (stdin) cannot be combined with other inputs; pass files only.")
 
 
-def _json(results: Sequence[batch.FileResult]) -> None:
-    console.write_report(orjson.dumps(json_payload(results)) + b"\n")
+def _json(results: Sequence[batch.FileResult], config: Config) -> None:
+    console.write_report(orjson.dumps(json_payload(results, config)) + b"\n")
 
 
 TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
 
 
-def single_payload(report: api.Report) -> dict[str, Any]:
+def single_payload(report: api.Report, config: Config) -> dict[str, Any]:
     """:func:`json_payload` of a single-file run."""
-    return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
+    result = batch.FileResult(report.input, output=report.output, report=report)
+    return json_payload([result], config)
 
 
-def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
+def json_payload(results: Sequence[batch.FileResult], config: Config) -> dict[str, Any]:
     """The one JSON shape of ``ctx reduce/stats --json``, for one file or many.
 
     Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
-    succeeded), ``files`` (one entry per input: its whole report) and ``failed``; the
-    same keys for one file as for many, so a reader never asks how many there were.
-    See ``docs/report.schema.json``.
+    succeeded), ``files`` (one entry per input: its whole report), ``failed`` and
+    ``config`` (the configuration every file ran with: a path, a preset or
+    ``defaults``); the same keys for one file as for many, so a reader never asks how
+    many there were. See ``docs/report.schema.json``.
     """
     files = [r.to_dict() for r in results]
     reports = [r.report for r in results if r.report is not None]
@@ -61,6 +63,7 @@ def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
         payload[key] = sum(int(getattr(rep, key)) for rep in reports)
     payload["files"] = files
     payload["failed"] = sum(1 for r in results if not r.ok)
+    payload["config"] = config.source
     return payload
 
 
@@ -121,7 +124,7 @@ def reduce_batch(
                 f"tokens ({saved_pct(rep.tokens_before, rep.tokens_after)} saved)\n"
             )
     if json:
-        _json(results)
+        _json(results, config)
     elif not quiet:
         sys.stderr.write(f"ctx: {len(results) - failed} reduced, {failed} failed\n")
     return batch.exit_code(results)
@@ -140,7 +143,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
             for w in r.report.warnings:
                 console.warn(w)
     if json:
-        _json(results)
+        _json(results, config)
     else:
         from ctxcli.cli.render import batch_table
 

@@ -22,6 +22,7 @@ REMEDIES = {
     Remedy.OUTPUT_DIRECTORY: "with several inputs, -o must name a directory",
     Remedy.FORCE_IN_USE: "quit its client first, or pass --force if it is not running",
     Remedy.ALLOW_EMPTY: "name a file or a directory that holds some, or pass --allow-empty",
+    Remedy.NAME_CONFIG: "if you trust the file, name it with -c (or CTX_CONFIG) to use it",
 }
 
 

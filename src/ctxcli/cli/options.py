@@ -137,11 +137,27 @@ ColumnOpt = Annotated[
 ]
 
 
+_CHOSEN = {"environment": "named by CTX_CONFIG", "discovery": "found; -c names another"}
+"""How a config the command line did not name was chosen, as the one line says it."""
+
+
 def command_config(
-    path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
+    path: Path | None,
+    tokenizer: str | None,
+    fmt: str | None,
+    preset: str | None = None,
+    *,
+    quiet: bool = False,
 ) -> Config:
-    """The configuration a command runs: the file or preset, with the flags on top."""
-    return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
+    """The configuration a command runs: the file or preset, with the flags on top.
+
+    A file the command line did not name (found, or named by ``CTX_CONFIG``) is said in
+    one line on stderr, unless ``quiet``: the user may not know it is there.
+    """
+    config = load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
+    if config.origin in _CHOSEN and not quiet:
+        sys.stderr.write(f"ctx: config {config.source} ({_CHOSEN[config.origin]})\n")
+    return config
 
 
 def one_input(inputs: list[str] | None) -> str:

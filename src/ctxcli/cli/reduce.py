@@ -109,7 +109,7 @@ def reduce(
     """
     with errors():
         mode = on_invalid_of(on_invalid)
-        cfg = command_config(config, tokenizer, format, preset)
+        cfg = command_config(config, tokenizer, format, preset, quiet=quiet)
         cfg = cfg.with_overrides(incremental=False) if no_incremental else cfg
         if check_engine(engine, in_place) == "ray":
             ray = (offload_dir, column, jobs)
@@ -139,7 +139,7 @@ def reduce(
         with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
             run = replace(run, counting=replace(counting, progress=bar))
             done = api.reduce(one_input(inputs), dest, config=cfg, options=run)
-        print_reduction(done, json=json, quiet=quiet)
+        print_reduction(done, cfg, json=json, quiet=quiet)
 
 
 def _destination(output: str, offload_dir: str | None, in_place: bool, json: bool) -> Destination:

@@ -16,11 +16,11 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     TokenizerOpt,
+    command_config,
     on_invalid_of,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, is_session_file, session_input
 from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError
-from ctxcli.pipeline.config import load_config
 from ctxcli.services.tokens import CountOptions
 
 
@@ -71,7 +71,7 @@ def report(
         if not picked:
             raise CtxError("name a transcript file, or a session with --session/--last.")
         input = picked[0]
-        cfg = load_config(config, preset=preset).with_overrides(tokenizer=tokenizer, format=format)
+        cfg = command_config(config, tokenizer, format, preset)
         with console.progress("counting tokens", enabled=output != "-") as bar:
             # Imported on use: the report package is start-up time for every command.
             from ctxcli.report import write_report

@@ -124,7 +124,7 @@ def stats(
             report = (
                 api.stats(source, dest, config=cfg, options=run) if data is None else data.report
             )
-        print_stats(report, data, json=json, shown=(by_tool, bool(top), monitors))
+        print_stats(report, data, cfg, json=json, shown=(by_tool, bool(top), monitors))
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "

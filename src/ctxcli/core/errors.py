@@ -36,6 +36,7 @@ class Remedy(Enum):
     ALLOW_EMPTY = (
         "name a file or a directory that holds some, or allow an empty input (allow_empty)"
     )
+    NAME_CONFIG = "if you trust the file, name it (load_config(path)) to use it as it is"
 
 
 class CtxError(Exception):
