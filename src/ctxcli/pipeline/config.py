@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxcli.core.errors import ConfigError, Remedy
 from ctxcli.core.io import is_url
@@ -54,6 +54,13 @@ class Settings(BaseModel):
         "offload directory are in place, keep that run's decisions for the start and "
         "reduce only the rest (the output is the same as a full run's).",
     )
+
+    @field_validator("offload_dir")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError("a path cannot hold a NUL character (\\0)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -113,6 +120,24 @@ def default_config() -> Config:
     return build_config({"stages": [dict(s) for s in DEFAULT_STAGES]}, "defaults")
 
 
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; ``where`` names the file in the error.
+
+    Raises:
+        ConfigError: invalid TOML, or arrays and tables nested too deeply for the parser
+            (it recurses once per level: ~500 levels exhaust Python's stack).
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: invalid TOML: arrays or tables nested too deeply to read; "
+            "flatten the value."
+        ) from None
+
+
 def find_config(start: Path | None = None) -> tuple[Path, str] | None:
     """Locate ``ctx.toml`` in the working directory or ``[tool.ctx]`` in the nearest pyproject."""
     start = (start or Path.cwd()).resolve()
@@ -123,8 +148,8 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                return None
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+                return None  # not ctx's file to judge: a pyproject.toml it cannot read
             if isinstance(data.get("tool"), dict) and "ctx" in data["tool"]:
                 return candidate, "tool.ctx"
             return None
@@ -175,10 +200,7 @@ def load_config(
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc}).") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}.") from None
+    data = parse_toml(text, str(path))
     if table:
         data = data["tool"]["ctx"]
         label = f"{path} [tool.ctx]"
