@@ -103,7 +103,13 @@ def run_stage(
     # The context a file's run builds, but for the answer cache: nothing is written.
     ctx = stage_context(TokenLedger(get_counter(tokenizer)), store, cache=False)
     result = spec.fn(conv, spec.options(**options), ctx)
-    return StageRun(result.conversation, result.counters, result.notes, store.texts())
+    return StageRun(
+        result.conversation,
+        result.counters,
+        result.notes,
+        result.fallbacks,
+        offloaded=store.texts(),
+    )
 
 
 def assert_stage_roundtrip(

@@ -53,7 +53,8 @@ def json_payload(results: Sequence[batch.FileResult], config: Config) -> dict[st
     Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
     succeeded), ``files`` (one entry per input: its whole report), ``failed`` and
     ``config`` (the configuration every file ran with: a path, a preset or
-    ``defaults``); the same keys for one file as for many, so a reader never asks how
+    ``defaults``) and ``fallbacks`` (each stage that fell back: input, stage, reason);
+    the same keys for one file as for many, so a reader never asks how
     many there were. See ``docs/report.schema.json``.
     """
     files = [r.to_dict() for r in results]
@@ -64,7 +65,28 @@ def json_payload(results: Sequence[batch.FileResult], config: Config) -> dict[st
     payload["files"] = files
     payload["failed"] = sum(1 for r in results if not r.ok)
     payload["config"] = config.source
+    payload["fallbacks"] = [
+        {"input": r.input, "stage": stage, "reason": reason}
+        for r in results
+        if r.report is not None
+        for stage, reason in r.report.fallbacks
+    ]
     return payload
+
+
+def strict_code(reports: Sequence[api.Report | None], strict: bool) -> int:
+    """``--strict``: 3 (API_ERROR) if a stage of any run fell back, each said on stderr.
+
+    A stage that cannot run as configured (a summarizer or classifier without a key, or
+    past its retries) falls back and the run goes on, fail-safe; a strict run still
+    writes its output, then exits 3 so CI notices. 0 otherwise.
+    """
+    fell = [(rep.input, stage, why) for rep in reports if rep for stage, why in rep.fallbacks]
+    if not strict or not fell:
+        return int(ExitCode.OK)
+    for name, stage, why in fell:
+        console.error(f"{name}: {stage} fell back ({why}); --strict fails the run")
+    return int(ExitCode.API_ERROR)
 
 
 @dataclass(frozen=True)
@@ -75,11 +97,13 @@ class View:
         json: one JSON object on stdout instead of lines and tables on stderr.
         quiet: print only errors.
         fail_over: stats exits 1 when a file has more tokens than this after reduction.
+        strict: exit 3 when a stage of any file fell back (see :func:`strict_code`).
     """
 
     json: bool = False
     quiet: bool = False
     fail_over: int | None = None
+    strict: bool = False
 
 
 def _progress(bar: Callable[[int, int], None]) -> batch.FileProgress:
@@ -127,7 +151,8 @@ def reduce_batch(
         _json(results, config)
     elif not quiet:
         sys.stderr.write(f"ctx: {len(results) - failed} reduced, {failed} failed\n")
-    return batch.exit_code(results)
+    strict = strict_code([r.report for r in results], view.strict)
+    return batch.exit_code(results) or strict
 
 
 def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: View) -> int:
@@ -159,7 +184,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
             f"{r.input}: {r.report.tokens_after:,} tokens after reduction exceed "
             f"--fail-over {fail_over:,}."
         )
-    code = batch.exit_code(results)
+    code = batch.exit_code(results) or strict_code([r.report for r in results], view.strict)
     if code == int(ExitCode.OK) and over:
         return int(ExitCode.CHECK_FAILED)
     return code

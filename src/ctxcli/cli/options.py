@@ -105,6 +105,14 @@ AllowEmptyOpt = Annotated[
     bool,
     typer.Option("--allow-empty", help="A directory with no transcript file is not an error."),
 ]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 3 if a stage fell back (a summarizer or classifier that could not run: "
+        "no key, a timeout); the output is still written. --json lists the fallbacks.",
+    ),
+]
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
 ]

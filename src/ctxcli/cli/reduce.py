@@ -29,6 +29,7 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     QuietOpt,
+    StrictOpt,
     TokenizerOpt,
     command_config,
     on_invalid_of,
@@ -79,6 +80,7 @@ def reduce(
     ] = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
     allow_empty: AllowEmptyOpt = False,
@@ -133,13 +135,16 @@ def reduce(
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
-            view = cli_batch.View(json, quiet)
+            view = cli_batch.View(json, quiet, strict=strict)
             raise typer.Exit(cli_batch.reduce_batch(inputs, output, offload_dir, cfg, run, view))
         dest = _destination(output, offload_dir, in_place, json)
         with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
             run = replace(run, counting=replace(counting, progress=bar))
             done = api.reduce(one_input(inputs), dest, config=cfg, options=run)
         print_reduction(done, cfg, json=json, quiet=quiet)
+        code = cli_batch.strict_code([done.report], strict)
+        if code:
+            raise typer.Exit(code)
 
 
 def _destination(output: str, offload_dir: str | None, in_place: bool, json: bool) -> Destination:

@@ -23,6 +23,7 @@ from ctxcli.cli.options import (
     NoCacheOpt,
     OnInvalidOpt,
     PresetOpt,
+    StrictOpt,
     TokenizerOpt,
     command_config,
     on_invalid_of,
@@ -53,6 +54,7 @@ def stats(
             help="Exit 1 if the reduced transcript has more tokens.",
         ),
     ] = None,
+    strict: StrictOpt = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
     session: SessionOpt = None,
@@ -115,7 +117,7 @@ def stats(
         if cli_batch.is_batch(inputs):
             if by_tool or top:
                 raise CtxError("--by-tool and --top take one file; run them file by file.")
-            view = cli_batch.View(json, fail_over=fail_over)
+            view = cli_batch.View(json, fail_over=fail_over, strict=strict)
             raise typer.Exit(cli_batch.stats_batch(inputs, cfg, run, view))
         source, dest = one_input(inputs), Destination(output, offload_dir, in_place=in_place)
         with console.progress("counting tokens", enabled=not json) as bar:
@@ -125,6 +127,9 @@ def stats(
                 api.stats(source, dest, config=cfg, options=run) if data is None else data.report
             )
         print_stats(report, data, cfg, json=json, shown=(by_tool, bool(top), monitors))
+        code = cli_batch.strict_code([report], strict)
+        if code:
+            raise typer.Exit(code)
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "

@@ -501,10 +501,12 @@ def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
         first = reports[0]
         counters: dict[str, int] = {}
         notes: list[str] = []
+        fallbacks: list[str] = []
         for r in reports:
             for key, value in r.counters.items():
                 counters[key] = counters.get(key, 0) + value
             notes.extend(n for n in r.notes if n not in notes)
+            fallbacks.extend(f for f in r.fallbacks if f not in fallbacks)
         merged.append(
             StageReport(
                 stage=first.stage,
@@ -514,6 +516,7 @@ def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
                 tokens_after=sum(r.tokens_after for r in reports),
                 counters=counters,
                 notes=tuple(notes),
+                fallbacks=tuple(fallbacks),
             )
         )
     return merged

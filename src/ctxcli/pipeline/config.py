@@ -133,8 +133,7 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: invalid TOML: {exc}.") from None
     except RecursionError:
         raise ConfigError(
-            f"{where}: invalid TOML: arrays or tables nested too deeply to read; "
-            "flatten the value."
+            f"{where}: invalid TOML: arrays or tables nested too deeply to read; flatten the value."
         ) from None
 
 

@@ -43,6 +43,11 @@ class Report:
         """True if any stage changed the transcript."""
         return any(s.changed for s in self.stages)
 
+    @property
+    def fallbacks(self) -> list[tuple[str, str]]:
+        """``(stage, reason)`` for every stage that fell back (a strict run fails on any)."""
+        return [(s.stage, reason) for s in self.stages for reason in s.fallbacks]
+
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape (keys named in the README)."""
         return {

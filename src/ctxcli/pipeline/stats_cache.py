@@ -123,6 +123,7 @@ def load_report(cache: TokenCache, key: bytes) -> Report | None:
                 tokens_after=s["tokens_after"],
                 counters=dict(s.get("counters", {})),
                 notes=tuple(s.get("notes", ())),
+                fallbacks=tuple(s.get("fallbacks", ())),
             )
             for s in stored["stages"]
         ]

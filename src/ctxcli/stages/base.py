@@ -65,11 +65,17 @@ class StageContext:
 
 @dataclass(frozen=True)
 class StageResult:
-    """What a stage returns: the new conversation and its own counters."""
+    """What a stage returns: the new conversation and its own counters.
+
+    ``fallbacks`` says, one reason each, what the stage could not do as configured and
+    did instead (a classifier or summarizer that could not run: no key, a timeout): the
+    run goes on, fail-safe, and a strict run fails once its output is written.
+    """
 
     conversation: Conversation
     counters: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 class StageFn(Protocol):

@@ -303,10 +303,10 @@ def compress_words(
         counters["chars_saved"] += len(job.block.text) - len(new_text)
         counters["words_total"] += len(job.words)
         counters["words_kept"] += sum(mask)
-    notes = _classifier_notes(classifier, counters)
+    notes, fallbacks = _classifier_notes(classifier, counters)
     for note in notes:
         ctx.log(f"compress_words: {note}")
-    return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+    return StageResult(replace_blocks(conv, changed), dict(counters), notes, fallbacks)
 
 
 def _classify(jobs: list[_Job], classifier: Any) -> list[list[bool]]:
@@ -397,17 +397,20 @@ def _body_bound(job: _Job, kept: int, count: Callable[[str], int], cache: dict[s
     return frame + sum(heapq.nlargest(kept, costs))
 
 
-def _classifier_notes(classifier: Any, counters: Counter[str]) -> tuple[str, ...]:
+def _classifier_notes(
+    classifier: Any, counters: Counter[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The notes of a classifier run, and the fallbacks among them."""
     if not isinstance(classifier, AnthropicClassifier):
-        return ()
+        return (), ()
     counters["classifier_calls"] = classifier.calls
     counters["cache_hits"] = classifier.cache_hits
     counters["fallbacks"] = classifier.fallbacks
-    notes = list(classifier.notes)
-    if classifier.fallbacks:
-        reasons = ", ".join(f"{n} {why}" for why, n in classifier.fallback_reasons.most_common())
-        notes.append(
-            f"{classifier.fallbacks} windows used the heuristic classifier instead of "
-            f"{classifier.model} ({reasons})"
-        )
-    return tuple(notes)
+    if not classifier.fallbacks:
+        return tuple(classifier.notes), ()
+    reasons = ", ".join(f"{n} {why}" for why, n in classifier.fallback_reasons.most_common())
+    fallback = (
+        f"{classifier.fallbacks} windows used the heuristic classifier instead of "
+        f"{classifier.model} ({reasons})"
+    )
+    return (*classifier.notes, fallback), (fallback,)

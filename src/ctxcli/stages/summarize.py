@@ -126,7 +126,9 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
         return StageResult(conv, counters, (f"only {before} tokens to summarize; kept",))
     body, note = _paying_summary(conv.with_messages(dropped), before, opts, ctx, counters)
     if body is None:
-        return StageResult(conv, counters, (note,))
+        # The summarizer could not run (no key, a timeout...): fail-safe, a fallback.
+        fallbacks = (note,) if counters["failures"] else ()
+        return StageResult(conv, counters, (note,), fallbacks)
     key = range_key(conv, start, cut - 1)
     path = ctx.offload.put("summarize", key, render_messages(conv, range(start, cut)))
     summary = _summary(ctx, len(dropped), path, body)
