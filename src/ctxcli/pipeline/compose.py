@@ -29,6 +29,7 @@ from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.context import stage_context
 from ctxcli.pipeline.options import RunOptions
+from ctxcli.pipeline.presets import presets_for
 from ctxcli.pipeline.rerun import (
     Kept,
     Resume,
@@ -264,7 +265,7 @@ def _report(
         bytes_after=bytes_after,
         stages=stages,
         offload_dir=job.offload.root,
-        warnings=doc.warnings + notes,
+        warnings=doc.warnings + _fit(job, doc.format.name) + notes,
         monitors=conversation_monitors(doc.conversation) if job.options.monitors else {},
     )
     if tokens.resumed is not None:
@@ -327,6 +328,22 @@ def _dump(
 def _dumps_into(cls: type[Format]) -> bool:
     """Whether ``cls.dump`` takes ``into`` (a plugin format written before it may not)."""
     return "into" in inspect.signature(cls.dump).parameters
+
+
+def _fit(job: _Job, format: str) -> list[str]:
+    """The warning a chain made for other transcripts gets (a client's preset on another
+    client's file: the steps for its client do nothing here), or none."""
+    made_for = job.config.settings.made_for
+    if not made_for or format in made_for:
+        return []
+    chain = f"preset {job.config.settings.preset}" if job.config.settings.preset else "the chain"
+    meant = " and ".join(made_for)
+    others = presets_for(format)
+    instead = f"; preset {' or '.join(others)} is made for {format}" if others else ""
+    return [
+        f"{job.path}: {chain} is made for {meant} transcripts and this one is {format}: "
+        f"its steps for {meant} files do nothing here{instead}"
+    ]
 
 
 def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
@@ -419,7 +436,7 @@ def _reduce_collection(job: _Job, split: Split) -> Reduced:
         bytes_after=len(output),
         stages=_merge(parts.runs),
         offload_dir=job.offload.root,
-        warnings=parts.warnings + notes,
+        warnings=_fit(job, split.format) + parts.warnings + notes,
     )
     return Reduced(output, report, script.ops, "document", parts.trace, None)
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ctxcli.core.errors import ConfigError, Remedy
 from ctxcli.core.io import is_url
+from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
 
@@ -54,6 +55,20 @@ class Settings(BaseModel):
         "offload directory are in place, keep that run's decisions for the start and "
         "reduce only the rest (the output is the same as a full run's).",
     )
+    made_for: tuple[str, ...] = Field(
+        (),
+        description="Transcript formats this chain is made for (a client's preset says "
+        "which); a transcript of another format gets a warning. Empty: any format.",
+    )
+
+    @field_validator("made_for")
+    @classmethod
+    def _known_formats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = format_registry()
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"unknown format {unknown[0]!r}; formats: {', '.join(known)}")
+        return value
 
     @field_validator("offload_dir")
     @classmethod

@@ -20,7 +20,7 @@ from typing import Any
 
 from ctxcli.core.errors import ConfigError
 
-__all__ = ["Preset", "get_preset", "preset_names", "resolve_preset"]
+__all__ = ["Preset", "get_preset", "preset_names", "presets_for", "resolve_preset"]
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,13 @@ def get_preset(name: str) -> Preset:
             "Run 'ctx presets' to see what each does."
         )
     return Preset(name, files[name].read_text(encoding="utf-8"))
+
+
+def presets_for(format: str) -> list[str]:
+    """The shipped presets made for transcripts of ``format`` (their ``made_for``)."""
+    return [
+        name for name in preset_names() if format in get_preset(name).table().get("made_for", ())
+    ]
 
 
 def resolve_preset(data: dict[str, Any], label: str) -> dict[str, Any]:
