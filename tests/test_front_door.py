@@ -238,3 +238,30 @@ def test_run_options_checks_a_value_from_an_untyped_caller() -> None:
     assert ctxcli.RunOptions("keep").on_invalid is OnInvalid.KEEP  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="on_invalid 'skip' is invalid"):
         ctxcli.RunOptions("skip")  # type: ignore[arg-type]
+
+
+def test_a_batch_restore_in_place_takes_the_run_options(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # restore_many took no RunOptions: --force and --live-seconds of a batch restore in
+    # place were dropped, and a session written a moment ago could not be restored.
+    from support.cli import invoke
+
+    for var in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "XDG_DATA_HOME", "CTX_DATA_DIR"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    project = tmp_path / "home" / ".claude" / "projects" / "-work-demo"
+    project.mkdir(parents=True)
+    sample = (REPO / "sample_transcripts" / "claude_code_session.jsonl").read_bytes()
+    sessions = [project / f"{n}0b0e3c6a-8f2d-4c1e-9a7b-3d4f5e6a7b8c.jsonl" for n in (1, 2)]
+    line = sample.splitlines(keepends=True)[-1]
+    for path in sessions:
+        path.write_bytes(sample)
+        invoke(["reduce", str(path), "--in-place", "--force", "--preset", "claude-code-resume"])
+        assert path.read_bytes() != sample
+        with path.open("ab") as client:  # the client writes on: the session is in use
+            client.write(line)
+    args = ["restore", *map(str, sessions), "--in-place"]
+    assert invoke(args, code=2).stderr.count("looks in use") == 2
+    invoke([*args, "--force"])
+    assert [p.read_bytes() for p in sessions] == [sample + line, sample + line]
