@@ -26,19 +26,11 @@ SRC = REPO / "src" / "ctxcli"
 CHAIN = build_config({"stages": [{"use": "truncate_tool_output", "max_length": 800}]}, "chain")
 
 
-def _tree(root: Path) -> dict[str, bytes]:
+def _offload(root: Path) -> dict[str, bytes]:
+    """An offload directory's files (manifest included) by their relative path."""
     return {
         str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()
     }
-
-
-def _offload(root: Path) -> dict[str, bytes]:
-    """An offload directory's files, the manifest without the hash of the input's name."""
-    files = _tree(root)
-    manifest = json.loads(files.pop("manifest.json"))
-    manifest["input"].pop("name", None)
-    files["manifest.json"] = json.dumps(manifest, sort_keys=True).encode()
-    return files
 
 
 def _session(name: str = "s.jsonl") -> Path:
