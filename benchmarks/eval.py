@@ -39,8 +39,8 @@ from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import CtxError
 from ctxcli.core.model import Conversation
 from ctxcli.formats import load
-from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.pipeline.run import run_pipeline
 from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger
@@ -142,7 +142,7 @@ def ctx_measures(ev: EvalCase, result: FileResult) -> None:
         if cc_only:
             if ev.fmt != "claude_code" or ev.past_raw is None:
                 continue
-            options = ReduceOptions(monitors=False)
+            options = RunOptions(monitors=False)
             out = reduce_bytes(ev.past_raw, config=build_config(config, "eval"), options=options)
             reduced = _bytes_conv(out.output)
         else:

@@ -84,11 +84,13 @@ def _untimed(value: object) -> object:
     return value
 
 
-def _unfingerprinted(path: Path) -> bytes:
+def _unfingerprinted(path: Path, output: str) -> bytes:
     """A file's bytes; a manifest's re-run key without the hash of ctx's code in it.
 
     ``rerun.config`` hashes ctx's own source (a re-run never keeps decisions another
-    version of ctx made), so it changes with every code change by design.
+    version of ctx made), so it changes with every code change by design. The
+    manifest's hash of the output becomes ``output``, the pinned hash of the output (see
+    :func:`_here`: the output cites the run's directory).
     """
     data = path.read_bytes()
     if path.name != "manifest.json":
@@ -96,7 +98,20 @@ def _unfingerprinted(path: Path) -> bytes:
     manifest = json.loads(data)
     if isinstance(manifest.get("rerun"), dict) and "config" in manifest["rerun"]:
         manifest["rerun"]["config"] = "<code fingerprint>"
+    if isinstance(manifest.get("output"), dict) and "sha256" in manifest["output"]:
+        manifest["output"]["sha256"] = output
     return json.dumps(manifest, sort_keys=True).encode()
+
+
+def _here(data: bytes, work: Path) -> bytes:
+    """``data`` with the run's directory named by one token.
+
+    Hints, manifests and reports cite the offload directory by its absolute path, which
+    lies under a fresh temporary directory: hashed as it is, no two records would agree.
+    """
+    for where in {str(work), os.path.realpath(work)}:
+        data = data.replace(os.fsencode(where), b"<work>")
+    return data
 
 
 def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[str, object]]:
@@ -123,11 +138,11 @@ def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[
     reduce = _ctx(["reduce", source.name, "-o", out_name, "--json", *chain], work, env)
     pins: dict[str, object] = {"reduce_exit": reduce.returncode}
     if reduce.returncode == 0:
-        pins["reduce_report"] = _json_sha(reduce.stdout)
-        pins["output"] = _sha((work / out_name).read_bytes())
+        pins["reduce_report"] = _json_sha(_here(reduce.stdout, work))
+        pins["output"] = output = _sha(_here((work / out_name).read_bytes(), work))
         offload = work / f"{out_name}.offload"
         pins["offload"] = {
-            str(p.relative_to(offload)): _sha(_unfingerprinted(p))
+            str(p.relative_to(offload)): _sha(_here(_unfingerprinted(p, output), work))
             for p in sorted(offload.rglob("*"))
             if p.is_file()
         }
@@ -137,11 +152,11 @@ def pin_one(source: Path, preset: str | None, scratch: Path) -> tuple[str, dict[
             and (work / "restored").read_bytes() == (work / source.name).read_bytes()
         )
     else:
-        pins["reduce_stderr"] = reduce.stderr.decode(errors="replace").strip()[-300:]
+        pins["reduce_stderr"] = _here(reduce.stderr, work).decode(errors="replace").strip()[-300:]
     stats = _ctx(["stats", source.name, "-o", out_name, "--json", *chain], work, env)
     pins["stats_exit"] = stats.returncode
     if stats.returncode == 0:
-        pins["stats_report"] = _json_sha(stats.stdout)
+        pins["stats_report"] = _json_sha(_here(stats.stdout, work))
     shutil.rmtree(work)
     return key, pins
 

@@ -41,9 +41,10 @@ from ctxcli.core.protocols import sha256
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document, validate_bytes
 from ctxcli.pipeline.config import Config, build_config
+from ctxcli.pipeline.context import stage_context
 from ctxcli.pipeline.results import Report
 from ctxcli.services.tokens.by_name import get_counter
-from ctxcli.stages import Conversation, StageContext, StageResult, TokenLedger, get_stage
+from ctxcli.stages import Conversation, StageResult, TokenLedger, get_stage
 from ctxcli.store.disk import OffloadStore
 from ctxcli.store.manifest import Header, InputSide, Side
 from ctxcli.store.memory import BlobStore
@@ -99,9 +100,16 @@ def run_stage(
     """
     spec = get_stage(stage)
     store = BlobStore(offload_root, cite="name")
-    ctx = StageContext(TokenLedger(get_counter(tokenizer)), store)
+    # The context a file's run builds, but for the answer cache: nothing is written.
+    ctx = stage_context(TokenLedger(get_counter(tokenizer)), store, cache=False)
     result = spec.fn(conv, spec.options(**options), ctx)
-    return StageRun(result.conversation, result.counters, result.notes, store.texts())
+    return StageRun(
+        result.conversation,
+        result.counters,
+        result.notes,
+        result.fallbacks,
+        offloaded=store.texts(),
+    )
 
 
 def assert_stage_roundtrip(

@@ -435,10 +435,10 @@ def test_plugin_example_works_from_the_plugin_facing_module(fresh_registry: Path
     assert STAGES_IMPORT in source  # the example shows the plugin-facing module
     module = "fakeplug_redact_stages"
     _fake_dist(fresh_registry, module.replace("_", "-"), module, source)
-    from ctxcli import reduce_records
+    from ctxcli import reduce_row
 
-    done = reduce_records(EMAILS, config={"stages": [{"use": "redact_emails"}]})
-    assert done.records[2]["content"] == "ticket 41 by [email], cc [email]"
+    done = reduce_row(EMAILS, {"stages": [{"use": "redact_emails"}]})
+    assert done.value[2]["content"] == "ticket 41 by [email], cc [email]"
     assert stages_pkg.registry()["redact_emails"].package == module.replace("_", "-")
     plugin = sys.modules[module]
     assert plugin.Conversation is stages_pkg.Conversation and plugin.Kind is stages_pkg.Kind

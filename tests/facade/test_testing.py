@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from ctxcli.datasets.records import reduce_records
 from ctxcli.formats import FORMAT_REGISTRY, load, register_format
 from ctxcli.formats.openai_chat import OpenAIChat
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.stages import (
     STAGE_REGISTRY,
@@ -23,6 +23,7 @@ from ctxcli.stages import (
     StageResult,
     register,
 )
+from ctxcli.store.memory import BlobStore
 from ctxcli.testing import (
     assert_dump_restores,
     assert_format_identity,
@@ -69,10 +70,13 @@ def test_run_stage_offloads_what_the_pipeline_offloads() -> None:
     assert run.offloaded == {"trunc/call_1": LONG}
     assert "ctx-offload/trunc/call_1" in run.conversation.messages[2].blocks[0].text
     assert len(run.conversation.messages[2].blocks[0].text) <= 500
-    config = {"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}
-    piped = reduce_records(RECORDS, config=config)
-    assert piped.offload == {"trunc/call_1": LONG}
-    assert piped.records[2]["content"] == run.conversation.messages[2].blocks[0].text
+    config = build_config({"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}, "t")
+    store = BlobStore("ctx-offload", cite="name")
+    raw = b"".join(json.dumps(r).encode() + b"\n" for r in RECORDS)
+    piped = reduce_bytes(raw, config=config, offload=store)
+    assert store.texts() == {"trunc/call_1": LONG}
+    out = [json.loads(line) for line in piped.output.splitlines()]
+    assert out[2]["content"] == run.conversation.messages[2].blocks[0].text
 
 
 def test_run_stage_validates_options_like_the_config() -> None:

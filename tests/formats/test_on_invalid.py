@@ -7,13 +7,14 @@ from pathlib import Path
 import pytest
 
 from ctxcli.api import reduce_file
-from ctxcli.api.batch import BatchOptions, stats_many
+from ctxcli.api.batch import stats_many
 from ctxcli.core.errors import ConfigError, OnInvalid, TranscriptError
 from ctxcli.formats import load
 from ctxcli.formats.lines import parse_lines
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import load_config
+from ctxcli.pipeline.options import RunOptions
 from support.cli import invoke
 from support.paths import SHARED, need_shared
 
@@ -83,8 +84,8 @@ def test_an_unknown_on_invalid_is_refused_by_the_library() -> None:
         lambda: load(raw, str(BROKEN_CC), format="claude_code", on_invalid="skip"),
         lambda: parse_lines(raw, str(BROKEN_CC), on_invalid="skip"),
         lambda: validate_bytes(raw, str(BROKEN_CC), on_invalid="skip"),
-        lambda: reduce_bytes(raw, options=ReduceOptions(on_invalid="skip")),  # type: ignore[arg-type]
-        lambda: stats_many([BROKEN_CC], load_config(), options=BatchOptions(on_invalid="skip")),  # type: ignore[arg-type]
+        lambda: reduce_bytes(raw, options=RunOptions(on_invalid="skip")),  # type: ignore[arg-type]
+        lambda: stats_many([BROKEN_CC], load_config(), options=RunOptions(on_invalid="skip")),  # type: ignore[arg-type]
     ):
         with pytest.raises(ConfigError) as info:
             call()

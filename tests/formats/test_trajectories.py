@@ -23,8 +23,9 @@ from ctxcli.core.errors import TranscriptError
 from ctxcli.formats import Document, split_collection
 from ctxcli.formats.jsontext import array_items, item_spans
 from ctxcli.pipeline import compose as reducer
-from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.options import RunOptions
 from support.paths import SHARED
 
 TIGHT = build_config(
@@ -194,11 +195,11 @@ def test_a_collection_is_reduced_a_batch_of_parts_at_a_time(
 
 @needs_shared
 def test_a_report_follows_the_only_trajectory_of_a_collection() -> None:
-    one = reduce_bytes(_tau_runs(1), config=TIGHT, options=ReduceOptions(trace=True))
+    one = reduce_bytes(_tau_runs(1), config=TIGHT, options=RunOptions(trace=True))
     assert one.trace is not None and one.report.format == "taubench_runs"
     assert one.trace.steps[0][1].messages  # the run's messages, as ctx report shows them
     with pytest.raises(TranscriptError, match="holds 3 trajectories"):
-        reduce_bytes(_tau_runs(3), config=TIGHT, options=ReduceOptions(trace=True))
+        reduce_bytes(_tau_runs(3), config=TIGHT, options=RunOptions(trace=True))
 
 
 # -- OpenHands ---------------------------------------------------------------------------

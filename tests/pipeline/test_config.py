@@ -79,7 +79,7 @@ def test_stage_options_and_per_tool_overrides() -> None:
         ("tokeniser = 'x'\n", "ctx.toml: unknown key 'tokeniser'; did you mean 'tokenizer'?"),
         (
             "zzz = 1\n",
-            "ctx.toml: unknown key 'zzz'; valid keys: format, incremental, language, offload_dir, preset, stages, "
+            "ctx.toml: unknown key 'zzz'; valid keys: format, incremental, language, made_for, offload_dir, preset, stages, "
             "tokenizer.",
         ),
         (

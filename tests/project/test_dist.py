@@ -94,14 +94,12 @@ def test_wheel_works_in_a_fresh_virtualenv(dist: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         assert printed == zf.read("ctxcli/ctx.schema.json").decode()
     # The Python API and its type marker come from the venv, not from this checkout;
-    # citing the same offload directory (ctx reduce's hints cite its absolute path),
-    # reduce_records counts what `ctx reduce` did.
+    # the front door's preview of the same destination counts what `ctx reduce` did.
     probe = (
-        "import ctxcli, pathlib, json;"
-        "r = ctxcli.reduce_records([json.loads(l) for l in open('session.jsonl')],"
-        " offload_dir=str(pathlib.Path('out.jsonl.offload').resolve()));"
+        "import ctxcli, pathlib;"
+        "r = ctxcli.stats('session.jsonl', ctxcli.Destination('out.jsonl'));"
         "print(ctxcli.__file__);"
-        "print((pathlib.Path(ctxcli.__file__).parent / 'py.typed').exists(), r.report.tokens_after)"
+        "print((pathlib.Path(ctxcli.__file__).parent / 'py.typed').exists(), r.tokens_after)"
     )
     where, typed = _run([bin_dir / "python", "-c", probe], work, env).splitlines()
     assert Path(where).is_relative_to(venv)

@@ -160,7 +160,7 @@ def test_python_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
     exec(compile(blocks[0], "README.md", "exec"), {"__name__": "__readme__"})
     lines = capsys.readouterr().out.splitlines()
     assert re.fullmatch(r"[\d,]+ -> [\d,]+ tokens", lines[0])
-    assert lines[1] == "['trunc/call_1']"
+    assert lines[1] == "1 text offloaded"
     before, after = (int(x) for x in lines[2].split(" -> "))
     assert after < before
     assert Path("reduced.jsonl.offload/manifest.json").is_file()
@@ -228,7 +228,7 @@ def test_python_example_type_checks_strictly(tmp_path: Path) -> None:
 
     blocks = re.findall(r"```python\n(.*?)```", _section("Using ctx from Python"), re.S)
     example = tmp_path / "example.py"
-    misuse = "records_out, texts = reduce_records(records)\n"
+    misuse = "cell, blobs = reduce_row(records)\n"
     example.write_text(blocks[0] + misuse, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--no-incremental", example.name],
@@ -241,4 +241,4 @@ def test_python_example_type_checks_strictly(tmp_path: Path) -> None:
     errors = [x for x in done.stdout.splitlines() if ": error: " in x]
     assert len(errors) == 1, done.stdout + done.stderr
     assert errors[0].startswith(f"example.py:{line}: error: ")
-    assert '"ReducedRecords" object is not iterable' in errors[0]
+    assert '"ReducedRow" object is not iterable' in errors[0]

@@ -13,7 +13,7 @@ import pytest
 from ctxcli.api import reduce_bytes
 from ctxcli.core.monitors import monitor_scores, monitor_series, steps_of
 from ctxcli.formats import load
-from ctxcli.pipeline.compose import ReduceOptions
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.report import analyze_bytes, render_html
 from ctxcli.report.charts import timeline_rows
 from ctxcli.report.data import MessageRow
@@ -61,7 +61,7 @@ def write(tmp_path: Path, data: bytes, name: str = "s.jsonl") -> Path:
 
 
 def test_trace_keeps_every_stage_and_block_tokens_add_up() -> None:
-    reduced = reduce_bytes(session(), options=ReduceOptions(trace=True))
+    reduced = reduce_bytes(session(), options=RunOptions(trace=True))
     trace = reduced.trace
     assert trace is not None
     assert [name for name, _ in trace.steps] == [

@@ -12,8 +12,8 @@ import pytest
 
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ClassifierError, ConfigError
-from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.services.answer_cache import AnswerCache
 from ctxcli.services.anthropic_client import AnthropicAccess, ReplyError
 from ctxcli.services.classifier import (
@@ -301,9 +301,9 @@ def test_no_cache_makes_the_rerun_ask_again(
     stage = {"use": "compress_words", "classifier": "anthropic", "base_url": server.base_url}
     config = build_config({"stages": [stage]}, "test")
     off = CountOptions(cache=False)
-    first = reduce_bytes(_transcript(), config=config, options=ReduceOptions(counting=off))
+    first = reduce_bytes(_transcript(), config=config, options=RunOptions(counting=off))
     calls = first.report.stages[0].counters["classifier_calls"]
-    second = reduce_bytes(_transcript(), config=config, options=ReduceOptions(counting=off))
+    second = reduce_bytes(_transcript(), config=config, options=RunOptions(counting=off))
     assert second.report.stages[0].counters["cache_hits"] == 0
     assert server.count(MESSAGES) == 2 * calls
     assert not (tmp_path / "answers" / AnswerCache.FILE).exists()
@@ -383,7 +383,7 @@ def test_long_texts_left_in_the_input_are_counted_once_by_the_endpoint(
     config = build_config({"tokenizer": "anthropic", "stages": []}, "test")
     with AnthropicServer() as srv:
         monkeypatch.setenv("ANTHROPIC_BASE_URL", srv.base_url)
-        options = ReduceOptions(counting=CountOptions(cache=False))
+        options = RunOptions(counting=CountOptions(cache=False))
         report = reduce_bytes(raw, config=config, options=options).report
         # "go", "sh", "{}", three outputs, and the one-message overhead.
         assert srv.count(COUNT_TOKENS) == 7

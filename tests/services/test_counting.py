@@ -10,7 +10,7 @@ import pytest
 from ctxcli.api import reduce_bytes
 from ctxcli.core.errors import ConfigError
 from ctxcli.formats import load
-from ctxcli.pipeline.compose import ReduceOptions
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.services.tokens import bulk
 from ctxcli.services.tokens.bulk import count_texts
 from ctxcli.services.tokens.by_name import get_counter
@@ -139,10 +139,10 @@ def test_reduce_with_worker_processes_equals_single_process(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     raw = _big_transcript()
-    one = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=1)))
+    one = reduce_bytes(raw, options=RunOptions(counting=CountOptions(cache=False, workers=1)))
     # Force the pool even for this small input.
     monkeypatch.setattr(bulk, "PARALLEL_MIN_BYTES", 0)
-    two = reduce_bytes(raw, options=ReduceOptions(counting=CountOptions(cache=False, workers=2)))
+    two = reduce_bytes(raw, options=RunOptions(counting=CountOptions(cache=False, workers=2)))
     assert two.output == one.output
     assert two.report.to_dict() == one.report.to_dict()
 

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 import pytest
 
-from ctxcli.api import Destination, RunOptions, reduce, reduce_in_place
+from ctxcli.api import Destination, RunOptions, reduce
 from ctxcli.cost.recorded import recorded_cost
 from ctxcli.pipeline.config import build_config, load_config
 from ctxcli.services.session_files import count_messages
@@ -434,9 +434,9 @@ def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> Non
         tracemalloc.start()
         try:
             if run == "streamed":
-                _, change = reduce_in_place(
-                    layout.spotter, config=nothing, options=RunOptions(force=True)
-                )
+                dest = Destination(in_place=True, stream=True)
+                done = reduce(layout.spotter, dest, config=nothing, options=RunOptions(force=True))
+                change = done.change
             else:
                 reduce(
                     twin,
@@ -450,19 +450,25 @@ def test_reduce_in_place_writes_the_session_as_it_is_made(layout: Layout) -> Non
             tracemalloc.stop()
     assert layout.spotter.read_bytes() == raw == twin.read_bytes()
     # Nothing changed: no layer is left to undo.
-    assert change.record is None and change.bytes_after == change.bytes_before == len(raw)
+    assert change is not None and change.record is None
+    assert change.bytes_after == change.bytes_before == len(raw)
     assert changes(layout.spotter) == []
     streamed, held = peaks
     assert held - streamed > 0.8 * len(raw), (streamed, held)
 
 
 def test_reduce_in_place_reports_the_size_it_wrote(layout: Layout) -> None:
-    _, change = reduce_in_place(
+    change = reduce(
         layout.spotter,
+        Destination(in_place=True, stream=True),
         config=load_config(preset="claude-code-resume"),
         options=RunOptions(force=True),
+    ).change
+    assert (
+        change is not None
+        and change.record is not None
+        and (change.record / "manifest.json").is_file()
     )
-    assert change.record is not None and (change.record / "manifest.json").is_file()
     assert change.bytes_after == layout.spotter.stat().st_size < change.bytes_before
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from ctxcli.api import RunOptions, restore_file, restore_transcript
+from ctxcli.api import Destination, RunOptions, restore, restore_file
 from ctxcli.store.history import changes, changes_dir
 from support.session_layout import Layout, build
 
@@ -75,7 +75,7 @@ def test_random_kills_never_lose_the_session(
         else:
             assert data == original
     assert killed, "no run was killed: the machine is too fast for these delays"
-    restore_transcript(path, in_place=True, options=RunOptions(force=True))
+    restore(path, Destination(in_place=True), options=RunOptions(force=True))
     assert path.read_bytes() == original
     # Temporary files of killed runs are swept by the next run.
     assert [p.name for p in path.parent.iterdir() if ".ctx-tmp-" in p.name] == []

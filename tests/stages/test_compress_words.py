@@ -73,7 +73,8 @@ def _conv(outputs: Sequence[str], *, rounds_after: int = 0, group: bool = False)
 
 
 def _ctx(**services: Any) -> StageContext:
-    return StageContext(TokenLedger(get_counter("cl100k")), Preview("off"), services=services)
+    """A context with ``services`` as its fields (classifier, anthropic, answers)."""
+    return StageContext(TokenLedger(get_counter("cl100k")), Preview("off"), **services)
 
 
 def _results(conv: Conversation) -> list[str]:

@@ -16,7 +16,6 @@ import pytest
 from ctxcli.api import RunOptions, reduce_bytes, reduce_file, restore_file
 from ctxcli.formats import Document, load
 from ctxcli.formats.validate import check_document
-from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import build_config
 from support.paths import corpus, shared_transcripts
 
@@ -59,8 +58,6 @@ def test_real_transcript(path: Path, stage: str, tmp_path: Path) -> None:
         assert restore_file("out", offload_dir=off, raw=out) == raw, where
         new = _problems(_load(out, "out")) - before
         assert new == Counter(), f"{where}: new problems {sorted(new)}"
-        again = reduce_bytes(
-            out, config=config, path="out", options=ReduceOptions(on_invalid="keep")
-        )
+        again = reduce_bytes(out, config=config, path="out", options=RunOptions(on_invalid="keep"))
         assert again.output == out, f"{where}: a rerun changed the output"
         assert report.tokens_after <= report.tokens_before, where

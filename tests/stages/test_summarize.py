@@ -10,6 +10,7 @@ import json
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -43,13 +44,14 @@ SYNAPTIC = FIXTURES / "synaptic"
 def run(
     conv: Conversation,
     *,
-    services: dict[str, object] | None = None,
+    services: dict[str, Any] | None = None,
     log: Callable[[str], None] = lambda _m: None,
     **options: object,
 ) -> StageResult:
+    """The stage on ``conv``; ``services`` are StageContext fields (summarizer, anthropic, answers)."""
     spec = get_stage("summarize")
     ctx = StageContext(
-        TokenLedger(get_counter("approx")), Preview("off"), log=log, services=services or {}
+        TokenLedger(get_counter("approx")), Preview("off"), log=log, **(services or {})
     )
     return spec.fn(conv, spec.options(**options), ctx)
 
@@ -540,7 +542,7 @@ def test_anthropic_replies_are_cached(server: AnthropicServer, tmp_path: Path) -
 
     services = {
         "anthropic": AnthropicAccess("test-key", server.base_url),
-        "cache": AnswerCache(tmp_path / "cache"),
+        "answers": AnswerCache(tmp_path / "cache"),
     }
     server.push(message("cached summary"))
     conv = fixture("session.jsonl")

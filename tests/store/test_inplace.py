@@ -26,7 +26,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctxcli.api import ChangedError, RunOptions, reduce_in_place, restore_file, restore_transcript
+from ctxcli.api import ChangedError, Destination, RunOptions, reduce, restore, restore_file
 from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.dirs import cache_dir, data_dir
@@ -43,6 +43,7 @@ CHAIN = build_config(
     {"tokenizer": "approx", "stages": [{"use": "truncate_tool_output", "max_chars": 800}]},
     "test chain",
 )
+IN_PLACE = Destination(in_place=True, stream=True)
 
 
 @pytest.fixture
@@ -130,13 +131,14 @@ def test_what_the_client_writes_during_an_in_place_run(
     with _hook(_At(MOMENTS[moment], nth, client)) as at:
         if what == "rewrites a line":
             with pytest.raises(ChangedError, match="changed while ctx changed it"):
-                reduce_in_place(path, config=CHAIN, options=RunOptions(force=True))
+                reduce(path, IN_PLACE, config=CHAIN, options=RunOptions(force=True))
             assert at.fired
             assert b'"timestamp":"1999' in path.read_bytes()  # the client's, untouched
             assert changes(path) == []  # the record is undone with the change
             assert _leftovers(path.parent, changes_dir(path)) == []
             return
-        _, change = reduce_in_place(path, config=CHAIN, options=RunOptions(force=True))
+        change = reduce(path, IN_PLACE, config=CHAIN, options=RunOptions(force=True)).change
+    assert change is not None
     assert at.fired
     assert change.record is not None and change.carried_bytes == len(APPENDED)
     now = path.read_bytes()
@@ -177,7 +179,7 @@ def test_a_repair_and_a_reduction_at_once_take_turns(
     original = path.read_bytes()
     runs: dict[str, Callable[[], object]] = {
         "doctor": lambda: fix_in_place(path, force=True),
-        "reduce": lambda: reduce_in_place(path, config=CHAIN, options=RunOptions(force=True)),
+        "reduce": lambda: reduce(path, IN_PLACE, config=CHAIN, options=RunOptions(force=True)),
     }
     second = "reduce" if first == "doctor" else "doctor"
     started: list[threading.Thread] = []
@@ -195,7 +197,7 @@ def test_a_repair_and_a_reduction_at_once_take_turns(
     started[0].join(timeout=60)
     assert [p.name for p in changes(path)] == [f"0001-{first}", f"0002-{second}"]
     assert restore_file(path) == original
-    restore_transcript(path, in_place=True, options=RunOptions(force=True))
+    restore(path, Destination(in_place=True), options=RunOptions(force=True))
     assert path.read_bytes() == original and changes(path) == []
 
 
@@ -228,7 +230,8 @@ def test_changes_in_the_previous_layout_still_restore(layout: Layout) -> None:
     b = a.with_name("backup.jsonl")
     shutil.copy2(a, b)
     invoke(["doctor", str(a), "--fix"])
-    _, change = reduce_in_place(a, config=CHAIN, options=RunOptions(force=True))
+    change = reduce(a, IN_PLACE, config=CHAIN, options=RunOptions(force=True)).change
+    assert change is not None
     assert change.record is not None
     # Where an older ctx kept them, by session id; its index did not know repairs.
     legacy = data_dir() / LEGACY / "claude_code" / CC_MCLAUDE

@@ -10,7 +10,8 @@ import orjson
 import pytest
 
 from ctxcli.core.protocols import sha256
-from ctxcli.datasets.records import reduce_records
+from ctxcli.pipeline.compose import reduce_bytes
+from ctxcli.pipeline.config import build_config
 from ctxcli.store.manifest import Header, InputSide, Manifest, Side
 from ctxcli.store.memory import BlobStore
 from support.paths import SAMPLE
@@ -74,8 +75,8 @@ def test_one_memory_store_for_records_and_rows() -> None:
     assert by_name.put("trunc", "c1", text) == "blobs/trunc/c1"
     assert by_hash.blobs == by_name.blobs == {digest: text.encode()}
     assert by_name.texts() == {"trunc/c1": text}
-    # reduce_records keeps its texts in that store, by the names the disk store gives.
-    records = [orjson.loads(line) for line in SAMPLE.read_bytes().splitlines()]
-    small = {"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}
-    out = reduce_records(records, config=small, offload_dir=str(Path("off")))
-    assert out.offload and all(rel.startswith("trunc/") for rel in out.offload)
+    # A reduction keeps its texts in that store, by the names the disk store gives.
+    small = build_config({"stages": [{"use": "truncate_tool_output", "max_chars": 500}]}, "t")
+    store = BlobStore(str(Path("off")), cite="name")
+    reduce_bytes(SAMPLE.read_bytes(), config=small, offload=store)
+    assert store.texts() and all(rel.startswith("trunc/") for rel in store.texts())

@@ -37,6 +37,7 @@ from ctxcli.formats.lines import Record
 from ctxcli.formats.openai_chat import OpenAIChat
 from ctxcli.formats.openai_responses import OpenAIResponses
 from ctxcli.pipeline.config import Config, StageConfig, build_config
+from ctxcli.pipeline.context import stage_context
 from ctxcli.pipeline.live_loop import (
     Entry,
     IncrementOptions,
@@ -46,7 +47,7 @@ from ctxcli.pipeline.live_loop import (
 )
 from ctxcli.pipeline.run import StageReport
 from ctxcli.services.tokens.by_name import get_counter
-from ctxcli.stages import StageContext, TokenLedger
+from ctxcli.stages import TokenLedger
 from ctxcli.store.live import LiveOffload
 
 __all__ = ["PrefixPolicy", "Reducer", "ReducerResult"]
@@ -177,6 +178,11 @@ class Reducer:
         self._sent: list[dict[str, Any]] = []
         self.notes: list[str] = []
         """Warnings the stages left (a classifier falling back, say)."""
+        # What a stage gets here is what it gets reducing a file (API access, the
+        # answer cache): one factory builds both.
+        self._context = stage_context(
+            self._ledger, self.offload, language=config.settings.language, log=self.notes.append
+        )
 
     @property
     def offload_dir(self) -> str:
@@ -202,9 +208,6 @@ class Reducer:
         if system is not None:
             records.insert(0, {"role": "system", "content": system})
             offset = 1
-        ctx = StageContext(
-            self._ledger, self.offload, self.config.settings.language, self.notes.append
-        )
         options = IncrementOptions(
             index_offset=offset, keep_originals=self._keep_originals, exact=self._exact
         )
@@ -213,7 +216,7 @@ class Reducer:
             records,
             fmt=self._format,
             stages=self.config.stages,
-            ctx=ctx,
+            ctx=self._context,
             options=options,
         )
         now = time.time() if at is None else at

@@ -5,12 +5,16 @@ object-storage URL), a :class:`Destination` (stdout, a file, a URL, or the input
 and :class:`RunOptions`; :func:`reduce`, :func:`stats` and :func:`restore` decide what to
 do with them, and :func:`stats` names the offload directory :func:`reduce` would write,
 so a preview gives the numbers of the file a reduction writes. ``reduce_file``,
-``stats_file``, ``restore_file`` and friends are the same calls with plain arguments.
+``stats_file`` and ``restore_file`` are the same calls with plain arguments (thin
+wrappers); ``reduce_in_place`` and ``restore_transcript`` are deprecated (a
+:class:`Destination` with ``in_place``, and :func:`restore`, say the same).
 """
 
 from __future__ import annotations
 
 import os
+import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,13 +30,12 @@ from ctxcli.api.local import (
 from ctxcli.api.location import locate
 from ctxcli.api.options import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
-from ctxcli.core.errors import CtxError, OffloadError, OnInvalid
+from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path
-from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import PipelineResult, Report
 from ctxcli.pipeline.stats_cache import cached_stats, store_report
-from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.history import Restored
 from ctxcli.store.inplace import Change, ChangedError, LiveSessionError, write_atomic
 from ctxcli.store.naming import Preview
@@ -159,19 +162,16 @@ def stats(
         data, st = open_input(name)
     root = offload_root(name, dest, config, data)
     cache, key, hit = (None, None, None)
-    if run.counting is None or run.counting.cache:
+    if run.counting.cache:
         cache, key, hit = cached_stats(data, f"{name}\0{root}", config, run.on_invalid)
     try:
         if hit is not None:
             return hit
+        # A preview reports: the stages' notes go to its warnings, and it always has the
+        # monitors (``ctx stats`` shows them; the cached report has them too).
+        preview = replace(run, log=None, monitors=True, trace=False)
         reduced = reduce_bytes(
-            data,
-            config=config,
-            offload=Preview(root),
-            path=name,
-            options=ReduceOptions(
-                on_invalid=run.on_invalid, counting=run.counting or CountOptions()
-            ),
+            data, config=config, offload=Preview(root), path=name, options=preview
         )
         if changed_since(name, st):
             # The map showed the file while it changed: count a snapshot of it instead.
@@ -238,6 +238,8 @@ def reduce_file(
 ) -> tuple[Report, bytes]:
     """:func:`reduce` of a file into ``output`` (``None`` or ``-``: the bytes are returned).
 
+    A thin wrapper: ``reduce(input, Destination(output, offload_dir), ...)``.
+
     Example::
 
         >>> report, _ = reduce_file("session.jsonl", "reduced.jsonl")  # doctest: +SKIP
@@ -257,20 +259,12 @@ def reduce_in_place(
     offload_dir: str | os.PathLike[str] | None = None,
     options: RunOptions | None = None,
 ) -> tuple[Report, Change]:
-    """Reduce a file where it is, recording how to undo it (:func:`restore_file` does).
+    """Deprecated: ``reduce(path, Destination(in_place=True, stream=True), ...)`` does it.
 
-    A Claude Code or Codex session file (under the clients' session directories) keeps
-    its record in its change directories under ctx's data directory, whose absolute
-    paths the hints cite, and is left alone while it looks in use (written in the last
-    ``live_seconds``, or open in another process) unless ``force``. Any other file, or
-    any file given an ``offload_dir``, keeps it beside it (``FILE.offload``). Lines a
-    client appends during the run are kept after the output; any other change during
-    the run fails it (:class:`ChangedError`) and leaves the file alone. A file that is
-    already what this chain makes is left as it is (``Change.record`` is None).
-
-    Raises:
-        LiveSessionError: the session looks in use and ``force`` is not set.
+    The front door's :class:`Reduction` carries the report and the change (and says
+    whether the file was a session, or left alone for lack of gain).
     """
+    _deprecated("reduce_in_place", "reduce(path, Destination(in_place=True, stream=True))")
     dest = Destination(offload_dir=_text(offload_dir), in_place=True, stream=True)
     done = reduce(path, dest, config=config, options=options)
     assert done.change is not None  # in place
@@ -287,7 +281,10 @@ def stats_file(
     options: RunOptions | None = None,
     raw: bytes | None = None,
 ) -> Report:
-    """:func:`stats` with the paths :func:`reduce_file` would get."""
+    """:func:`stats` with the paths :func:`reduce_file` would get.
+
+    A thin wrapper: ``stats(input, Destination(output, offload_dir, in_place=in_place), ...)``.
+    """
     dest = Destination(_text(output), _text(offload_dir), in_place=in_place)
     return stats(input, dest, config=config, options=options, raw=raw)
 
@@ -301,7 +298,8 @@ def restore_transcript(
     options: RunOptions | None = None,
     raw: bytes | None = None,
 ) -> Restored:
-    """:func:`restore` with plain arguments; the original and the steps undone."""
+    """Deprecated: ``restore(reduced, Destination(output, offload_dir, in_place=...))`` does it."""
+    _deprecated("restore_transcript", "restore(reduced, Destination(output, offload_dir))")
     dest = Destination(_text(output), _text(offload_dir), in_place=in_place)
     return restore(reduced, dest, options=options, raw=raw)
 
@@ -313,22 +311,35 @@ def restore_file(
     offload_dir: str | os.PathLike[str] | None = None,
     raw: bytes | None = None,
 ) -> bytes:
-    """The original bytes (see :func:`restore`, which also says how)."""
-    return restore_transcript(reduced, output, offload_dir=offload_dir, raw=raw).data
+    """The original bytes (see :func:`restore`, which also says how).
+
+    A thin wrapper: ``restore(reduced, Destination(output, offload_dir)).data``.
+    """
+    return restore(reduced, Destination(_text(output), _text(offload_dir)), raw=raw).data
+
+
+def _deprecated(name: str, instead: str) -> None:
+    """Warn, at the caller's line, that ``name`` is deprecated and what does it now."""
+    warnings.warn(
+        f"ctxcli.api.{name} is deprecated and will be removed; use {instead}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def validate(
     source: str | os.PathLike[str],
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+    on_invalid: OnInvalid = VALIDATE_ON_INVALID,
     raw: bytes | None = None,
 ) -> Diagnosis:
     """List what breaks a transcript.
 
     The rules every transcript is held to (each line is JSON; calls without results,
     results without calls), the problems they found (none: it is valid) and their names.
-    ``ctx doctor`` runs these and a client's own rules.
+    ``ctx doctor`` runs these and a client's own rules. A line that is not JSON is a
+    finding by default (:data:`~ctxcli.core.errors.VALIDATE_ON_INVALID`: strict by design).
 
     Raises:
         TranscriptError: the file cannot be read or parsed (a line that is not JSON is an

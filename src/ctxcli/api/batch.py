@@ -12,17 +12,17 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ctxcli import api
-from ctxcli.core.errors import CtxError, ExitCode, OnInvalid, Remedy, TranscriptError
+from ctxcli.core.errors import CtxError, ExitCode, Remedy, TranscriptError
 from ctxcli.pipeline.config import Config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.services.tokens.bulk import ignore_sigint
 from ctxcli.services.tokens.ledger import CountOptions
 
 __all__ = [
-    "BatchOptions",
     "FileProgress",
     "FileResult",
     "RestoreResult",
@@ -39,31 +39,6 @@ TRANSCRIPT_SUFFIXES = (".jsonl", ".json", ".ndjson", ".traj")
 
 FileProgress = Callable[["FileResult", int, int], None]
 """Called after each file with its result, files done, and files in all."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class BatchOptions:
-    """How a batch runs; each file is handled as a single-file run would handle it.
-
-    Attributes:
-        jobs: files handled at once, each on a process of its own when more than one.
-        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
-        force: replace an offload directory that is in the way (reduce only).
-        cache: use the on-disk token-count cache.
-        allow_empty: a directory that holds no transcript file is not an error.
-        progress: called after each file.
-    """
-
-    jobs: int = 1
-    on_invalid: OnInvalid = OnInvalid.AUTO
-    force: bool = False
-    cache: bool = True
-    allow_empty: bool = False
-    progress: FileProgress | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        # A caller without type checking may hand in the value, or a wrong one.
-        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
 
 
 @dataclass
@@ -241,9 +216,7 @@ class _Run:
 
     mode: str
     config: Config
-    force: bool
-    on_invalid: OnInvalid
-    counting: CountOptions
+    options: RunOptions
 
 
 def _run_one(job: _Job, run: _Run) -> FileResult:
@@ -256,14 +229,12 @@ def _run_one(job: _Job, run: _Run) -> FileResult:
 def _try_one(job: _Job, run: _Run) -> FileResult:
     if job.error is not None:
         return FileResult(job.input, error=job.error, exit_code=int(ExitCode.USAGE_ERROR))
-    config, on_invalid, counting = run.config, run.on_invalid, run.counting
+    config, options = run.config, run.options
     try:
         if run.mode == "reduce":
-            options = api.RunOptions(on_invalid=on_invalid, force=run.force, counting=counting)
             dest = api.Destination(job.output, job.offload_dir, stream=True)
             report = api.reduce(job.input, dest, config=config, options=options).report
             return FileResult(job.input, job.output, report)
-        options = api.RunOptions(on_invalid=on_invalid, counting=counting)
         report = api.stats(job.input, config=config, options=options)
         return FileResult(job.input, None, report)
     except CtxError as exc:
@@ -287,7 +258,11 @@ def _try_one(job: _Job, run: _Run) -> FileResult:
 
 
 def _run_all(
-    jobs: list[_Job], mode: str, config: Config, options: BatchOptions
+    jobs: list[_Job],
+    mode: str,
+    config: Config,
+    options: RunOptions,
+    progress: FileProgress | None,
 ) -> list[FileResult]:
     results: list[FileResult | None] = [None] * len(jobs)
     done = 0
@@ -296,18 +271,21 @@ def _run_all(
         nonlocal done
         results[i] = result
         done += 1
-        if options.progress is not None:
-            options.progress(result, done, len(jobs))
+        if progress is not None:
+            progress(result, done, len(jobs))
 
-    force, on_invalid = options.force, options.on_invalid
+    # Each file is counted without a progress bar (the batch shows files) and, on the
+    # workers, without the caller's log (a callable does not travel to a process).
+    cache = options.counting.cache
     if options.jobs <= 1 or len(jobs) <= 1:
         # One file at a time; a large one may still count on every core.
-        run = _Run(mode, config, force, on_invalid, CountOptions(cache=options.cache))
+        run = _Run(mode, config, replace(options, counting=CountOptions(cache=cache)))
         for i, job in enumerate(jobs):
             finish(i, _run_one(job, run))
     else:
         # Files are the unit of work: each worker counts on its own core only.
-        run = _Run(mode, config, force, on_invalid, CountOptions(cache=options.cache, workers=1))
+        counting = CountOptions(cache=cache, workers=1)
+        run = _Run(mode, config, replace(options, counting=counting, log=None))
         _run_pool(jobs, run, options.jobs, finish)
     return [r for r in results if r is not None]
 
@@ -357,14 +335,15 @@ def reduce_many(
     config: Config,
     *,
     offload_dir: str | Path | None = None,
-    options: BatchOptions | None = None,
+    options: RunOptions | None = None,
+    progress: FileProgress | None = None,
 ) -> list[FileResult]:
     """Reduce every transcript in ``paths`` into ``out_dir``, ``options.jobs`` files at a time.
 
     Each input goes to ``out_dir/<name>`` (a directory's files keep their relative
     paths) with its offload directory beside it, ``<output>.offload``; with
     ``offload_dir`` (or the ``offload_dir`` setting) they go to
-    ``<offload_dir>/<name>`` instead.
+    ``<offload_dir>/<name>`` instead. ``progress`` is called after each file.
 
     Returns:
         One result per input, in input order; failed inputs carry their error.
@@ -372,7 +351,7 @@ def reduce_many(
     Raises:
         TranscriptError: a path does not exist (nothing is processed then).
     """
-    options = options or BatchOptions()
+    options = options or RunOptions()
     inputs = expand_inputs(paths, allow_empty=options.allow_empty)
     out = Path(out_dir)
     if out.exists() and not out.is_dir():
@@ -380,16 +359,23 @@ def reduce_many(
     root = offload_dir if offload_dir is not None else config.settings.offload_dir
     plan = _plan(inputs, out, None if root is None else str(root))
     _refuse_overlaps(plan)
-    return _run_all(plan, "reduce", config, options)
+    return _run_all(plan, "reduce", config, options, progress)
 
 
 def stats_many(
-    paths: Iterable[str | Path], config: Config, *, options: BatchOptions | None = None
+    paths: Iterable[str | Path],
+    config: Config,
+    *,
+    options: RunOptions | None = None,
+    progress: FileProgress | None = None,
 ) -> list[FileResult]:
-    """Preview the reduction of every transcript in ``paths``, ``options.jobs`` files at a time."""
-    options = options or BatchOptions()
+    """Preview the reduction of every transcript in ``paths``, ``options.jobs`` files at a time.
+
+    ``progress`` is called after each file.
+    """
+    options = options or RunOptions()
     plan = _plan(expand_inputs(paths, allow_empty=options.allow_empty), None, None)
-    return _run_all(plan, "stats", config, options)
+    return _run_all(plan, "stats", config, options, progress)
 
 
 def exit_code(results: Sequence[FileResult]) -> int:
@@ -418,17 +404,19 @@ def restore_many(
     out_dir: str | Path | None,
     *,
     in_place: bool = False,
-    allow_empty: bool = False,
+    options: RunOptions | None = None,
 ) -> list[RestoreResult]:
     """Restore every reduced transcript in ``paths``, like :func:`reduce_many` reduced them.
 
     Each goes to ``out_dir/<name>`` (a directory's files keep their relative paths), or
     back over itself with ``in_place``; each finds its own offload directory (beside it,
-    or in the ledger). A file that fails is reported and the others go on.
+    or in the ledger). A file that fails is reported and the others go on. Of
+    ``options``, ``allow_empty`` and, in place, ``force`` and ``live_seconds`` apply.
     """
     if (out_dir is None) == (not in_place):
         raise CtxError("restoring several files needs an output directory, or in place.")
-    inputs = expand_inputs(paths, allow_empty=allow_empty)
+    options = options or RunOptions()
+    inputs = expand_inputs(paths, allow_empty=options.allow_empty)
     plan = _plan(inputs, None if out_dir is None else Path(out_dir), None)
     if not in_place:
         _refuse_overlaps(plan, offloads=False)
@@ -438,7 +426,8 @@ def restore_many(
             results.append(RestoreResult(job.input, error=job.error, exit_code=2))
             continue
         try:
-            restored = api.restore_transcript(job.input, job.output, in_place=in_place)
+            dest = api.Destination(job.output, in_place=in_place)
+            restored = api.restore(job.input, dest, options=options)
         except CtxError as exc:
             results.append(RestoreResult(job.input, error=str(exc), exit_code=int(exc.exit_code)))
             continue

@@ -27,12 +27,11 @@ from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, Transcript
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import get_format
-from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes, rerun_bytes
+from ctxcli.pipeline.compose import reduce_bytes, rerun_bytes
 from ctxcli.pipeline.config import Config
 from ctxcli.pipeline.rerun import Resume, config_digest, pack_end, resume_from
 from ctxcli.pipeline.results import PipelineResult, Report
 from ctxcli.services.session_files import is_session_path
-from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store import history
 from ctxcli.store.change import Record, Transaction, free_sibling
 from ctxcli.store.disk import RecordTaken, check_offload_location
@@ -199,12 +198,7 @@ def _run(job: Job, tx: Transaction, resume: tuple[Resume, dict[str, Any]] | None
     incremental = opts.incremental and job.config.settings.incremental
 
     def run(kept: Resume | None) -> PipelineResult:
-        options = ReduceOptions(
-            on_invalid=opts.on_invalid,
-            log=opts.log,
-            counting=opts.counting or CountOptions(),
-            monitors=False,
-        )
+        options = replace(opts, monitors=False, trace=False)
         assert tx.store is not None
         if incremental and job.out_path is not None and job.change is None:
             # A file that may grow: keep what a later run over it can build on.
@@ -313,7 +307,7 @@ def reduce_in_place(
                 config=config,
                 offload=Preview(where.cited),
                 path=name,
-                options=ReduceOptions(on_invalid=run.on_invalid, log=run.log),
+                options=replace(run, monitors=True, trace=False),
             )
             if again.output == data:
                 again.report.output = name

@@ -3,7 +3,8 @@
 Two frozen objects carry what used to be a dozen keyword switches (as black's ``Mode``
 and ``WriteBack`` do): a :class:`Destination` says where the reduced transcript and its
 offload directory go — stdout, a file, a URL, or the input itself — and
-:class:`RunOptions` how the run behaves. The front door (:mod:`ctxcli.api`) takes both
+:class:`RunOptions` how the run behaves (it lives in the pipeline layer, which takes it
+too, and is re-exported here). The front door (:mod:`ctxcli.api`) takes both
 and picks the route; ``stats`` and ``report`` take the same destination, so a preview
 names the offload directory the reduction will write.
 """
@@ -15,11 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ctxcli.api.local import STDIO
-from ctxcli.core.errors import OnInvalid
 from ctxcli.core.io import is_url, local_path
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.pipeline.results import Report
-from ctxcli.services.tokens.ledger import CountOptions
-from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change
+from ctxcli.store.inplace import Change
 
 __all__ = ["Destination", "Reduction", "RunOptions"]
 
@@ -70,33 +70,6 @@ class Destination:
     def remote(self) -> bool:
         """The output or the offload directory is in object storage."""
         return is_url(self.output) or is_url(self.offload_dir)
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    """How a run goes (what it runs is the :class:`~ctxcli.pipeline.config.Config`).
-
-    Attributes:
-        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
-        force: replace another transcript's offload directory (never other data);
-            change a session even if it looks in use.
-        counting: the count cache and worker processes (default: cache on, every core
-            for large inputs).
-        incremental: a file that grew from the one an output was made from keeps that
-            run's decisions for the prefix (the output is the same either way).
-        live_seconds: a session written to more recently than this looks in use.
-        log: receives the stages' notes meant for the user (default: the warnings).
-    """
-
-    on_invalid: OnInvalid = OnInvalid.AUTO
-    force: bool = False
-    counting: CountOptions | None = None
-    incremental: bool = True
-    live_seconds: int = DEFAULT_LIVE_SECONDS
-    log: Callable[[str], None] | None = field(default=None, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
 
 
 @dataclass

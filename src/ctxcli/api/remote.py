@@ -216,6 +216,10 @@ class BlobReader:
 
         A blob longer than declared is not the blob (the caller sees the extra byte),
         and a local name that is no regular file (a FIFO, a device) is not read at all.
+        The declared length comes from the dataset: a local read is bounded by the
+        file's size too, so a length the blob does not have (2^62, say) is a short read
+        the caller refuses, never an allocation of that size (a ranged read of object
+        storage returns no more than the object holds).
 
         Raises:
             KeyError: the blob is missing; OSError: a local one is no regular file.
@@ -235,13 +239,17 @@ class BlobReader:
 
 
 def _read_regular(path: str, limit: int) -> bytes:
-    """At most ``limit`` bytes of the regular file ``path`` (opening a FIFO never waits)."""
+    """Read at most ``limit`` bytes of the regular file ``path``.
+
+    Opening a FIFO never waits, and a read asks for no more than the file holds plus one.
+    """
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
         with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read(limit)
+            return f.read(min(limit, st.st_size + 1))
     finally:
         os.close(fd)
 

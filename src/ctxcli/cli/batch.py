@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeGuard
 
@@ -43,38 +43,44 @@ def _check_inputs(inputs: Sequence[str]) -> None:
         raise CtxError("- (stdin) cannot be combined with other inputs; pass files only.")
 
 
-def _json(results: Sequence[batch.FileResult]) -> None:
-    console.write_json(orjson.dumps(json_payload(results)) + b"\n")
+def _json(results: Sequence[batch.FileResult], config: Config) -> None:
+    console.write_json(orjson.dumps(json_payload(results, config)) + b"\n")
+
+
+def strict_code(reports: Sequence[api.Report | None], strict: bool) -> int:
+    """``--strict``: 3 (API_ERROR) if a stage of any run fell back, each said on stderr.
+
+    A stage that cannot run as configured (a summarizer or classifier without a key, or
+    past its retries) falls back and the run goes on, fail-safe; a strict run still
+    writes its output, then exits 3 so CI notices. 0 otherwise.
+    """
+    fell = [(rep.input, stage, why) for rep in reports if rep for stage, why in rep.fallbacks]
+    if not strict or not fell:
+        return int(ExitCode.OK)
+    for name, stage, why in fell:
+        console.error(f"{name}: {stage} fell back ({why}); --strict fails the run")
+    return int(ExitCode.API_ERROR)
 
 
 @dataclass(frozen=True)
 class View:
-    """How a command over several files shows its results (and how many run at once).
+    """How a command over several files shows its results.
 
     Attributes:
         json: one JSON object on stdout instead of lines and tables on stderr.
         quiet: print only errors.
-        allow_empty: a directory holding no transcript is not an error.
-        jobs: files handled at once.
         fail_over: stats exits 1 when a file has more tokens than this after reduction.
+        strict: exit 3 when a stage of any file fell back (see :func:`strict_code`).
     """
 
     json: bool = False
     quiet: bool = False
-    allow_empty: bool = False
-    jobs: int | None = None
     fail_over: int | None = None
+    strict: bool = False
 
 
-def _options(run: RunOptions, view: View, bar: Callable[[int, int], None]) -> batch.BatchOptions:
-    return batch.BatchOptions(
-        jobs=view.jobs or 1,
-        on_invalid=run.on_invalid,
-        force=run.force,
-        cache=run.counting is None or run.counting.cache,
-        allow_empty=view.allow_empty,
-        progress=lambda _r, done, total: bar(done, total),
-    )
+def _progress(bar: Callable[[int, int], None]) -> batch.FileProgress:
+    return lambda _r, done, total: bar(done, total)
 
 
 def reduce_batch(
@@ -91,9 +97,13 @@ def reduce_batch(
         raise CtxError("with several inputs, -o must name a directory; stdout holds only one file.")
     json, quiet = view.json, view.quiet
     with console.progress("files", enabled=not (quiet or json)) as bar:
-        options = _options(run, view, bar)
         results = batch.reduce_many(
-            inputs, output, config, offload_dir=offload_dir, options=options
+            inputs,
+            output,
+            config,
+            offload_dir=offload_dir,
+            options=run,
+            progress=_progress(bar),
         )
     failed = 0
     for r in results:
@@ -109,10 +119,11 @@ def reduce_batch(
                 f"tokens ({saved_pct(rep.tokens_before, rep.tokens_after)} saved)\n"
             )
     if json:
-        _json(results)
+        _json(results, config)
     elif not quiet:
         sys.stderr.write(f"ctx: {len(results) - failed} reduced, {failed} failed\n")
-    return batch.exit_code(results)
+    strict = strict_code([r.report for r in results], view.strict)
+    return batch.exit_code(results) or strict
 
 
 def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: View) -> int:
@@ -120,8 +131,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
     _check_inputs(inputs)
     json, fail_over = view.json, view.fail_over
     with console.progress("files", enabled=not json) as bar:
-        options = _options(replace(run, force=False), view, bar)
-        results = batch.stats_many(inputs, config, options=options)
+        results = batch.stats_many(inputs, config, options=run, progress=_progress(bar))
     for r in results:
         if r.report is None:
             console.error(r.error or f"{r.input}: failed")
@@ -129,7 +139,7 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
             for w in r.report.warnings:
                 console.warn(w)
     if json:
-        _json(results)
+        _json(results, config)
     else:
         # Here, not at the top: `ctx stats --json` prints no table and loads no Rich.
         from ctxcli.cli.render import batch_table
@@ -146,20 +156,22 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
             f"{r.input}: {r.report.tokens_after:,} tokens after reduction exceed "
             f"--fail-over {fail_over:,}."
         )
-    code = batch.exit_code(results)
+    code = batch.exit_code(results) or strict_code([r.report for r in results], view.strict)
     if code == int(ExitCode.OK) and over:
         return int(ExitCode.CHECK_FAILED)
     return code
 
 
-def restore_batch(inputs: Sequence[str], output: str, in_place: bool, view: View) -> int:
+def restore_batch(
+    inputs: Sequence[str], output: str, in_place: bool, run: RunOptions, view: View
+) -> int:
     """Restore every input into the directory ``output`` (or in place); return the exit code."""
     _check_inputs(inputs)
     if not in_place and output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory (or restore in place).")
     quiet = view.quiet
     results = batch.restore_many(
-        inputs, None if in_place else output, in_place=in_place, allow_empty=view.allow_empty
+        inputs, None if in_place else output, in_place=in_place, options=run
     )
     for r in results:
         if r.restored is None:

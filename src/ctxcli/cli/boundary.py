@@ -25,6 +25,7 @@ REMEDIES = {
     Remedy.FORCE_IN_USE: "quit its client first, or pass --force if it is not running",
     Remedy.ALLOW_EMPTY: "name a file or a directory that holds some, or pass --allow-empty",
     Remedy.PICK_TRAJECTORY: "pick one with --trajectory N (1 for the first) or --trajectory ID",
+    Remedy.NAME_CONFIG: "if you trust the file, name it with -c (or CTX_CONFIG) to use it",
 }
 
 

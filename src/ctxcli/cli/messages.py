@@ -12,6 +12,7 @@ from ctxcli.cli import console
 from ctxcli.cli.payload import saved_pct, single_payload
 
 if TYPE_CHECKING:
+    from ctxcli.pipeline.config import Config
     from ctxcli.report import ReportData
 
 __all__ = [
@@ -34,13 +35,13 @@ def _file(payload: dict[str, Any]) -> dict[str, Any]:
     return files[0]
 
 
-def print_reduction(done: api.Reduction, *, json: bool, quiet: bool) -> None:
+def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: bool) -> None:
     """What ``ctx reduce`` of one file says: warnings, then the report or a summary."""
     report = done.report
     if not quiet:
         warn_all(report.warnings)
     if json:
-        payload = single_payload(report)
+        payload = single_payload(report, config)
         if done.change is not None:
             record = done.change.record
             _file(payload)["offload_dir"] = str(record) if record is not None else None
@@ -120,7 +121,12 @@ def _print_session_change(done: api.Reduction) -> None:
 
 
 def print_stats(
-    report: api.Report, data: ReportData | None, *, json: bool, shown: tuple[bool, bool, bool]
+    report: api.Report,
+    data: ReportData | None,
+    config: Config,
+    *,
+    json: bool,
+    shown: tuple[bool, bool, bool],
 ) -> None:
     """What ``ctx stats`` of one file shows: warnings, then the JSON report or the tables.
 
@@ -130,7 +136,7 @@ def print_stats(
     by_tool, top, monitors = shown
     warn_all(report.warnings)
     if json:
-        payload = single_payload(report)
+        payload = single_payload(report, config)
         if data is not None and by_tool:
             _file(payload)["by_tool"] = [r.to_dict() for r in data.by_tool]
         if data is not None and top:

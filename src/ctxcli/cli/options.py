@@ -32,7 +32,6 @@ __all__ = [
     "PresetOpt",
     "QuietOpt",
     "TokenizerOpt",
-    "check_on_invalid",
     "command_config",
     "one_input",
 ]
@@ -98,7 +97,8 @@ OnInvalidOpt = Annotated[
         "--on-invalid",
         metavar="error|keep|auto",
         help="A line that is not JSON. error: stop; keep: pass it through with a warning; "
-        "auto: keep for Claude Code and Codex (their clients skip such lines), else error.",
+        "auto: keep for Claude Code and Codex (their clients skip such lines), else error. "
+        "Default: auto (validate: error, strict by design).",
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")]
@@ -125,15 +125,24 @@ AllowEmptyOpt = Annotated[
     bool,
     typer.Option("--allow-empty", help="A directory with no transcript file is not an error."),
 ]
+StrictOpt = Annotated[
+    bool,
+    typer.Option(
+        "--strict",
+        help="Exit 3 if a stage fell back (a summarizer or classifier that could not run: "
+        "no key, a timeout); the output is still written. --json lists the fallbacks.",
+    ),
+]
 NoCacheOpt = Annotated[
     bool, typer.Option("--no-cache", help="Do not read or write the token-count cache.")
 ]
 
 
-def check_on_invalid(value: str) -> None:
-    """The library's check (:meth:`OnInvalid.of`), worded with the flag."""
+def on_invalid_of(value: str) -> OnInvalid:
+    """``--on-invalid`` as the library takes it: the one conversion, worded with the flag."""
     if value not in {member.value for member in OnInvalid}:
         raise CtxError(f"--on-invalid {value!r} is invalid: use 'auto', 'error' or 'keep'.")
+    return OnInvalid(value)
 
 
 OffloadDirOpt = Annotated[
@@ -156,11 +165,27 @@ ColumnOpt = Annotated[
 ]
 
 
+_CHOSEN = {"environment": "named by CTX_CONFIG", "discovery": "found; -c names another"}
+"""How a config the command line did not name was chosen, as the one line says it."""
+
+
 def command_config(
-    path: Path | None, tokenizer: str | None, fmt: str | None, preset: str | None = None
+    path: Path | None,
+    tokenizer: str | None,
+    fmt: str | None,
+    preset: str | None = None,
+    *,
+    quiet: bool = False,
 ) -> Config:
-    """The configuration a command runs: the file or preset, with the flags on top."""
-    return load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
+    """The configuration a command runs: the file or preset, with the flags on top.
+
+    A file the command line did not name (found, or named by ``CTX_CONFIG``) is said in
+    one line on stderr, unless ``quiet``: the user may not know it is there.
+    """
+    config = load_config(path, preset=preset).with_overrides(tokenizer=tokenizer, format=fmt)
+    if config.origin in _CHOSEN and not quiet:
+        sys.stderr.write(f"ctx: config {config.source} ({_CHOSEN[config.origin]})\n")
+    return config
 
 
 def one_input(inputs: list[str] | None) -> str:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from ctxcli.api import batch
 
 if TYPE_CHECKING:
+    from ctxcli.pipeline.config import Config
     from ctxcli.pipeline.results import Report
 
 __all__ = ["TOTALS", "json_payload", "saved_pct", "single_payload"]
@@ -27,17 +28,20 @@ def saved_pct(before: int, after: int) -> str:
 TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")
 
 
-def single_payload(report: Report) -> dict[str, Any]:
+def single_payload(report: Report, config: Config) -> dict[str, Any]:
     """Return :func:`json_payload` of a single-file run."""
-    return json_payload([batch.FileResult(report.input, output=report.output, report=report)])
+    result = batch.FileResult(report.input, output=report.output, report=report)
+    return json_payload([result], config)
 
 
-def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
+def json_payload(results: Sequence[batch.FileResult], config: Config) -> dict[str, Any]:
     """Build the one JSON shape of ``ctx reduce/stats --json``, for one file or many.
 
     Totals at the top (``tokens_before`` ... ``bytes_after``, over the files that
-    succeeded), ``files`` (one entry per input: its whole report) and ``failed``; the
-    same keys for one file as for many, so a reader never asks how many there were.
+    succeeded), ``files`` (one entry per input: its whole report), ``failed``,
+    ``config`` (the configuration every file ran with: a path, a preset or
+    ``defaults``) and ``fallbacks`` (each stage that fell back: input, stage, reason);
+    the same keys for one file as for many, so a reader never asks how many there were.
     See ``docs/report.schema.json``.
     """
     files = [r.to_dict() for r in results]
@@ -47,4 +51,11 @@ def json_payload(results: Sequence[batch.FileResult]) -> dict[str, Any]:
         payload[key] = sum(int(getattr(rep, key)) for rep in reports)
     payload["files"] = files
     payload["failed"] = sum(1 for r in results if not r.ok)
+    payload["config"] = config.source
+    payload["fallbacks"] = [
+        {"input": r.input, "stage": stage, "reason": reason}
+        for r in results
+        if r.report is not None
+        for stage, reason in r.report.fallbacks
+    ]
     return payload

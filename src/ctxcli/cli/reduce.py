@@ -29,13 +29,14 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     QuietOpt,
+    StrictOpt,
     TokenizerOpt,
-    check_on_invalid,
     command_config,
+    on_invalid_of,
     one_input,
 )
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
-from ctxcli.core.errors import CtxError, OnInvalid
+from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError
 from ctxcli.services.tokens.ledger import CountOptions
 
 __all__ = ["reduce"]
@@ -57,7 +58,7 @@ def reduce(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "auto",
+    on_invalid: OnInvalidOpt = DEFAULT_ON_INVALID.value,
     force: Annotated[
         bool,
         typer.Option(
@@ -81,6 +82,7 @@ def reduce(
     ] = False,
     json: JsonOpt = False,
     quiet: QuietOpt = False,
+    strict: StrictOpt = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
     allow_empty: AllowEmptyOpt = False,
@@ -110,8 +112,8 @@ def reduce(
         ctx reduce --engine ray trajectories/ -o reduced/ --column messages
     """
     with errors():
-        check_on_invalid(on_invalid)
-        cfg = command_config(config, tokenizer, format, preset)
+        mode = on_invalid_of(on_invalid)
+        cfg = command_config(config, tokenizer, format, preset, quiet=quiet)
         cfg = cfg.with_overrides(incremental=False) if no_incremental else cfg
         if check_engine(engine, in_place) == "ray":
             ray = (offload_dir, column, jobs)
@@ -125,17 +127,27 @@ def reduce(
             )
         inputs = session_input(inputs, session, last, project)
         counting = CountOptions(cache=not no_cache, workers=jobs)
-        run = RunOptions(OnInvalid.of(on_invalid), force, counting, live_seconds=live_seconds)
+        run = RunOptions(
+            mode,
+            force,
+            counting,
+            live_seconds=live_seconds,
+            jobs=jobs or 1,
+            allow_empty=allow_empty,
+        )
         if cli_batch.is_batch(inputs):
             if in_place:
                 raise CtxError("--in-place takes one file; pass -o DIR for several inputs.")
-            view = cli_batch.View(json, quiet, allow_empty, jobs)
+            view = cli_batch.View(json, quiet, strict=strict)
             raise typer.Exit(cli_batch.reduce_batch(inputs, output, offload_dir, cfg, run, view))
         dest = _destination(output, offload_dir, in_place, json)
         with console.progress("counting tokens", enabled=not (quiet or json)) as bar:
             run = replace(run, counting=replace(counting, progress=bar))
             done = api.reduce(one_input(inputs), dest, config=cfg, options=run)
-        print_reduction(done, json=json, quiet=quiet)
+        print_reduction(done, cfg, json=json, quiet=quiet)
+        code = cli_batch.strict_code([done.report], strict)
+        if code:
+            raise typer.Exit(code)
 
 
 def _destination(output: str, offload_dir: str | None, in_place: bool, json: bool) -> Destination:

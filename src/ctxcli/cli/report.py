@@ -16,11 +16,11 @@ from ctxcli.cli.options import (
     OnInvalidOpt,
     PresetOpt,
     TokenizerOpt,
-    check_on_invalid,
+    command_config,
+    on_invalid_of,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, is_session_file, session_input
-from ctxcli.core.errors import CtxError, OnInvalid
-from ctxcli.pipeline.config import load_config
+from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError
 from ctxcli.services.tokens.ledger import CountOptions
 
 __all__ = ["report"]
@@ -41,7 +41,7 @@ def report(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "auto",
+    on_invalid: OnInvalidOpt = DEFAULT_ON_INVALID.value,
     session: SessionOpt = None,
     last: LastOpt = False,
     project: ProjectOpt = None,
@@ -78,12 +78,12 @@ def report(
         ctx report output.jsonl --trajectory 2
     """
     with _errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         picked = session_input([input] if input else None, session, last, project)
         if not picked:
             raise CtxError("name a transcript file, or a session with --session/--last.")
         input = picked[0]
-        cfg = load_config(config, preset=preset).with_overrides(tokenizer=tokenizer, format=format)
+        cfg = command_config(config, tokenizer, format, preset)
         with console.progress("counting tokens", enabled=output != "-") as bar:
             # Imported on use: the report package is start-up time for every command.
             from ctxcli.report import write_html
@@ -91,7 +91,7 @@ def report(
             # The run the page describes: a session is reduced in place (its offload in
             # ctx's data directory), any other file to stdout.
             dest = Destination(in_place=is_session_file(input))
-            options = RunOptions(OnInvalid.of(on_invalid), counting=CountOptions(progress=bar))
+            options = RunOptions(mode, counting=CountOptions(progress=bar))
             data, page = write_html(
                 input, output, dest, config=cfg, options=options, cost=cost, trajectory=trajectory
             )

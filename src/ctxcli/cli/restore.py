@@ -82,14 +82,14 @@ def restore(
             source = one_input(picked)
             restore_ray(source, output, offload_dir=offload_dir, column=column, jobs=jobs)
             return
+        run = RunOptions(force=force, live_seconds=live_seconds, allow_empty=allow_empty)
         if cli_batch.is_batch(picked):
-            view = cli_batch.View(quiet=quiet, allow_empty=allow_empty)
-            raise typer.Exit(cli_batch.restore_batch(picked, output, in_place, view))
+            view = cli_batch.View(quiet=quiet)
+            raise typer.Exit(cli_batch.restore_batch(picked, output, in_place, run, view))
         reduced = one_input(picked)
         if in_place and output not in (STDIO, reduced):
             raise CtxError("--in-place and -o cannot be combined; pick one.")
         dest = Destination(None if in_place else output, offload_dir, in_place=in_place)
-        run = RunOptions(force=force, live_seconds=live_seconds)
         restored = api.restore(reduced, dest, options=run)
         if output == STDIO and not in_place:
             console.write_stdout(restored.data)

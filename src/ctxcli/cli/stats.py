@@ -23,13 +23,14 @@ from ctxcli.cli.options import (
     NoCacheOpt,
     OnInvalidOpt,
     PresetOpt,
+    StrictOpt,
     TokenizerOpt,
-    check_on_invalid,
     command_config,
+    on_invalid_of,
     one_input,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
-from ctxcli.core.errors import CtxError, ExitCode, OnInvalid
+from ctxcli.core.errors import DEFAULT_ON_INVALID, CtxError, ExitCode
 from ctxcli.pipeline.config import Config
 from ctxcli.services.tokens.ledger import CountOptions
 
@@ -45,7 +46,7 @@ def stats(
     preset: PresetOpt = None,
     tokenizer: TokenizerOpt = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "auto",
+    on_invalid: OnInvalidOpt = DEFAULT_ON_INVALID.value,
     json: JsonOpt = False,
     fail_over: Annotated[
         int | None,
@@ -55,6 +56,7 @@ def stats(
             help="Exit 1 if the reduced transcript has more tokens.",
         ),
     ] = None,
+    strict: StrictOpt = False,
     jobs: JobsOpt = None,
     no_cache: NoCacheOpt = False,
     session: SessionOpt = None,
@@ -109,25 +111,27 @@ def stats(
         ctx stats session.jsonl --by-tool --top 5
     """
     with errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         cfg = command_config(config, tokenizer, format, preset)
         inputs = session_input(inputs, session, last, project)
-        run = RunOptions(
-            OnInvalid.of(on_invalid), counting=CountOptions(cache=not no_cache, workers=jobs)
-        )
+        counting = CountOptions(cache=not no_cache, workers=jobs)
+        run = RunOptions(mode, counting=counting, jobs=jobs or 1, allow_empty=allow_empty)
         if cli_batch.is_batch(inputs):
             if by_tool or top:
                 raise CtxError("--by-tool and --top take one file; run them file by file.")
-            view = cli_batch.View(json, allow_empty=allow_empty, jobs=jobs, fail_over=fail_over)
+            view = cli_batch.View(json, fail_over=fail_over, strict=strict)
             raise typer.Exit(cli_batch.stats_batch(inputs, cfg, run, view))
         source, dest = one_input(inputs), Destination(output, offload_dir, in_place=in_place)
         with console.progress("counting tokens", enabled=not json) as bar:
-            run = replace(run, counting=replace(run.counting or CountOptions(), progress=bar))
+            run = replace(run, counting=replace(run.counting, progress=bar))
             data = _detail(source, dest, cfg, run, top) if by_tool or top else None
             report = (
                 api.stats(source, dest, config=cfg, options=run) if data is None else data.report
             )
-        print_stats(report, data, json=json, shown=(by_tool, bool(top), monitors))
+        print_stats(report, data, cfg, json=json, shown=(by_tool, bool(top), monitors))
+        code = cli_batch.strict_code([report], strict)
+        if code:
+            raise typer.Exit(code)
         if fail_over is not None and report.tokens_after > fail_over:
             console.error(
                 f"{source}: {report.tokens_after:,} tokens after reduction exceed "

@@ -18,11 +18,11 @@ from ctxcli.cli.options import (
     FormatOpt,
     JsonOpt,
     OnInvalidOpt,
-    check_on_invalid,
+    on_invalid_of,
     one_input,
 )
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, printable, session_input
-from ctxcli.core.errors import CtxError, ExitCode
+from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, ExitCode
 from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Diagnosis, envelope
 
 __all__ = ["validate"]
@@ -36,7 +36,7 @@ def validate(
         ),
     ] = None,
     format: FormatOpt = None,
-    on_invalid: OnInvalidOpt = "error",
+    on_invalid: OnInvalidOpt = VALIDATE_ON_INVALID.value,
     json: JsonOpt = False,
     allow_empty: AllowEmptyOpt = False,
     session: SessionOpt = None,
@@ -60,14 +60,12 @@ def validate(
         ctx validate reduced.jsonl
     """
     with errors():
-        check_on_invalid(on_invalid)
+        mode = on_invalid_of(on_invalid)
         paths = _paths(session_input(inputs, session, last, project), allow_empty)
         results: list[tuple[str, Diagnosis | CtxError]] = []
         for path in paths:
             try:
-                results.append(
-                    (path, api.validate(path, format=format or "auto", on_invalid=on_invalid))
-                )
+                results.append((path, api.validate(path, format=format or "auto", on_invalid=mode)))
             except CtxError as exc:
                 if len(paths) == 1:
                     raise

@@ -51,6 +51,7 @@ class Remedy(Enum):
         "name a file or a directory that holds some, or allow an empty input (allow_empty)"
     )
     PICK_TRAJECTORY = "pick one by its number or id (trajectory=...)"
+    NAME_CONFIG = "if you trust the file, name it (load_config(path)) to use it as it is"
 
 
 class CtxError(Exception):
@@ -78,6 +79,16 @@ class OnInvalid(StrEnum):
     ``ERROR`` stops with an error naming the line; ``KEEP`` passes the line through
     unchanged with a warning naming file:line; ``AUTO`` keeps it for the formats whose
     own client reads past such a line (Claude Code, Codex) and stops for the others.
+
+    The default of each command, stated here once (every library function and every
+    command-line default takes it from these two constants):
+
+    - ``reduce``, ``stats``, ``report``, their batches and dataset rows:
+      :data:`DEFAULT_ON_INVALID` (``AUTO``). ``stats`` and ``report`` preview what
+      ``reduce`` does, so they read a transcript as it does.
+    - ``validate``: :data:`VALIDATE_ON_INVALID` (``ERROR``). Strict by design: it says
+      whether a transcript is well formed, and a line that is not JSON is a finding
+      (pass ``KEEP`` to look past it for the other checks).
     """
 
     AUTO = "auto"
@@ -98,6 +109,13 @@ class OnInvalid(StrEnum):
             raise ConfigError(
                 f"on_invalid {value!r} is invalid: use {', '.join(rest)} or {last}."
             ) from None
+
+
+DEFAULT_ON_INVALID = OnInvalid.AUTO
+"""``on_invalid`` of reduce, stats, report, batches and dataset rows (see :class:`OnInvalid`)."""
+
+VALIDATE_ON_INVALID = OnInvalid.ERROR
+"""``on_invalid`` of validate: strict by design (see :class:`OnInvalid`)."""
 
 
 class TranscriptError(CtxError):

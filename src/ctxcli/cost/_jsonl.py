@@ -26,8 +26,9 @@ class Lines:
 
 
 def read_lines(source: Source) -> Lines:
-    """The JSON objects of ``source``, one per line, read by the one reader of the
-    clients' files (:mod:`ctxcli.formats.clients`).
+    """Read the JSON objects of ``source``, one per line.
+
+    Read by the one reader of the clients' files (:mod:`ctxcli.formats.clients`).
 
     A line that is not a JSON object is counted and skipped: a redacted or truncated
     line must not stop a bill from being read (cc_mclaude_c76e5be5 has one).
@@ -44,8 +45,10 @@ def read_lines(source: Source) -> Lines:
 
 
 def session_format(records: Iterable[tuple[int, dict[str, Any]]]) -> SessionFormat | None:
-    """``codex`` for a rollout, ``claude_code`` for a session file, None for neither
-    (the formats' own sniffers decide, as for every reader of these files)."""
+    """Name the client format: ``codex``, ``claude_code``, or None for neither.
+
+    The formats' own sniffers decide, as for every reader of these files.
+    """
     fmt = client_format([record for _, record in records])
     return cast(SessionFormat, fmt.name) if fmt is not None else None
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ctxcli.api.remote import BlobReader, BlobWriter
-from ctxcli.core.errors import CtxError, RestoreError
+from ctxcli.core.errors import CtxError, OnInvalid, RestoreError
 from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
 from ctxcli.pipeline.config import Config
 
@@ -41,7 +41,7 @@ class _Reduce:
 
     def __call__(self, batch: dict[str, list[Any]]) -> dict[str, list[Any]]:
         if self._reducer is None:
-            self._reducer = RowReducer(self.config, self.offload_uri, on_invalid="keep")
+            self._reducer = RowReducer(self.config, self.offload_uri, on_invalid=OnInvalid.KEEP)
         results = self._reducer.many(batch[self.column], on_error="keep")
         cells, columns, blobs = columns_of(batch[self.column], results)
         BlobWriter(self.offload_uri, self.storage_options).put_many(blobs)

@@ -40,7 +40,7 @@ from ctxcli.api.remote import (
     store_errors,
     write_url,
 )
-from ctxcli.core.errors import CtxError, RestoreError
+from ctxcli.core.errors import CtxError, OnInvalid, RestoreError
 from ctxcli.core.io import local_path
 from ctxcli.datasets.jsonl import FileTotals, reduce_jsonl, restore_jsonl
 from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
@@ -153,7 +153,7 @@ class ReduceBatch:
         storage_options: Mapping[str, Any] | None = None,
         on_error: str = "keep",
     ) -> None:
-        self.reducer = RowReducer(config, offload_uri, on_invalid="keep")
+        self.reducer = RowReducer(config, offload_uri, on_invalid=OnInvalid.KEEP)
         self.column = column
         self.on_error = on_error
         self.blobs = BlobWriter(offload_uri, storage_options)
@@ -334,7 +334,7 @@ class FileBatch:
         if job.restore:
             self.fetch = BlobReader(job.offload_uri, self.storage)
         else:
-            self.reducer = RowReducer(job.config, job.offload_uri, on_invalid="keep")
+            self.reducer = RowReducer(job.config, job.offload_uri, on_invalid=OnInvalid.KEEP)
             self.blobs = BlobWriter(job.offload_uri, self.storage)
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -1,13 +1,15 @@
-"""Reduce parsed records in memory: no files, no printing, no global state.
+"""Deprecated: reduce parsed records in memory (:mod:`ctxcli.datasets.rows` does it).
 
-This is the function to map over a distributed job's partitions (Spark, Ray,
-multiprocessing): records in, records out, plus the removed texts as a plain dict
-that the job stores wherever it keeps blobs. Everything it needs travels in its
-arguments, so a worker never reads a ``ctx.toml`` or writes an offload directory.
+:func:`reduce_records` was the function to map over a distributed job's partitions:
+records in, records out, plus the removed texts as a plain dict. :func:`~ctxcli.datasets.rows.reduce_row`
+does the same for a list of records (a row's cell), touching no file and reading no
+``ctx.toml`` either, and also returns what :func:`~ctxcli.datasets.rows.restore_row`
+needs to bring them back.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -16,8 +18,8 @@ from ctxcli.api import Report, reduce_bytes
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.protocols import encode_text, split_units
 from ctxcli.formats.jsontext import dumps_like, loads_record
-from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, build_config, default_config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.memory import BlobStore
 
@@ -55,7 +57,11 @@ def reduce_records(
     format: str | None = None,
     name: str = "<records>",
 ) -> ReducedRecords:
-    """Reduce a transcript given as parsed JSON records (dicts of any supported format).
+    """Deprecated: reduce a transcript given as parsed JSON records.
+
+    :func:`~ctxcli.datasets.rows.reduce_row` does it (a list of records is a row's
+    cell; a transcript that is one JSON document is its dict), and gives what
+    :func:`~ctxcli.datasets.rows.restore_row` needs to bring the records back.
 
     Args:
         records: the transcript's records, e.g. ``[json.loads(line) for line in f]``;
@@ -73,11 +79,17 @@ def reduce_records(
 
     Example::
 
-        >>> from ctxcli import reduce_records
-        >>> out = reduce_records([{"role": "user", "content": "hi"}])
-        >>> out.records, out.offload
+        >>> from ctxcli import reduce_row
+        >>> out = reduce_row([{"role": "user", "content": "hi"}])
+        >>> out.value, out.blobs
         ([{'role': 'user', 'content': 'hi'}], {})
     """
+    warnings.warn(
+        "ctxcli.reduce_records is deprecated and will be removed; use ctxcli.reduce_row "
+        "(a list of records is a row's cell; restore_row brings it back)",
+        DeprecationWarning,
+        stacklevel=2,
+    )
     if config is None:
         config = default_config()
     elif not isinstance(config, Config):
@@ -94,8 +106,7 @@ def reduce_records(
     offload = BlobStore(offload_dir, cite="name")
     # No disk cache of token counts and no process pool: a map function runs inside a
     # job that owns the workers and the disks.
-    counting = CountOptions(cache=False, workers=1)
-    options = ReduceOptions(counting=counting)
+    options = RunOptions(counting=CountOptions(cache=False, workers=1))
     reduced = reduce_bytes(raw, config=config, offload=offload, path=name, options=options)
     if reduced.units == "lines":
         out = [loads_record(unit) for unit in split_units(reduced.output)]

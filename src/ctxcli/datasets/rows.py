@@ -30,11 +30,18 @@ from typing import Any
 import orjson
 
 from ctxcli.api.remote import BlobReader
-from ctxcli.core.errors import CtxError, OnInvalid, RestoreError, TranscriptError
+from ctxcli.core.errors import (
+    DEFAULT_ON_INVALID,
+    CtxError,
+    OnInvalid,
+    RestoreError,
+    TranscriptError,
+)
 from ctxcli.core.protocols import encode_text, sha256, split_units
 from ctxcli.formats.jsontext import dumps_like, loads_record
-from ctxcli.pipeline.compose import ReduceOptions, reduce_bytes
+from ctxcli.pipeline.compose import reduce_bytes
 from ctxcli.pipeline.config import Config, build_config, default_config
+from ctxcli.pipeline.options import RunOptions
 from ctxcli.services.tokens.engines import load_engine
 from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.memory import BlobStore, blob_path
@@ -130,7 +137,8 @@ class RowReducer:
         config: a :class:`Config`, a mapping shaped like ``ctx.toml``, or None for
             the built-in defaults (never looked up on disk).
         offload_root: where the blobs will be stored; the hints cite paths under it.
-        on_invalid: ``"error"`` for a line that is not JSON, or ``"keep"`` it as it is.
+        on_invalid: what a line that is not JSON does (the default is ``ctx reduce``'s,
+            :data:`~ctxcli.core.errors.DEFAULT_ON_INVALID`).
 
     The instance pickles (only the configuration travels); building it loads the
     tokenizer, which the process then keeps for every later row.
@@ -141,7 +149,7 @@ class RowReducer:
         config: Config | Mapping[str, Any] | None = None,
         offload_root: str = "ctx-offload",
         *,
-        on_invalid: str = "error",
+        on_invalid: OnInvalid = DEFAULT_ON_INVALID,
     ) -> None:
         self.config = _coerce_config(config)
         self.offload_root = offload_root
@@ -174,10 +182,8 @@ class RowReducer:
             config=self.config,
             offload=store,
             path=name,
-            options=ReduceOptions(
-                on_invalid=OnInvalid.of(self.on_invalid),
-                counting=CountOptions(cache=False, workers=1),
-                monitors=False,
+            options=RunOptions(
+                self.on_invalid, counting=CountOptions(cache=False, workers=1), monitors=False
             ),
         )
         report = reduced.report

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
+from ctxcli.core.errors import DEFAULT_ON_INVALID, OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Kind, Message
 from ctxcli.formats.format import Document, Format, OutRecord, State
@@ -137,7 +137,7 @@ def load(
     path: str = "<stdin>",
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.AUTO,
+    on_invalid: OnInvalid = DEFAULT_ON_INVALID,
 ) -> Document:
     """Parse a transcript of any supported format.
 

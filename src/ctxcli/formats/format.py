@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, ClassVar
 
-from ctxcli.core.errors import OnInvalid, PrefixChanged, TranscriptError
+from ctxcli.core.errors import DEFAULT_ON_INVALID, OnInvalid, PrefixChanged, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages
 from ctxcli.core.model import Conversation, Kind, Message, RecordEdits, SourceRecord, hydrate
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
@@ -35,7 +35,6 @@ __all__ = [
     "Document",
     "Format",
     "OutRecord",
-    "Problem",
     "Resumable",
     "State",
 ]
@@ -193,7 +192,7 @@ class Format(LazyTexts, Resumable):
         return data
 
     def load(
-        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+        self, raw: Input, path: str, *, on_invalid: OnInvalid = DEFAULT_ON_INVALID
     ) -> Document:
         """Parse JSONL bytes into a document (see :func:`ctxcli.formats.load`).
 

@@ -36,7 +36,13 @@ from typing import Any
 
 import orjson
 
-from ctxcli.core.errors import OnInvalid, PrefixChanged, Remedy, TranscriptError
+from ctxcli.core.errors import (
+    DEFAULT_ON_INVALID,
+    OnInvalid,
+    PrefixChanged,
+    Remedy,
+    TranscriptError,
+)
 from ctxcli.core.io import Input
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.protocols import OriginalsSink, RestoreScript
@@ -292,7 +298,7 @@ class JsonDocument(Format):
         return doc
 
     def load(
-        self, raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.AUTO
+        self, raw: Input, path: str, *, on_invalid: OnInvalid = DEFAULT_ON_INVALID
     ) -> Document:
         """Load a JSON document that holds a message list."""
         doc = self.try_load_document(raw[:], path, allow_empty=True)

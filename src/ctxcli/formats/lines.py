@@ -152,9 +152,7 @@ def join_parts(parts: list[bytes | memoryview], into: Writable | None = None) ->
     return b"" if into is not None else buffer.getvalue()
 
 
-def parse_lines(
-    raw: Input, path: str, *, on_invalid: OnInvalid | str = OnInvalid.ERROR
-) -> list[Record]:
+def parse_lines(raw: Input, path: str, *, on_invalid: OnInvalid) -> list[Record]:
     """Split JSONL bytes into records, parsing each line.
 
     Blank lines are kept as records without data. A line that is not JSON is an

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ctxcli.core.errors import OnInvalid
+from ctxcli.core.errors import VALIDATE_ON_INVALID, OnInvalid
 from ctxcli.core.io import Input
 from ctxcli.formats import Document, load, split_collection
 from ctxcli.formats.clients import ClientFile
@@ -29,7 +29,7 @@ def validate_transcript(
     path: str = "<stdin>",
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+    on_invalid: OnInvalid = VALIDATE_ON_INVALID,
 ) -> Diagnosis:
     """Load a transcript and run the transcript rules over it.
 
@@ -60,7 +60,7 @@ def validate_bytes(
     path: str = "<stdin>",
     *,
     format: str = "auto",
-    on_invalid: OnInvalid | str = OnInvalid.ERROR,
+    on_invalid: OnInvalid = VALIDATE_ON_INVALID,
 ) -> list[Problem]:
-    """The problems :func:`validate_transcript` finds (an empty list: the file is valid)."""
+    """Return the problems :func:`validate_transcript` finds (none: the file is valid)."""
     return validate_transcript(raw, path, format=format, on_invalid=on_invalid).problems

@@ -12,12 +12,12 @@ from __future__ import annotations
 import gc
 import hashlib
 import inspect
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
+from ctxcli.core.errors import Remedy, TranscriptError
 from ctxcli.core.io import Input, Pages, release
 from ctxcli.core.model import Conversation
 from ctxcli.core.monitors import conversation_monitors
@@ -27,6 +27,9 @@ from ctxcli.formats.collection import Part
 from ctxcli.formats.format import Document, Format
 from ctxcli.formats.lines import Writable
 from ctxcli.pipeline.config import Config, load_config
+from ctxcli.pipeline.context import stage_context
+from ctxcli.pipeline.options import RunOptions
+from ctxcli.pipeline.presets import presets_for
 from ctxcli.pipeline.rerun import (
     Kept,
     Resume,
@@ -38,41 +41,12 @@ from ctxcli.pipeline.rerun import (
 )
 from ctxcli.pipeline.results import PipelineResult, Report, Trace, Written
 from ctxcli.pipeline.run import StageReport, run_pipeline
-from ctxcli.services.anthropic_client import default_services
 from ctxcli.services.tokens.by_name import open_counter
-from ctxcli.services.tokens.ledger import CountOptions, TokenCounter, block_tokens
+from ctxcli.services.tokens.ledger import TokenCounter, block_tokens
 from ctxcli.stages import StageContext, TokenLedger
 from ctxcli.store.naming import NamingPolicy, Preview
 
-__all__ = ["ReduceOptions", "reduce_bytes", "rerun_bytes"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReduceOptions:
-    """How :func:`reduce_bytes` runs (what it runs is the :class:`Config`).
-
-    Attributes:
-        on_invalid: what a line that is not JSON does (:class:`OnInvalid` or its value).
-        counting: whether to use the count cache and how many processes may count
-            (default: the cache and every core, for large inputs).
-        log: receives the stages' notes meant for the user (a classifier falling
-            back); default: the report's warnings.
-        monitors: compute the six stuck-agent scores for the report (``ctx stats``
-            shows them; ``ctx reduce`` skips them: on large logs they are a quarter
-            of a run).
-        trace: keep the conversation after every stage and the tokens of every block
-            in ``PipelineResult.trace`` (``ctx report``).
-    """
-
-    on_invalid: OnInvalid = OnInvalid.AUTO
-    counting: CountOptions = CountOptions()
-    log: Callable[[str], None] | None = field(default=None, compare=False)
-    monitors: bool = True
-    trace: bool = False
-
-    def __post_init__(self) -> None:
-        # A caller without type checking may hand in the value, or a wrong one.
-        object.__setattr__(self, "on_invalid", OnInvalid.of(self.on_invalid))
+__all__ = ["reduce_bytes", "rerun_bytes"]
 
 
 def reduce_bytes(
@@ -82,7 +56,7 @@ def reduce_bytes(
     offload: NamingPolicy | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
-    options: ReduceOptions | None = None,
+    options: RunOptions | None = None,
 ) -> PipelineResult:
     r"""Reduce a transcript held in memory.
 
@@ -93,7 +67,8 @@ def reduce_bytes(
     file open for writing) gets the output as it is made, so the output and the
     parsed input are never held at once: ``PipelineResult.output`` is then empty and
     ``PipelineResult.written`` has its size and hash. ``options`` says how to run
-    (:class:`ReduceOptions`).
+    (:class:`~ctxcli.pipeline.options.RunOptions`: ``on_invalid``, ``counting``,
+    ``log``, ``monitors``, ``trace``; the other fields are the routes').
 
     Example::
 
@@ -115,7 +90,7 @@ def rerun_bytes(
     offload: NamingPolicy | None = None,
     path: str = "<stdin>",
     into: Writable | None = None,
-    options: ReduceOptions | None = None,
+    options: RunOptions | None = None,
 ) -> PipelineResult:
     """:func:`reduce_bytes` for a transcript that grows: a later run may build on this one.
 
@@ -161,7 +136,7 @@ class _Job:
     config: Config
     offload: NamingPolicy
     into: Writable | None
-    options: ReduceOptions
+    options: RunOptions
 
     @classmethod
     def of(
@@ -171,7 +146,7 @@ class _Job:
         offload: NamingPolicy | None,
         path: str,
         into: Writable | None,
-        options: ReduceOptions | None,
+        options: RunOptions | None,
     ) -> _Job:
         return cls(
             raw,
@@ -179,7 +154,7 @@ class _Job:
             config or load_config(),
             offload if offload is not None else Preview("ctx-offload"),
             into,
-            options or ReduceOptions(),
+            options or RunOptions(),
         )
 
 
@@ -298,7 +273,7 @@ def _report(
         bytes_after=bytes_after,
         stages=stages,
         offload_dir=job.offload.root,
-        warnings=doc.warnings + notes,
+        warnings=doc.warnings + _fit(job, doc.format.name) + notes,
         monitors=conversation_monitors(doc.conversation) if job.options.monitors else {},
     )
     if tokens.resumed is not None:
@@ -363,18 +338,36 @@ def _dumps_into(cls: type[Format]) -> bool:
     return "into" in inspect.signature(cls.dump).parameters
 
 
+def _fit(job: _Job, format: str) -> list[str]:
+    """Return the warning a chain made for other transcripts gets, or None.
+
+    A client's preset on another client's file: the steps for its client do nothing here.
+    """
+    made_for = job.config.settings.made_for
+    if not made_for or format in made_for:
+        return []
+    chain = f"preset {job.config.settings.preset}" if job.config.settings.preset else "the chain"
+    meant = " and ".join(made_for)
+    others = presets_for(format)
+    instead = f"; preset {' or '.join(others)} is made for {format}" if others else ""
+    return [
+        f"{job.path}: {chain} is made for {meant} transcripts and this one is {format}: "
+        f"its steps for {meant} files do nothing here{instead}"
+    ]
+
+
 def _stage_context(job: _Job, ledger: TokenLedger, notes: list[str]) -> StageContext:
     """Build the context the stages get.
 
-    What the stages get; their notes meant for the user (a classifier falling back)
-    go to the caller's ``log``, else to ``notes`` (the run's warnings).
+    Their notes meant for the user (a classifier falling back) go to the caller's
+    ``log``, else to ``notes`` (the run's warnings).
     """
-    return StageContext(
+    return stage_context(
         ledger,
         job.offload,
-        job.config.settings.language,
-        job.options.log or notes.append,
-        services=default_services(cache=job.options.counting.cache),
+        language=job.config.settings.language,
+        log=job.options.log or notes.append,
+        cache=job.options.counting.cache,
     )
 
 
@@ -461,7 +454,7 @@ def _reduce_collection(job: _Job, split: Split) -> PipelineResult:
         bytes_after=len(output),
         stages=_merge(parts.runs),
         offload_dir=job.offload.root,
-        warnings=parts.warnings + notes,
+        warnings=_fit(job, split.format) + parts.warnings + notes,
     )
     return PipelineResult(output, report, script.ops, "document", parts.trace, None)
 
@@ -543,10 +536,12 @@ def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
         first = reports[0]
         counters: dict[str, int] = {}
         notes: list[str] = []
+        fallbacks: list[str] = []
         for r in reports:
             for key, value in r.counters.items():
                 counters[key] = counters.get(key, 0) + value
             notes.extend(n for n in r.notes if n not in notes)
+            fallbacks.extend(f for f in r.fallbacks if f not in fallbacks)
         merged.append(
             StageReport(
                 stage=first.stage,
@@ -556,6 +551,7 @@ def _merge(runs: list[list[StageReport]]) -> list[StageReport]:
                 tokens_after=sum(r.tokens_after for r in reports),
                 counters=counters,
                 notes=tuple(notes),
+                fallbacks=tuple(fallbacks),
             )
         )
     return merged

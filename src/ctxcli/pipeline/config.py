@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import difflib
+import os
 import tomllib
 import types
 import typing
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ctxcli.core.errors import ConfigError
+from ctxcli.core.errors import ConfigError, Remedy
+from ctxcli.core.io import is_url
+from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
 from ctxcli.stages.base import renames
@@ -32,6 +37,8 @@ __all__ = [
 ]
 
 CONFIG_NAME = "ctx.toml"
+CONFIG_ENV = "CTX_CONFIG"
+"""The environment variable that names the config file to use, as ``-c`` does."""
 
 
 class Settings(BaseModel):
@@ -63,6 +70,27 @@ class Settings(BaseModel):
         "offload directory are in place, keep that run's decisions for the start and "
         "reduce only the rest (the output is the same as a full run's).",
     )
+    made_for: tuple[str, ...] = Field(
+        (),
+        description="Transcript formats this chain is made for (a client's preset says "
+        "which); a transcript of another format gets a warning. Empty: any format.",
+    )
+
+    @field_validator("made_for")
+    @classmethod
+    def _known_formats(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        known = format_registry()
+        unknown = [name for name in value if name not in known]
+        if unknown:
+            raise ValueError(f"unknown format {unknown[0]!r}; formats: {', '.join(known)}")
+        return value
+
+    @field_validator("offload_dir")
+    @classmethod
+    def _a_path(cls, value: str | None) -> str | None:
+        if value is not None and "\0" in value:
+            raise ValueError("a path cannot hold a NUL character (\\0)")
+        return value
 
 
 @dataclass(frozen=True)
@@ -79,15 +107,26 @@ class StageConfig:
         return self.spec if self.spec is not None else get_stage(self.use)
 
 
+Origin = Literal["defaults", "preset", "argument", "environment", "discovery"]
+"""Where a configuration came from: ctx's defaults, a preset alone, a file the caller
+named (``-c``), the file ``$CTX_CONFIG`` names, or one found by looking (``./ctx.toml``,
+``[tool.ctx]`` of a parent ``pyproject.toml``)."""
+
+
 @dataclass(frozen=True)
 class Config:
-    """The resolved configuration of one run."""
+    """The resolved configuration of one run.
+
+    ``source`` names it (a path, a preset, ``defaults``); ``origin`` says how it was
+    chosen (see :data:`Origin`).
+    """
 
     settings: Settings = field(default_factory=lambda: Settings())
     stages: tuple[StageConfig, ...] = ()
     source: str = "defaults"
     notes: tuple[str, ...] = field(default=(), compare=False)
     """One line per option written under an old name (``ctx config check`` prints them)."""
+    origin: Origin = "defaults"
 
     def with_overrides(self, **values: Any) -> Config:
         """A copy with some settings replaced (command-line flags); None means unset."""
@@ -99,7 +138,7 @@ class Config:
             settings = Settings.model_validate(merged)
         except ValidationError as exc:
             raise ConfigError(_render(exc, "command line", None)) from None
-        return Config(settings, self.stages, self.source, self.notes)
+        return replace(self, settings=settings)
 
 
 DEFAULT_STAGES: tuple[dict[str, Any], ...] = (
@@ -113,6 +152,23 @@ def default_config() -> Config:
     return build_config({"stages": [dict(s) for s in DEFAULT_STAGES]}, "defaults")
 
 
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """``text`` parsed as TOML; ``where`` names the file in the error.
+
+    Raises:
+        ConfigError: invalid TOML, or arrays and tables nested too deeply for the parser
+            (it recurses once per level: ~500 levels exhaust Python's stack).
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: invalid TOML: arrays or tables nested too deeply to read; flatten the value."
+        ) from None
+
+
 def find_config(start: Path | None = None) -> tuple[Path, str] | None:
     """Locate ``ctx.toml`` in the working directory or ``[tool.ctx]`` in the nearest pyproject."""
     start = (start or Path.cwd()).resolve()
@@ -123,8 +179,8 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                return None
+            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
+                return None  # not ctx's file to judge: a pyproject.toml it cannot read
             if isinstance(data.get("tool"), dict) and "ctx" in data["tool"]:
                 return candidate, "tool.ctx"
             return None
@@ -136,22 +192,38 @@ def find_config(start: Path | None = None) -> tuple[Path, str] | None:
 def load_config(
     path: str | Path | None = None, *, start: Path | None = None, preset: str | None = None
 ) -> Config:
-    """Load the configuration: ``path``, else ./ctx.toml, else pyproject ``[tool.ctx]``, else defaults.
+    """Load the configuration.
+
+    From ``path``, else ``$CTX_CONFIG``, else ./ctx.toml, else pyproject ``[tool.ctx]``,
+    else defaults.
 
     ``preset`` (``--preset``) replaces the file's chain: its ``preset`` and
     ``[[stages]]``; the file's other settings still apply.
 
+    A file found by looking (``./ctx.toml``, ``[tool.ctx]``: a cloned repository may hold
+    one its user never read) may not choose where data goes over the network: a stage's
+    ``base_url`` (any option ending in ``url``) other than the API's default host, or an
+    ``offload_dir`` in object storage, is refused. Only a file named (``path``,
+    ``$CTX_CONFIG``) may.
+
     Raises:
-        ConfigError: the file cannot be read or parsed, or a key or value is invalid.
+        ConfigError: the file cannot be read or parsed, a key or value is invalid, or a
+            file found by looking names a network destination.
     """
     table = ""
+    origin: Origin = "argument"
+    if path is None and os.environ.get(CONFIG_ENV):
+        path, origin = os.environ[CONFIG_ENV], "environment"
     if path is None:
         found = find_config(start)
         if found is None:
             if preset is not None:
-                return build_config({"preset": preset}, f"preset {preset}")
+                return replace(
+                    build_config({"preset": preset}, f"preset {preset}"), origin="preset"
+                )
             return default_config()
         path, table = found
+        origin = "discovery"
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -161,10 +233,7 @@ def load_config(
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read config ({exc}).") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: invalid TOML: {exc}.") from None
+    data = parse_toml(text, str(path))
     if table:
         data = data["tool"]["ctx"]
         label = f"{path} [tool.ctx]"
@@ -175,7 +244,56 @@ def load_config(
     if preset is not None:
         data = {k: v for k, v in data.items() if k != "stages"} | {"preset": preset}
         label = f"{label} with preset {preset}"
-    return build_config(data, label)
+    config = replace(build_config(data, label), origin=origin)
+    if origin == "discovery":
+        _refuse_destinations(config)
+    return config
+
+
+DEFAULT_API_HOSTS = frozenset({"api.anthropic.com"})
+"""The hosts the SDKs send to by default: a config found by looking may name these."""
+
+
+def _refuse_destinations(config: Config) -> None:
+    """Refuse a config found by looking that names where data goes over the network.
+
+    Raises:
+        ConfigError: naming the file, the key and the value, with the remedy.
+    """
+    where = config.source
+    offload = config.settings.offload_dir
+    if offload is not None and is_url(offload):
+        _refuse(f"{where}: offload_dir = {offload!r}", "the removed text")
+    for i, sc in enumerate(config.stages, start=1):
+        for key, value in _urls(sc.options.model_dump(mode="json")):
+            if urlsplit(value).hostname not in DEFAULT_API_HOSTS:
+                _refuse(f"{where}: stages[{i}] ({sc.use}): {key} = {value!r}", "the transcript")
+
+
+def _refuse(setting: str, what: str) -> None:
+    raise ConfigError(
+        f"{setting} would send {what} (and, to an API, your key) to a host the file chose; "
+        "a config found in the working directory or a parent pyproject.toml may not "
+        "choose a network destination",
+        remedy=Remedy.NAME_CONFIG,
+    )
+
+
+def _urls(options: Any, prefix: str = "") -> Iterator[tuple[str, str]]:
+    """Yield ``(key, value)`` of every option whose name ends in ``url`` and is set.
+
+    Nested options (per-tool overrides) included.
+    """
+    if isinstance(options, dict):
+        for key, value in options.items():
+            name = f"{prefix}{key}"
+            if isinstance(value, str) and str(key).lower().endswith("url"):
+                yield name, value
+            else:
+                yield from _urls(value, f"{name}.")
+    elif isinstance(options, list):
+        for i, value in enumerate(options):
+            yield from _urls(value, f"{prefix}{i}.")
 
 
 def build_config(data: dict[str, Any], label: str) -> Config:

@@ -114,7 +114,7 @@ def chain_supports(config: Config, fmt: Format) -> bool:
     )
 
 
-def config_digest(config: Config, fmt: Format, root: str, on_invalid: OnInvalid | str) -> str:
+def config_digest(config: Config, fmt: Format, root: str, on_invalid: OnInvalid) -> str:
     """What must be the same for a run to keep another's decisions."""
     described = orjson.dumps(
         {
@@ -133,7 +133,7 @@ def config_digest(config: Config, fmt: Format, root: str, on_invalid: OnInvalid 
             ],
             # Hints cite the offload directory by this name.
             "root": root,
-            "on_invalid": OnInvalid.of(on_invalid).value,
+            "on_invalid": on_invalid.value,
         },
         option=orjson.OPT_SORT_KEYS,
     )

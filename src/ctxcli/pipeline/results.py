@@ -43,6 +43,11 @@ class Report:
         """True if any stage changed the transcript."""
         return any(s.changed for s in self.stages)
 
+    @property
+    def fallbacks(self) -> list[tuple[str, str]]:
+        """``(stage, reason)`` for every stage that fell back (a strict run fails on any)."""
+        return [(s.stage, reason) for s in self.stages for reason in s.fallbacks]
+
     def to_dict(self) -> dict[str, Any]:
         """The stable JSON shape (keys named in the README)."""
         return {
@@ -101,7 +106,7 @@ class PipelineResult:
     script: list[Any]
     units: str
     trace: Trace | None = None
-    """Filled when ``ReduceOptions(trace=True)``."""
+    """Filled when ``RunOptions(trace=True)``."""
     rerun: dict[str, Any] | None = None
     """What the next run of a grown transcript may keep (the manifest's ``rerun``),
     filled by :func:`~ctxcli.pipeline.compose.rerun_bytes` when the chain allows it."""

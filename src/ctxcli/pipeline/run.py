@@ -26,6 +26,8 @@ class StageReport:
     tokens_after: int
     counters: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
+    """What the stage did instead of what it was configured to do (see ``StageResult``)."""
 
     def to_dict(self) -> dict[str, object]:
         """The stable JSON shape of a stage's stats."""
@@ -37,6 +39,7 @@ class StageReport:
             "tokens_after": self.tokens_after,
             **({"counters": dict(self.counters)} if self.counters else {}),
             **({"notes": list(self.notes)} if self.notes else {}),
+            **({"fallbacks": list(self.fallbacks)} if self.fallbacks else {}),
         }
 
 
@@ -152,6 +155,7 @@ def run_pipeline(
             tokens_after=sum(per_message(d.after)),
             counters=dict(d.result.counters),
             notes=d.result.notes,
+            fallbacks=d.result.fallbacks,
         )
         for d in done
     ]

@@ -88,7 +88,7 @@ def code_fingerprint() -> bytes:
     return _FINGERPRINT
 
 
-def report_key(data: Input, path: str, config: Config, on_invalid: OnInvalid | str) -> bytes | None:
+def report_key(data: Input, path: str, config: Config, on_invalid: OnInvalid) -> bytes | None:
     """The cache key of ``ctx stats`` on ``data``, or None if it must not be cached."""
     if config.settings.tokenizer not in OFFLINE_TOKENIZERS:
         return None
@@ -104,7 +104,7 @@ def report_key(data: Input, path: str, config: Config, on_invalid: OnInvalid | s
             "settings": config.settings.model_dump(mode="json"),
             "stages": [[sc.use, sc.options.model_dump(mode="json")] for sc in config.stages],
             "path": path,
-            "on_invalid": OnInvalid.of(on_invalid).value,
+            "on_invalid": on_invalid.value,
         },
         option=orjson.OPT_SORT_KEYS,
     )
@@ -132,6 +132,7 @@ def load_report(cache: TokenCache, key: bytes) -> Report | None:
                 tokens_after=s["tokens_after"],
                 counters=dict(s.get("counters", {})),
                 notes=tuple(s.get("notes", ())),
+                fallbacks=tuple(s.get("fallbacks", ())),
             )
             for s in stored["stages"]
         ]
@@ -155,7 +156,7 @@ def store_report(cache: TokenCache, key: bytes, report: Report) -> None:
 
 
 def cached_stats(
-    data: Input, path: str, config: Config, on_invalid: OnInvalid | str
+    data: Input, path: str, config: Config, on_invalid: OnInvalid
 ) -> tuple[TokenCache | None, bytes | None, Report | None]:
     """Open the cache and look the report up: (cache, key, report or None).
 

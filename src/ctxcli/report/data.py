@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ctxcli import api
 from ctxcli._version import __version__
-from ctxcli.core.errors import OnInvalid, TranscriptError
+from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.core.monitors import monitor_series, steps_of
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import split_collection
 from ctxcli.formats.claude_code import is_compact_boundary
-from ctxcli.pipeline.compose import ReduceOptions
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.results import Report, Trace
-from ctxcli.services.tokens.ledger import CountOptions
 from ctxcli.store.naming import Preview, agent_text
 
 __all__ = [
@@ -219,8 +217,7 @@ def analyze_file(
         raw,
         path=path,
         config=config,
-        on_invalid=run.on_invalid,
-        counting=run.counting,
+        options=run,
         top=top,
         root=api.offload_root(input, destination or api.Destination(), config, raw),
     )
@@ -231,15 +228,15 @@ def analyze_bytes(
     *,
     path: str = "<stdin>",
     config: Config | None = None,
-    on_invalid: str = "error",
-    counting: CountOptions | None = None,
+    options: api.RunOptions | None = None,
     top: int = TOP_ITEMS,
     root: str | None = None,
 ) -> ReportData:
     r"""Run ``ctx stats``' reduction on ``raw`` and break its totals down for the report.
 
-    ``root`` is the offload directory the hints cite (default: the one ``ctx stats`` of
-    ``raw`` on stdin names).
+    ``options`` are those of ``ctx stats`` (its ``on_invalid`` default included: the
+    report previews what ``reduce`` does). ``root`` is the offload directory the hints
+    cite (default: the one ``ctx stats`` of ``raw`` on stdin names).
 
     Example::
 
@@ -257,9 +254,7 @@ def analyze_bytes(
         config=config,
         offload=offload,
         path=path,
-        options=ReduceOptions(
-            on_invalid=OnInvalid.of(on_invalid), counting=counting or CountOptions(), trace=True
-        ),
+        options=replace(options or api.RunOptions(), log=None, monitors=True, trace=True),
     )
     trace = reduced.trace
     assert trace is not None  # asked for with trace=True

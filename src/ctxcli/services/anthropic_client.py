@@ -11,11 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
-
-from ctxcli.services.answer_cache import AnswerCache
-from ctxcli.services.dirs import cache_dir
-from ctxcli.services.tokens.count_cache import cache_disabled
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import anthropic
@@ -24,7 +20,6 @@ __all__ = [
     "AnthropicAccess",
     "DEFAULT_MODEL",
     "ReplyError",
-    "default_services",
     "describe_api_error",
     "make_client",
 ]
@@ -45,17 +40,6 @@ class AnthropicAccess:
         """Read ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``."""
         env = os.environ if env is None else env
         return cls(env.get("ANTHROPIC_API_KEY") or None, env.get("ANTHROPIC_BASE_URL") or None)
-
-
-def default_services(*, cache: bool = True) -> dict[str, Any]:
-    """The services the api layer hands every stage: API access and the answer cache.
-
-    The cache sits beside the token-count cache (``$CTX_CACHE_DIR``, else
-    ``~/.cache/ctx``) and is off with ``cache=False`` (``--no-cache``) or when
-    ``CTX_NO_CACHE`` is set.
-    """
-    answers = AnswerCache(cache_dir()) if cache and not cache_disabled() else None
-    return {"anthropic": AnthropicAccess.from_env(), "cache": answers}
 
 
 def make_client(

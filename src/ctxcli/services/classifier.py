@@ -15,8 +15,9 @@ words. Two ship with ctx:
   makes no request.
 
 The disk cache (:mod:`ctxcli.services.answer_cache`) and the API access
-(:mod:`ctxcli.services.anthropic_client`) are created by the api layer and reach the stage
-through ``ctx.services`` (stages do no I/O of their own).
+(:mod:`ctxcli.services.anthropic_client`) are created by the one stage-context factory
+(:func:`ctxcli.pipeline.context.stage_context`) and reach the stage as ``ctx.answers`` and
+``ctx.anthropic`` (stages do no I/O of their own).
 """
 
 from __future__ import annotations

@@ -525,24 +525,25 @@ def _shorten(text: str, budget: int, tokens: int) -> str:
     return f"{text[:head]}\n[... {omitted} characters omitted ...]\n{text[len(text) - (keep - head) :]}"
 
 
-def build_summarizer(name: str, services: dict[str, Any], **options: Any) -> Summarizer:
+def build_summarizer(
+    name: str,
+    *,
+    given: Summarizer | None = None,
+    access: AnthropicAccess | None = None,
+    cache: AnswerCache | None = None,
+    **options: Any,
+) -> Summarizer:
     """The summarizer a stage asked for, with the services the run provides.
 
-    ``services["summarizer"]`` (a ready object, e.g. a test double) wins; otherwise
-    ``name`` picks the implementation and ``services["anthropic"]`` /
-    ``services["cache"]`` supply API access and the reply cache.
+    ``given`` (a ready object, e.g. a test double) wins; otherwise ``name`` picks the
+    implementation and ``access`` / ``cache`` supply API access and the reply cache.
     """
-    given = services.get("summarizer")
     if given is not None:
         if not isinstance(given, Summarizer):
-            raise TypeError("services['summarizer'] must have a summarize(conv, count) method")
+            raise TypeError("the summarizer given must have a summarize(conv, count) method")
         return given
     if name == "extractive":
         return ExtractiveSummarizer()
     if name == "anthropic":
-        return AnthropicSummarizer(
-            access=services.get("anthropic"),
-            cache=services.get("cache"),
-            requests=SummaryRequests(**options),
-        )
+        return AnthropicSummarizer(access=access, cache=cache, requests=SummaryRequests(**options))
     raise ValueError(f"unknown summarizer {name!r}")

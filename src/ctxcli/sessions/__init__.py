@@ -3,14 +3,15 @@
 Claude Code and Codex keep one JSONL file per session; this package finds them
 (:mod:`.discover`), lists them with their size, tokens and health (:mod:`.listing`),
 diagnoses and repairs what breaks a resume (:mod:`.doctor`) and changes a session
-where the client reads it (:func:`~ctxcli.api.reduce_in_place`, :func:`fix_in_place`),
+where the client reads it (:func:`ctxcli.api.reduce` in place, :func:`fix_in_place`),
 each change recorded so that one restore undoes them all (:mod:`ctxcli.store.history`)::
 
-    from ctxcli.api import reduce_in_place
+    from ctxcli.api import Destination, reduce
     from ctxcli.sessions import resolve_session
 
     session = resolve_session(last=True)
-    report, change = reduce_in_place(session.path, config=load_config(preset="claude-code-resume"))
+    config = load_config(preset="claude-code-resume")
+    done = reduce(session.path, Destination(in_place=True, stream=True), config=config)
 """
 
 from __future__ import annotations

@@ -56,10 +56,10 @@ def is_message(data: Any) -> bool:
 
 
 def visible_groups(datas: Iterable[Any]) -> set[Any]:
-    """``message.id`` of the responses that hold some non-blank content.
+    r"""``message.id`` of the responses that hold some non-blank content.
 
     The client merges the records of one response into one message and drops a
-    whitespace-only text block beside other content (real 2.1.x files hold "\\n\\n"
+    whitespace-only text block beside other content (real 2.1.x files hold "\n\n"
     blocks before a tool call and resume); only a response with nothing else, or a
     block with no text at all, reaches the API as an empty text block.
     """

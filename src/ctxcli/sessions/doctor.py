@@ -373,8 +373,11 @@ def _size(rec: _Rec) -> int:
 
 
 def _unpaired(fmt: Format, recs: list[_Rec]) -> list[tuple[Unpaired, int]]:
-    """What the pairing rule finds in the records as repaired so far, each with the index
-    of its record: the rule ``ctx validate`` and the diagnosis apply, on the same messages."""
+    """Run the pairing rule on the records as repaired so far.
+
+    Each finding comes with the index of its record: the rule ``ctx validate`` and the
+    diagnosis apply, on the same messages.
+    """
     records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
     conv = fmt.build(b"", "<repair>", records, whole_texts=True).conversation
     found: list[tuple[Unpaired, int]] = []

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -16,6 +16,7 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.model import Conversation
 from ctxcli.core.plugins import Registry, package_of_module
 from ctxcli.core.protocols import Offload
+from ctxcli.services.anthropic_client import AnthropicAccess
 from ctxcli.services.tokens.ledger import TokenLedger
 
 __all__ = [
@@ -57,6 +58,12 @@ def _schema_of_renames(schema: dict[str, Any], model: type[BaseModel]) -> None:
         schema.setdefault("allOf", []).append({"not": {"required": [old, new]}})
 
 
+if TYPE_CHECKING:
+    from ctxcli.services.answer_cache import AnswerCache
+    from ctxcli.services.classifier import Classifier
+    from ctxcli.services.summarizer import Summarizer
+
+
 class StageOptions(BaseModel):
     """Base of every stage's options: unknown keys are errors, values are frozen.
 
@@ -91,28 +98,47 @@ class StageOptions(BaseModel):
 class StageContext:
     """The services a stage may use; a stage does no I/O of its own.
 
+    ctx builds it in one place, :func:`ctxcli.pipeline.context.stage_context`, for a
+    file, a batch, the live :class:`~ctxcli.agent.reducer.Reducer` and
+    :func:`ctxcli.testing.run_stage` alike, so a stage finds the same services on every
+    route.
+
     Attributes:
         tokens: counts model-visible tokens (cached per message).
         offload: stores removed text and returns the path to cite.
         language: language of hints, ``"en"`` or ``"zh"``.
         log: receives warnings and notes for the user.
-        services: optional extra services (classifier, summarizer, cache) by name.
+        anthropic: API access for a stage that asks a model (default: from the
+            environment; no key: such a stage falls back, and says so).
+        answers: the answer cache model services keep their replies in (None: off).
+        classifier: a classifier handed in (a test double, a program's own), used
+            instead of the one the stage's options name.
+        summarizer: a summarizer handed in, likewise.
     """
 
     tokens: TokenLedger
     offload: Offload
     language: str = "en"
     log: Callable[[str], None] = lambda _msg: None
-    services: dict[str, Any] = field(default_factory=dict)
+    anthropic: AnthropicAccess = field(default_factory=AnthropicAccess.from_env)
+    answers: AnswerCache | None = None
+    classifier: Classifier | None = None
+    summarizer: Summarizer | None = None
 
 
 @dataclass(frozen=True)
 class StageResult:
-    """What a stage returns: the new conversation and its own counters."""
+    """What a stage returns: the new conversation and its own counters.
+
+    ``fallbacks`` says, one reason each, what the stage could not do as configured and
+    did instead (a classifier or summarizer that could not run: no key, a timeout): the
+    run goes on, fail-safe, and a strict run fails once its output is written.
+    """
 
     conversation: Conversation
     counters: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    fallbacks: tuple[str, ...] = ()
 
 
 class StageFn(Protocol):

@@ -13,11 +13,9 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind, visible_texts
-from ctxcli.services.answer_cache import AnswerCache
-from ctxcli.services.anthropic_client import DEFAULT_MODEL, AnthropicAccess
+from ctxcli.services.anthropic_client import DEFAULT_MODEL
 from ctxcli.services.classifier import (
     AnthropicClassifier,
-    Classifier,
     HeuristicClassifier,
     WordStats,
     classify_windows,
@@ -204,9 +202,8 @@ class _Job:
 
 
 def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageContext) -> Any:
-    injected = ctx.services.get("classifier")
-    if isinstance(injected, Classifier):
-        return injected
+    if ctx.classifier is not None:
+        return ctx.classifier
     texts = (t for m in conv.messages for t in visible_texts(m))
     agent = (
         b.text
@@ -218,12 +215,10 @@ def _make_classifier(conv: Conversation, opts: CompressWordsOptions, ctx: StageC
     heuristic = HeuristicClassifier(WordStats.from_texts(texts, agent))
     if opts.classifier == "heuristic":
         return heuristic
-    access = ctx.services.get("anthropic")
-    cache = ctx.services.get("cache")
     return AnthropicClassifier(
         fallback=heuristic,
-        access=access if isinstance(access, AnthropicAccess) else AnthropicAccess(),
-        cache=cache if isinstance(cache, AnswerCache) else None,
+        access=ctx.anthropic,
+        cache=ctx.answers,
         model=opts.model,
         base_url=opts.base_url,
         concurrency=opts.concurrency,
@@ -321,10 +316,10 @@ def compress_words(
         counters["chars_saved"] += len(job.block.text) - len(new_text)
         counters["words_total"] += len(job.words)
         counters["words_kept"] += sum(mask)
-    notes = _classifier_notes(classifier, counters)
+    notes, fallbacks = _classifier_notes(classifier, counters)
     for note in notes:
         ctx.log(f"compress_words: {note}")
-    return StageResult(replace_blocks(conv, changed), dict(counters), notes)
+    return StageResult(replace_blocks(conv, changed), dict(counters), notes, fallbacks)
 
 
 def _classify(jobs: list[_Job], classifier: Any) -> list[list[bool]]:
@@ -415,17 +410,20 @@ def _body_bound(job: _Job, kept: int, count: Callable[[str], int], cache: dict[s
     return frame + sum(heapq.nlargest(kept, costs))
 
 
-def _classifier_notes(classifier: Any, counters: Counter[str]) -> tuple[str, ...]:
+def _classifier_notes(
+    classifier: Any, counters: Counter[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The notes of a classifier run, and the fallbacks among them."""
     if not isinstance(classifier, AnthropicClassifier):
-        return ()
+        return (), ()
     counters["classifier_calls"] = classifier.calls
     counters["cache_hits"] = classifier.cache_hits
     counters["fallbacks"] = classifier.fallbacks
-    notes = list(classifier.notes)
-    if classifier.fallbacks:
-        reasons = ", ".join(f"{n} {why}" for why, n in classifier.fallback_reasons.most_common())
-        notes.append(
-            f"{classifier.fallbacks} windows used the heuristic classifier instead of "
-            f"{classifier.model} ({reasons})"
-        )
-    return tuple(notes)
+    if not classifier.fallbacks:
+        return tuple(classifier.notes), ()
+    reasons = ", ".join(f"{n} {why}" for why, n in classifier.fallback_reasons.most_common())
+    fallback = (
+        f"{classifier.fallbacks} windows used the heuristic classifier instead of "
+        f"{classifier.model} ({reasons})"
+    )
+    return (*classifier.notes, fallback), (fallback,)

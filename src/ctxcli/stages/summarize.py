@@ -128,7 +128,9 @@ def summarize(conv: Conversation, opts: SummarizeOptions, ctx: StageContext) -> 
         return StageResult(conv, counters, (f"only {before} tokens to summarize; kept",))
     body, note = _paying_summary(conv.with_messages(dropped), before, opts, ctx, counters)
     if body is None:
-        return StageResult(conv, counters, (note,))
+        # The summarizer could not run (no key, a timeout...): fail-safe, a fallback.
+        fallbacks = (note,) if counters["failures"] else ()
+        return StageResult(conv, counters, (note,), fallbacks)
     key = range_key(conv, start, cut - 1)
     path = ctx.offload.put("summarize", key, render_messages(conv, range(start, cut)))
     summary = _summary(ctx, len(dropped), path, body)
@@ -173,11 +175,13 @@ def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> st
     """The configured summarizer's summary of ``history`` (raises SummarizerError).
 
     A summarizer this stage built is closed after use; one handed in through
-    ``ctx.services`` belongs to the caller.
+    ``ctx.summarizer`` belongs to the caller.
     """
     summarizer = build_summarizer(
         opts.summarizer,
-        ctx.services,
+        given=ctx.summarizer,
+        access=ctx.anthropic,
+        cache=ctx.answers,
         model=opts.model,
         base_url=opts.base_url,
         prompt=opts.prompt,
@@ -190,7 +194,7 @@ def _ask(history: Conversation, opts: SummarizeOptions, ctx: StageContext) -> st
         return summarizer.summarize(history, ctx.tokens.counter.count)
     finally:
         close = getattr(summarizer, "close", None)
-        if callable(close) and summarizer is not ctx.services.get("summarizer"):
+        if callable(close) and summarizer is not ctx.summarizer:
             close()
 
 

@@ -289,9 +289,11 @@ class Transaction:
         script: list[Any] | None,
         rerun: dict[str, Any] | None,
     ) -> int:
-        """Record, settle, replace: a kill at any moment leaves the old file, or the new
-        one with its record. If the file changed meanwhile other than by appending, the
-        record is taken back too."""
+        """Record, settle, replace.
+
+        A kill at any moment leaves the old file, or the new one with its record. If the
+        file changed meanwhile other than by appending, the record is taken back too.
+        """
         staged.close()
         self._commit_record(header, script, rerun)
         try:

@@ -524,8 +524,10 @@ def _occurrences(body: bytes, literal: bytes, ref: list[Any]) -> list[tuple[int,
 
 
 class RecordTaken(OffloadError):
-    """The directory holds a record this run may not replace (another run's, or another
-    output's); the run's own record must go elsewhere."""
+    """The directory holds a record this run may not replace.
+
+    Another run's, or another output's: the run's own record must go elsewhere.
+    """
 
 
 def check_offload_target(

@@ -126,8 +126,11 @@ class ReductionIndex:
         input_head: str | None = None,
         offload_dir: str | None = None,
     ) -> list[IndexEntry]:
-        """Reductions that match any of the keys given (newest first): the output's hash
-        or first line, the path written, the input's hash or first line, the record."""
+        """Return the reductions that match any of the keys given (newest first).
+
+        The keys: the output's hash or first line, the path written, the input's hash or
+        first line, the record.
+        """
         if not exists(self.path, SCHEMA):
             return []
         clauses, args = [], []

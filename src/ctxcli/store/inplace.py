@@ -301,8 +301,10 @@ class InPlace:
 
 
 def _keeping_mode(path: Path, data: bytes) -> None:
-    """Write ``data`` over ``path`` atomically, keeping the file's mode (a client's index
-    is as private as the sessions it lists)."""
+    """Write ``data`` over ``path`` atomically, keeping the file's mode.
+
+    A client's index is as private as the sessions it lists.
+    """
     try:
         mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
     except OSError:

@@ -22,7 +22,7 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.stages import registry
 from ctxcli.stages.base import renames
 
-__all__ = ["Preset", "get_preset", "preset_names", "resolve_preset"]
+__all__ = ["Preset", "get_preset", "preset_names", "presets_for", "resolve_preset"]
 
 
 @dataclass(frozen=True)
@@ -92,6 +92,13 @@ def _override(base: dict[str, Any], entry: dict[str, Any]) -> None:
                 base.pop(old, None)
                 base.pop(new, None)
     base.update(entry)
+
+
+def presets_for(format: str) -> list[str]:
+    """The shipped presets made for transcripts of ``format`` (their ``made_for``)."""
+    return [
+        name for name in preset_names() if format in get_preset(name).table().get("made_for", ())
+    ]
 
 
 def resolve_preset(data: dict[str, Any], label: str) -> dict[str, Any]:
