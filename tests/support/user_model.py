@@ -202,7 +202,6 @@ class Hint:
     kwargs: dict[str, Any]
     offload: str | None
     """The offload directory it would replace (None: the in-use check is what stopped it)."""
-    input_key: str | None
 
 
 @dataclass
@@ -323,10 +322,9 @@ class World:
                 self.recent.remove(key)
             self.recent.insert(0, key)
 
-    def by_recency(self, keys: Sequence[str]) -> list[str]:
-        """``keys``, those acted on most recently first, then the others sorted."""
-        rank = {k: i for i, k in enumerate(self.recent)}
-        return sorted(keys, key=lambda k: (rank.get(k, len(rank)), k))
+    def last(self, keys: Sequence[str]) -> str | None:
+        """Of ``keys``, the one the user acted on last (None: none of them yet)."""
+        return next((k for k in self.recent if k in keys), None)
 
     def say(self, line: str) -> None:
         """Add a line to the shell transcript shown with every violation."""
@@ -478,6 +476,35 @@ class World:
             return True
         return self._covered(entry.expect, {key})
 
+    def _through(self, offload: str, keep: Sequence[str]) -> set[str]:
+        """The files (but ``keep``) whose restore goes through the offload directory."""
+        return {k for k, e in self.files.items() if offload in e.offloads and k not in keep}
+
+    def _may_give_up(self, gone: set[str]) -> bool:
+        """Each file of ``gone`` holds a transcript some file outside ``gone`` holds too."""
+        return all(self._covered(self.files[k].expect, gone) for k in gone)
+
+    def _give_up(self, gone: set[str], why: str) -> None:
+        """The user lets these files go: the model no longer vouches for them."""
+        if gone:
+            self.say(f"# the user gives up {sorted(gone)} ({why})")
+        for key in gone:
+            del self.files[key]
+            if key in self.recent:
+                self.recent.remove(key)
+
+    def _pair(self, target: str, keep: Sequence[str]) -> set[str] | None:
+        """Writing ``target`` with its ``target.offload``: the files that go with them.
+
+        Overwriting an output replaces the record beside it, and with it the way back of
+        every file restored through that record; a user does it only if each of them
+        holds a transcript held elsewhere (None: they would not).
+        """
+        if target not in self.files or target in keep:
+            return set()
+        gone = {target} | self._through(f"{target}.offload", keep)
+        return gone if self._may_give_up(gone) else None
+
     def _live_refusal(self, key: str, force: bool, changes: list[str], what: str) -> None:
         """Invariant (e): a session in use is not changed in place without --force."""
         entry = self.files[key]
@@ -513,13 +540,11 @@ class World:
             where = self.root / "work" / where
         return os.path.relpath(where, self.root)
 
-    def _keep_hint(
-        self, op: str, kwargs: dict[str, Any], run: Run, offload: str | None, input_key: str | None
-    ) -> None:
+    def _keep_hint(self, op: str, kwargs: dict[str, Any], run: Run, offload: str | None) -> None:
         # The hint stays until followed or replaced: a user may copy it later.
         if run.code != 0 and re.search(r"pass --force\b", run.stderr):
             in_use = "in use" in run.stderr
-            self.hint = Hint(op, kwargs, None if in_use else offload, input_key)
+            self.hint = Hint(op, kwargs, None if in_use else offload)
 
     # --- reduce ---------------------------------------------------------------------
 
@@ -558,8 +583,14 @@ class World:
             and (out_key == src or not self.may_overwrite(out_key) or self.path(out_key).is_dir())
         ):
             return None  # `> the input` empties it before ctx runs; `> dir` is no file
+        paired: set[str] = set()
         if to == "file" and out_key is not None and out_key != src:
-            if not self.path(out_key).is_dir() and not self.may_overwrite(out_key):
+            if offload_dir is None and config not in CONFIG_OFFLOAD:
+                pair = self._pair(out_key, [src])
+                if pair is None:
+                    return None
+                paired = pair - {out_key}
+            elif not self.path(out_key).is_dir() and not self.may_overwrite(out_key):
                 return None
         was_dir = out_key is not None and self.path(out_key).is_dir()
         sid = self.session_id(src) if by_id else None
@@ -596,7 +627,7 @@ class World:
             stdin=data if stdin else None,
             redirect=out_key if to == "stdout" else None,
         )
-        self._keep_hint("reduce", {"src": src, **kwargs}, run, declared, src)
+        self._keep_hint("reduce", {"src": src, **kwargs}, run, declared)
         self.touch(src)
         if to == "inplace":
             self._live_refusal(src, force, changes, "reduce --in-place")
@@ -620,6 +651,7 @@ class World:
             assert out_key is not None
             if not self.path(out_key).is_file():
                 raise self.fail(f"reduce -o {output} exited 0 but wrote no file {output}")
+            self._give_up(paired, f"{output} and {output}.offload were written over")
             self.files[out_key] = Entry(entry.expect, offloads)
             self.touch(out_key)
         else:
@@ -653,19 +685,10 @@ class World:
         if hint is None or hint.kwargs["src"] not in self.files:
             return None
         if hint.offload is not None:
-            gone = {
-                k
-                for k, e in self.files.items()
-                if hint.offload in e.offloads and k != hint.input_key
-            }
-            for key in gone:
-                if not self._covered(self.files[key].expect, gone):
-                    return None  # it would lose a transcript: the user does not force
-            self.say(f"# the user gives up {sorted(gone)} (restored through {hint.offload})")
-            for key in gone:
-                del self.files[key]
-                if key in self.recent:
-                    self.recent.remove(key)
+            gone = self._through(hint.offload, [hint.kwargs["src"]])
+            if not self._may_give_up(gone):
+                return None  # it would lose a transcript: the user does not force
+            self._give_up(gone, f"restored through {hint.offload}")
         if hint.op == "reduce":
             return self.reduce(**hint.kwargs, force=True)
         if hint.op == "restore":
@@ -707,7 +730,7 @@ class World:
             args.append("--force")
         run, changes = self.command(args, allowed, redirect=out_key if to == "stdout" else None)
         self._keep_hint(
-            "restore", {"src": src, "to": to, "output": output, "by_id": by_id}, run, None, src
+            "restore", {"src": src, "to": to, "output": output, "by_id": by_id}, run, None
         )
         self.touch(src)
         if to == "inplace":
@@ -773,8 +796,12 @@ class World:
             offloads = [self.key(os.path.join(CONFIG_OFFLOAD[config], Path(s).name)) for s in srcs]
         else:
             offloads = [f"{t}.offload" for t in targets]
-        if any(not self.may_overwrite(t, srcs) for t in targets):
-            return None
+        paired: dict[str, set[str]] = {}
+        for t, o in zip(targets, offloads, strict=True):
+            pair = self._pair(t, srcs) if o == f"{t}.offload" else set()
+            if pair is None or (not pair and not self.may_overwrite(t, srcs)):
+                return None
+            paired[t] = pair - {t}
         clash = self._overlaps(srcs, [*targets, *offloads])
         args = ["reduce", *(self.arg(s) for s in srcs), "-o", out_dir]
         args += _chain_args(preset, config, offload_dir)
@@ -788,6 +815,7 @@ class World:
             if t in written or self.read(t) == before[t] and t not in changes:
                 continue
             written.add(t)
+            self._give_up(paired[t] & set(self.files), f"{t} and {t}.offload were written over")
             self.files[t] = Entry(expects[s], self.files[s].offloads + (o,))
             self.touch(s, t)
         return run
@@ -844,7 +872,7 @@ class World:
         run, changes = self.command(args, allowed, single=False)
         if run.code not in (0, 1) and changes:
             raise self.fail(f"doctor --fix exited {run.code} but changed {changes}")
-        self._keep_hint("doctor", {"src": src, "by_id": by_id}, run, None, src)
+        self._keep_hint("doctor", {"src": src, "by_id": by_id}, run, None)
         self.touch(src)
         self._live_refusal(src, force, changes, "doctor --fix")
         if run.code in (0, 1):
