@@ -405,3 +405,12 @@ def test_restoring_a_session_in_place_keeps_what_its_outputs_restore_through(w: 
 def test_in_place_run_that_changes_nothing_names_no_missing_offload_dir(w: World) -> None:
     w.reduce("work/anthropic.jsonl", "inplace", preset="live", offload_dir="D")
     w.reduce("work/anthropic.jsonl", "inplace", preset="live")
+
+
+@_issue(3, "--force replaces OUT.offload, a record the input's own way back goes through")
+def test_reducing_back_onto_an_earlier_output_keeps_the_way_back(w: World) -> None:
+    w.reduce("work/chat.jsonl", "file", output="q.jsonl")
+    w.reduce("work/q.jsonl", "file", output="r.jsonl")
+    w.reduce("work/r.jsonl", "file", output="q.jsonl")
+    w.follow_hint()
+    w.check()

@@ -477,8 +477,16 @@ class World:
         return self._covered(entry.expect, {key})
 
     def _through(self, offload: str, keep: Sequence[str]) -> set[str]:
-        """The files (but ``keep``) whose restore goes through the offload directory."""
-        return {k for k, e in self.files.items() if offload in e.offloads and k not in keep}
+        """The files (but ``keep``) whose restore goes through the offload directory.
+
+        Through a directory inside it too: replacing it replaces what it holds.
+        """
+        inside = offload + "/"
+        return {
+            k
+            for k, e in self.files.items()
+            if k not in keep and any(d == offload or d.startswith(inside) for d in e.offloads)
+        }
 
     def _may_give_up(self, gone: set[str]) -> bool:
         """Each file of ``gone`` holds a transcript some file outside ``gone`` holds too."""
