@@ -9,9 +9,17 @@ outputs (a second run with another chain); the ``--force`` an error suggested; `
 restore`` to stdout, ``-o``, ``--in-place`` and in batches; ``ctx doctor --fix``; a
 client appending lines (in use or not); the user moving, copying or deleting a file.
 
-``make test`` runs a bounded, derandomized search; ``make fuzz`` a long one (a time
-budget, ``CTX_FUZZ_SECONDS``; hypothesis' database under ``.hypothesis/``). Every
-sequence it found became a named test below, replaying the shrunk sequence.
+``make test`` runs a bounded, derandomized search (``CTX_MODEL_EXAMPLES`` sequences of
+up to ``CTX_MODEL_STEPS`` steps, 25 and 12: well under two minutes when nothing fails; a
+failure is reported unshrunk, its whole transcript in the message). ``make fuzz`` runs
+new random sequences for ``CTX_FUZZ_SECONDS`` (``CTX_FUZZ_EXAMPLES`` per round,
+``CTX_FUZZ_STEPS`` steps), shrinks what it finds and keeps it in hypothesis' database
+(``CTX_FUZZ_DB``, default ``.hypothesis/ctx-fuzz``), which is tried first next time.
+
+Every distinct failure the search found on main 4ab46ae is a named test at the end of
+this module, replaying the shrunk sequence (steps that did nothing left out) and
+marked xfail until its bug is fixed. While those bugs are there, the bounded search
+fails too: that is the proof that it finds them.
 """
 
 from __future__ import annotations
