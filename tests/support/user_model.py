@@ -25,10 +25,15 @@ The model is the spec, kept small enough to be obviously right:
   versions too) is an *obligation*: some tracked file's ``expect`` must start with it
   (the client's later lines may follow it).
 - A user never deletes or overwrites the last file holding a transcript: the rules skip
-  such a step. Following a ``--force`` hint to replace another transcript's offload
-  directory, the user gives up the outputs that directory restores, and does so only
-  when each of them is held by some other file; the file being reduced is never given
-  up (a directory of its own history is not "another transcript's").
+  such a step. Writing over an output with ``-o`` replaces its ``OUTPUT.offload`` too,
+  and following a ``--force`` hint replaces the offload directory it names: either way
+  the user gives up every file restored through what is replaced (a directory inside it
+  too), and does so only when each of them holds a transcript some other file holds.
+  The file being reduced is never given up: a record of its own history is not
+  "another transcript's", and ctx must keep it.
+- Which file holds which original (invariant a): an output holds its input's
+  ``expect``; ``ctx restore`` of it must give exactly that, whatever chain of outputs,
+  in-place changes and repairs lies between (the README: restore undoes every change).
 
 The invariants, checked after every step (:meth:`World.check`):
 
