@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 
-.PHONY: setup demo test test-slow test-all test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: setup demo test test-slow test-all fuzz test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,7 +58,16 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-slow test-network test-browser test-ray e2e-proxy e2e
+test-all: test test-slow fuzz test-network test-browser test-ray e2e-proxy e2e
+
+# The model of ctx's user surface (tests/api/test_user_surface_model.py) run on new random
+# sequences of commands for CTX_FUZZ_SECONDS (default 600; `make test` runs a short,
+# derandomized search). Hypothesis keeps what it found in .hypothesis/ctx-fuzz
+# (CTX_FUZZ_DB elsewhere) and tries it first next time; a failure prints the shrunk
+# sequence of commands.
+fuzz: $(STAMP)
+	CTX_FUZZ_SECONDS=$${CTX_FUZZ_SECONDS:-600} $(BIN)/python -m pytest -m fuzz -p no:cacheprovider \
+		tests/api/test_user_surface_model.py
 
 # The ctx report pages in a real headless Chromium: Debian's chromium (apt-get, as root,
 # when it is missing) driven by Playwright for Python (the `browser` extra); Playwright's
