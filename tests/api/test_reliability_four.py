@@ -13,9 +13,9 @@ import pytest
 
 from ctxcli.api import Destination, Report, RunOptions, reduce, reduce_file, restore_file
 from support.cli import invoke
+from support.paths import REPO
 from support.transcript_builders import build, to_jsonl, tool_session
 
-REPO = Path(__file__).resolve().parent.parent
 SAMPLES = REPO / "sample_transcripts"
 CHAIN_A = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 2000\n'
 CHAIN_B = '[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 0\nkeep_rounds = 0\n'

@@ -18,8 +18,8 @@ new random sequences for ``CTX_FUZZ_SECONDS`` (``CTX_FUZZ_EXAMPLES`` per round,
 
 Every distinct failure the search found on main 4ab46ae is a named test at the end of
 this module, replaying the shrunk sequence (steps that did nothing left out) and
-marked xfail until its bug is fixed. While those bugs are there, the bounded search
-fails too: that is the proof that it finds them.
+each named after its bug. They were xfail (strict) until the bug was fixed; reverting a
+fix makes its test fail, and the bounded search with it: the proof that it finds them.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +58,11 @@ from support.user_model import (
     OUTPUT_NAMES,
     PROJECT_DIRS,
     WORK_DIRS,
-    Violation,
     World,
     world,
 )
 
-pytestmark = [pytest.mark.real_data, pytest.mark.slow]
+pytestmark = pytest.mark.real_data
 
 Chain = tuple[str | None, str | None]
 """A preset, or a config file: what a reduce runs (neither: the default chain)."""
@@ -305,6 +304,8 @@ def test_user_surface_fuzz(machine: type[UserSurface]) -> None:
 
 # --- the sequences the machine found, replayed ----------------------------------------
 
+Test = Callable[..., None]
+
 
 @pytest.fixture
 def w(tmp_path: Path) -> Iterator[World]:
@@ -319,12 +320,22 @@ def doc_w(tmp_path: Path) -> Iterator[World]:
         yield opened
 
 
-def _issue(item: int, what: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=Violation, reason=f"issue 41 item {item}: {what}")
+def _issue(item: int, what: str) -> Callable[[Test], Test]:
+    """Name the bug of issue 41 a replayed sequence found (fixed: the test must pass)."""
+    return _named(f"issue 41 item {item}: {what}")
 
 
-def _new(what: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, raises=Violation, reason=f"found by the model: {what}")
+def _new(what: str) -> Callable[[Test], Test]:
+    """Name a bug the model found beyond the issue's list (fixed: the test must pass)."""
+    return _named(f"found by the model: {what}")
+
+
+def _named(bug: str) -> Callable[[Test], Test]:
+    def mark(test: Test) -> Test:
+        test.__doc__ = f"Replays the shrunk sequence of {bug}."
+        return test
+
+    return mark
 
 
 @_issue(1, "the second stdout reduction of an input replaces ./ctx-offload/<hash of input>")

@@ -10,8 +10,9 @@ import pytest
 from ctxcli.core.errors import CtxError
 from ctxcli.services.dirs import data_dir
 from ctxcli.store.snapshots import snapshots_of, take_snapshot
+from support.paths import REPO
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_transcripts"
+SAMPLES = REPO / "sample_transcripts"
 
 
 def test_a_snapshot_is_a_private_copy_taken_once_per_content(tmp_path: Path) -> None:

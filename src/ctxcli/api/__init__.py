@@ -28,7 +28,7 @@ from ctxcli.api.local import (
     read_input,
 )
 from ctxcli.api.location import locate
-from ctxcli.api.options import Destination, Reduction, RunOptions
+from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
 from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path

@@ -22,7 +22,7 @@ from ctxcli.api.local import (
     open_input,
 )
 from ctxcli.api.location import Location, locate
-from ctxcli.api.options import Destination, Reduction, RunOptions
+from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256

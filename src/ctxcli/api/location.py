@@ -26,7 +26,7 @@ from pathlib import Path
 import orjson
 
 from ctxcli.api.local import cited_root, digest
-from ctxcli.api.options import Destination
+from ctxcli.api.destination import Destination
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.io import Input, is_url
 from ctxcli.core.protocols import sha256
