@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from ctxcli.api.commit import reduce_in_place as _in_place
 from ctxcli.api.commit import reduce_local
+from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.api.local import (
     STDIO,
     changed_since,
@@ -28,7 +29,6 @@ from ctxcli.api.local import (
     read_input,
 )
 from ctxcli.api.location import locate
-from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.api.undo import original_of, restore_in_place
 from ctxcli.core.errors import VALIDATE_ON_INVALID, CtxError, OffloadError, OnInvalid
 from ctxcli.core.io import Input, is_url, local_path

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.api.local import (
     STDIO,
     changed_since,
@@ -22,7 +23,6 @@ from ctxcli.api.local import (
     open_input,
 )
 from ctxcli.api.location import Location, locate
-from ctxcli.api.destination import Destination, Reduction, RunOptions
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
 from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import sha256

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import orjson
 
-from ctxcli.api.local import cited_root, digest
 from ctxcli.api.destination import Destination
+from ctxcli.api.local import cited_root, digest
 from ctxcli.core.errors import OffloadError
 from ctxcli.core.io import Input, is_url
 from ctxcli.core.protocols import sha256

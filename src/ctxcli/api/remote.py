@@ -27,9 +27,9 @@ from typing import Any, overload
 import orjson
 
 from ctxcli.api.commit import reduce_local
+from ctxcli.api.destination import Destination, RunOptions
 from ctxcli.api.local import STDIO, read_input
 from ctxcli.api.location import locate
-from ctxcli.api.destination import Destination, RunOptions
 from ctxcli.api.undo import original_of
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
 from ctxcli.core.io import is_url, local_path
