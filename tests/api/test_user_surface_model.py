@@ -52,6 +52,7 @@ from support.user_model import (
     CC_SESSION,
     CC_SUBAGENT,
     CODEX_REAL,
+    CODEX_SESSION,
     CONFIGS,
     DOC_TAILS,
     OFFLOAD_DIRS,
@@ -432,4 +433,14 @@ def test_reducing_back_onto_an_earlier_output_keeps_the_way_back(w: World) -> No
     w.reduce("work/q.jsonl", "file", output="r.jsonl")
     w.reduce("work/r.jsonl", "file", output="q.jsonl")
     w.follow_hint()
+    w.check()
+
+
+@_new("a grown session's run into D replaces D, the record a stdout output restores from")
+def test_run_into_a_directory_a_stdout_output_restores_from_keeps_it(w: World) -> None:
+    w.reduce(CODEX_SESSION, "file", output="r.jsonl")
+    w.append(CODEX_SESSION, 1)
+    w.reduce(CODEX_SESSION, "stdout", output="r.jsonl", config="trunc.toml", offload_dir="D")
+    w.append(CODEX_SESSION, 1)
+    w.reduce(CODEX_SESSION, "file", output="a/r.jsonl", offload_dir="D")
     w.check()

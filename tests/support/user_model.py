@@ -105,13 +105,13 @@ OFFLOAD_DIRS = ("D",)
 """Values of ``--offload-dir``: one, so runs meet in it."""
 
 CONFIGS = {
-    "trunc.toml": '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 1000\n',
+    "trunc.toml": '[[stages]]\nuse = "truncate_tool_output"\nmax_chars = 1000\n',
     "clear.toml": ('[[stages]]\nuse = "clear_tool_results"\nmax_tokens = 2000\nkeep_rounds = 1\n'),
     "kept.toml": (
-        'offload_dir = "kept"\n\n[[stages]]\nuse = "truncate_tool_output"\nmax_length = 600\n'
+        'offload_dir = "kept"\n\n[[stages]]\nuse = "truncate_tool_output"\nmax_chars = 600\n'
     ),
     "terms.toml": (
-        'preset = "keep-terms"\n\n[[stages]]\nuse = "truncate_tool_output"\nmax_length = 2000\n'
+        'preset = "keep-terms"\n\n[[stages]]\nuse = "truncate_tool_output"\nmax_chars = 2000\n'
     ),
 }
 """Config files the test writes under ``cfg/`` (``kept.toml`` names an offload_dir)."""

@@ -473,15 +473,21 @@ def _same_transcript(manifest: dict[str, Any], data: Input) -> str | None:
 
 
 def _output_elsewhere(manifest: dict[str, Any], base: Path, output: Path) -> str | None:
-    """Another file the record at ``base`` still restores (the index knows where it wrote)."""
+    """Another file the record at ``base`` still restores (the index knows where it wrote).
+
+    A record written beside standard output restores a file ctx never saw named: it may
+    be anywhere, so it is one.
+    """
     digest = _field(manifest, "output", "sha256")
     if digest is None:
         return None
     here = os.path.realpath(base)
     mine = os.path.realpath(output)
     for entry in ReductionIndex().find(output_sha256=digest):
-        if entry.offload_dir != here or not entry.path or entry.path == mine:
+        if entry.offload_dir != here or entry.path == mine:
             continue
+        if not entry.path:
+            return "an output written to standard output"
         if history.match_reduction_at(Path(entry.path), base):
             return entry.path
     return None
