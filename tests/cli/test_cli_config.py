@@ -84,6 +84,7 @@ def test_pyproject_tool_ctx_is_found_and_named() -> None:
         "format",
         "preset",
         "incremental",
+        "made_for",
         "stages",
     ]
 

@@ -66,7 +66,10 @@ def test_failing_remote_stages_never_print_the_key(keyed: None, tmp_path: Path) 
             lines += [f"{k} = {json.dumps(v)}" for k, v in stage.items()]
         Path("ctx.toml").write_text("\n".join(lines) + "\n")
         runner = CliRunner()
-        result = runner.invoke(app, ["reduce", str(SAMPLE), "-o", "out.jsonl", "--json"])
+        # Named with -c: a config found by looking may not choose where the key goes.
+        result = runner.invoke(
+            app, ["reduce", str(SAMPLE), "-o", "out.jsonl", "--json", "-c", "ctx.toml"]
+        )
         assert result.exit_code == 0, result.stderr
         assert server.count() > 0, "the remote path was not exercised"
         # The key was sent to the server (the SDK's job) ...

@@ -26,6 +26,7 @@ from ctxcli.core.usage import is_usage_stub, response_key, tracker_key
 from ctxcli.cost._calls import SYNTHETIC_MODEL
 from ctxcli.cost.prices import TokenUsage, load_price_table
 from ctxcli.cost.recorded import recorded_cost
+from ctxcli.formats.clients import read_client_file
 from ctxcli.pipeline.config import build_config
 from ctxcli.sessions.listing import recorded_usage, recorded_usd
 from support.cost_sessions import ClaudeSession, text, usage
@@ -101,7 +102,9 @@ def test_ctx_sessions_and_ctx_cost_count_a_real_session_the_same(tmp_path: Path)
             except ValueError:
                 continue  # line 859: owner redaction broke its JSON
         bill = recorded_cost(path, prices=table)  # what ctx cost reports as recorded
-        spent = recorded_usage(path.read_bytes())  # what ctx sessions caches and prices
+        spent = recorded_usage(
+            read_client_file(path.read_bytes(), str(path))
+        )  # what ctx sessions caches and prices
         spent_usage = reduce(add, (TokenUsage(*tokens) for tokens in spent.values()))
         assert len(bill.requests) == distinct(api_responses(records))
         assert spent_usage == bill.usage

@@ -39,7 +39,9 @@ def test_hostile(fmt: str, case: Case, tmp_path: Path) -> None:
     assert result.exit_code in (0, 2), result.stderr
     if case.expect == "error" or (case.expect == "either" and result.exit_code == 2):
         assert result.exit_code == 2, result.stderr
-        lines = result.stderr.strip().splitlines()
+        lines = [
+            ln for ln in result.stderr.strip().splitlines() if not ln.startswith("ctx: config ")
+        ]
         assert len(lines) == 1 and lines[0].startswith("ctx: error: "), result.stderr
         where = f"{src}:{case.line}:" if case.line is not None else f"{src}:"
         assert where in lines[0], lines[0]

@@ -192,12 +192,13 @@ def test_unchanged_file_gets_its_remembered_report(
 
 
 def test_reports_of_online_or_unknown_stages_are_not_remembered() -> None:
+    from ctxcli.core.errors import OnInvalid
     from ctxcli.pipeline.config import Config, StageConfig
     from ctxcli.stages.truncate_tool_output import TruncateToolOutputOptions
 
     default = load_config()
-    assert stats_cache.report_key(b"x", "p", default, "error") is not None
+    assert stats_cache.report_key(b"x", "p", default, OnInvalid.ERROR) is not None
     custom = Config(default.settings, (StageConfig("my_plugin", TruncateToolOutputOptions()),))
-    assert stats_cache.report_key(b"x", "p", custom, "error") is None
+    assert stats_cache.report_key(b"x", "p", custom, OnInvalid.ERROR) is None
     api_counts = default.with_overrides(tokenizer="anthropic")
-    assert stats_cache.report_key(b"x", "p", api_counts, "error") is None
+    assert stats_cache.report_key(b"x", "p", api_counts, OnInvalid.ERROR) is None
