@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from ctxcli.core.errors import ConfigError
 from ctxcli.cost._codex import MODEL_ITEMS
 from ctxcli.cost.blocks import BlockMemo, content_block, content_items, response_item_block
 from ctxcli.cost.counterfactual import exact_blocks, with_messages
@@ -137,7 +138,7 @@ def alternative_requests(
         return _per_request(sequence, measure, lambda r, s: _masked(s, masking))
     if name == "client_compaction":
         return _compacted(sequence, measure, settings.get("compaction") or Compaction())
-    raise ValueError(f"unknown alternative {name!r}: one of {', '.join(ALTERNATIVES)}")
+    raise ConfigError(f"unknown alternative {name!r}: one of {', '.join(ALTERNATIVES)}")
 
 
 Edit = Callable[[Request, list[_Slot]], tuple[dict[str, str], set[str]]]
