@@ -111,7 +111,7 @@ def cost_table(result: Any) -> Any:
             f"{a.within}/{len(a.checks)} requests within {a.tolerance:.0%} of their record, "
             f"price error per request median {usd['median']:.1%}, p90 {usd['p90']:.1%}; "
             "'from records': the recorded bill plus the model's price of the change, "
-            "± the replay's error on that change"
+            "± the replay's error on that change" + _horizons(result)
         ),
     )
     for name in (
@@ -154,6 +154,19 @@ def cost_table(result: Any) -> Any:
             "" if busts is None else str(busts),
         )
     return table
+
+
+def _horizons(result: Any) -> str:
+    """The payback horizons of the first chain's changes to sent prefixes, as a sentence."""
+    from ctxcli.cost.horizon import horizon_summary
+
+    h = horizon_summary(result.chains[0].horizons)
+    if not h["changes"]:
+        return ""
+    return (
+        f"; {h['changes']} prefix changes pay back in {h['median_calls']} calls (median), "
+        f"{h['p90_calls']} (p90); {h['paid_back']} paid within the session, {h['never']} never"
+    )
 
 
 def why_table(result: Any) -> Any:

@@ -34,6 +34,7 @@ from ctxcli.cost.counterfactual import (
     live_requests,
     resumed_requests,
 )
+from ctxcli.cost.horizon import Horizon, horizon_summary, payback_horizons
 from ctxcli.cost.prices import PriceTable, TokenUsage, load_price_table
 from ctxcli.cost.recorded import RecordedRequest
 from ctxcli.cost.replay import (
@@ -107,6 +108,7 @@ class ChainCost:
     resume_at: int | None = None
     anchored: float | None = None
     band: float = 0.0
+    horizons: tuple[Horizon, ...] = ()
 
     @property
     def usd(self) -> float:
@@ -144,6 +146,7 @@ class ChainCost:
             "usd": round(self.usd, 6),
             "anchored_usd": round(self.anchored_usd, 6),
             "band_usd": round(self.band, 6),
+            "horizons": horizon_summary(self.horizons),
             "busts": self.busts,
             "changes": sum(self.changed),
             "held_back": sum(self.held_back),
@@ -316,7 +319,9 @@ def session_cost(source: Source, options: CostOptions | None = None) -> SessionC
     def anchored(cost: ChainCost) -> ChainCost:
         usd = anchored_usd(records, base, cost.replay.requests)
         # The model prices only what the chain changes: its error bounds that part.
-        return replace(cost, anchored=usd, band=abs(session.error) * abs(usd - as_run))
+        horizons = payback_horizons(base, cost.replay.requests, cost.changed, table)
+        band = abs(session.error) * abs(usd - as_run)
+        return replace(cost, anchored=usd, band=band, horizons=tuple(horizons))
 
     chains = []
     for chain in options.chains or (Chain.default(),):
