@@ -13,6 +13,12 @@ files given), three tables:
    place at the longest pause and resume; and what share of the replayed input is tool
    output and tool-call arguments at all (what any chain could remove).
 3. Every shipped preset live, as ``ctx proxy --preset NAME`` would run it.
+4. The meter held out: the replay with the documented cache rules (unfitted) beside the
+   replay with the cache constants (TTL grace, a warm client prompt) chosen on the other
+   half of the sessions (fitted), and the per-request errors.
+5. The peers on the same sessions (``ctx cost --compare``): ctx's default and each
+   alternative priced from the records, each with its band (the replay's error on the
+   part it changes).
 
     .venv/bin/python benchmarks/bench_cost.py [FILE ...]
 """
@@ -22,12 +28,14 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ctxcli.cost.alternatives import ALTERNATIVES
+from ctxcli.cost.cache import CachePolicy
 from ctxcli.cost.counterfactual import Chain, LiveOptions
 from ctxcli.cost.recorded import RecordedCost
-from ctxcli.cost.replay import SessionReplay
+from ctxcli.cost.replay import SessionReplay, replay_session
 from ctxcli.cost.session import CostOptions, SessionCost, session_cost
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.tokens.by_name import get_counter
@@ -181,6 +189,64 @@ def preset_table(sessions: list[Session]) -> None:
         print(f"{name:28} " + " ".join(row) + f" {_delta(live, rep):>7}", flush=True)
 
 
+GRID = tuple((grace, warm) for grace in (0.0, 30.0, 60.0, 120.0) for warm in (False, True))
+"""The cache constants the hold-out chooses from: a TTL grace (seconds) and whether the
+client prompt is warm when the session starts. (0.0, False) is the documented model."""
+
+
+def _replay_error(path: Path, grace: float, warm: bool) -> float:
+    base = CachePolicy.openai() if path.name.startswith("codex") else CachePolicy.anthropic()
+    policy = replace(base, ttl_grace_seconds=grace)
+    return replay_session(path, policy=policy, warm_client_prompt=warm).error
+
+
+def holdout_table(sessions: list[Session]) -> None:
+    """Constants chosen on one half (even / odd positions), reported on the other."""
+    paths = [one.path for one in sessions]
+    errors = {p: {g: _replay_error(p, *g) for g in GRID} for p in paths}
+    head = (
+        f"{'session (held out)':44} {'unfitted':>8} {'fitted':>8}  {'grace s':>7} {'warm':>5}  "
+        f"{'within 5%':>9} {'usd err median':>14} {'p90':>6}"
+    )
+    print(head)
+    print("-" * len(head))
+    halves = (paths[0::2], paths[1::2])
+    for fit, held in (halves, halves[::-1]):
+        best = min(GRID, key=lambda g: sum(abs(errors[p][g]) for p in fit))
+        for p in held:
+            one = next(s for s in sessions if s.path == p)
+            a = one.cost.anchoring
+            usd = a.distribution("usd")
+            print(
+                f"{p.name[:44]:44} {errors[p][GRID[0]]:+8.1%} {errors[p][best]:+8.1%}  "
+                f"{best[0]:7.0f} {best[1]!s:>5}  {a.within:>4}/{len(a.checks):<4} "
+                f"{usd['median']:14.1%} {usd['p90']:6.1%}"
+            )
+
+
+def alternatives_table(sessions: list[Session]) -> None:
+    """ctx's default and the peers, priced from the records, vs the recorded bill."""
+    costs = [
+        session_cost(one.path, CostOptions(resume=None, alternatives=ALTERNATIVES))
+        for one in sessions
+    ]
+    names = ["ctx default (live)", *ALTERNATIVES]
+    head = f"{'vs recorded, ± band':28} " + " ".join(f"{s.path.name[:14]:>16}" for s in sessions)
+    print(head + f" {'all':>8}")
+    print("-" * (len(head) + 9))
+    for k, name in enumerate(names):
+        row = []
+        recorded = total = 0.0
+        for cost in costs:
+            bill = cost.chains[0] if k == 0 else cost.alternatives[k - 1]
+            rec = cost.recorded_usd
+            band = bill.band / rec if rec else 0.0
+            row.append(f"{_delta(bill.anchored_usd, rec):>9}±{band:5.1%}")
+            recorded += rec
+            total += bill.anchored_usd
+        print(f"{name:28} " + " ".join(row) + f" {_delta(total, recorded):>8}", flush=True)
+
+
 def _delta(value: float, base: float) -> str:
     return f"{value / base - 1:+.1%}" if base else "-"
 
@@ -199,6 +265,10 @@ def main(argv: list[str]) -> int:
     default_table(sessions)
     print("\nEvery preset live, as ctx proxy --preset NAME runs it\n")
     preset_table(sessions)
+    print("\nThe meter held out: documented cache rules vs constants fitted on the other half\n")
+    holdout_table(sessions)
+    print("\nThe peers on the same sessions, priced from the records\n")
+    alternatives_table(sessions)
     return 0
 
 

@@ -83,3 +83,21 @@ def test_cost_table_snapshot(tmp_path: Path, update_goldens: bool) -> None:
     if update_goldens:
         snap.write_text(text)
     assert text == snap.read_text()
+
+
+def test_why_and_compare_print_their_tables_and_json(tmp_path: Path) -> None:
+    path = str(session(tmp_path))
+    result = invoke(["cost", path, "--why", "--compare"])
+    assert "Why the cache was written" in result.stderr
+    assert "ttl_expired" in result.stderr and "cold_start" in result.stderr
+    assert result.stderr.count("alternative:") == 4
+    assert "observation_masking" in result.stderr and "client_compaction" in result.stderr
+    data = orjson.loads(invoke(["cost", path, "--compare", "--json"]).stdout)
+    names = [a["name"] for a in data["alternatives"]]
+    assert names == ["anthropic_context_editing", "langchain_clear_tool_uses",
+                     "observation_masking", "client_compaction"]  # fmt: skip
+    causes = {c["cause"]: c["tokens"] for c in data["why"]["causes"]}
+    assert causes == {"new_content": 3_097, "cold_start": 3_000, "ttl_expired": 6_003}
+    plain = invoke(["cost", path])
+    assert "alternative:" not in plain.stderr and "Why the cache" not in plain.stderr
+    assert orjson.loads(invoke(["cost", path, "--json"]).stdout)["alternatives"] == []

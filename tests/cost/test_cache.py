@@ -148,3 +148,10 @@ def test_entries_beyond_the_bound_are_dropped() -> None:
     # The two entries expiring last are kept: the system prompt's and u4's.
     assert cache.send([SYSTEM, msg("u4", 1_000, "5m")], at=6).cache_read == 4_000
     assert cache.send([SYSTEM, msg("u0", 1_000, "5m")], at=7).cache_read == 3_000
+
+
+def test_a_grace_reads_an_entry_just_past_its_ttl() -> None:
+    for grace, read in ((0.0, 0), (30.0, 4_000)):
+        cache = PromptCache(CachePolicy(ttl_grace_seconds=grace))
+        cache.send(conversation("u1"), at=0)
+        assert cache.send(conversation("u1", "a1"), at=310).cache_read == read

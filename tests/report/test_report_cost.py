@@ -77,3 +77,16 @@ def test_a_transcript_without_a_bill_gets_no_cost_section(tmp_path: Path) -> Non
     assert cost_timeline(src, load_config(), "defaults") is None
     _, page = write_html(str(src), tmp_path / "report.html")
     assert b'id="chart-cost"' not in page and b'<section id="cost">' not in page
+
+
+@pytest.mark.real_data
+def test_the_band_says_why_each_rewrite_happened() -> None:
+    path = SHARED / "cc_mclaude_c76e5be5.jsonl"
+    timeline = cost_timeline(path, load_config(preset="live"), "live")
+    assert timeline is not None
+    misses = {r.n: r.miss for r in timeline.rows if r.miss is not None}
+    # The four turn starts that re-read only the client's opening, and the long pause.
+    assert sum(m == "prefix_changed:client:inferred" for m in misses.values()) >= 4
+    assert "ttl_expired:inferred" in misses.values()
+    rows = [r for r in timeline.chart_rows() if r["miss"] is not None]
+    assert {r["series"] for r in rows} == {"as run"}

@@ -17,7 +17,7 @@ process resuming the rollout: its counter restarted from zero.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ctxcli.core.usage import response_key
@@ -27,6 +27,11 @@ from ctxcli.cost.prices import TokenUsage
 # Assistant records that are no API response: the client's own error notes and messages.
 SYNTHETIC_MODEL = "<synthetic>"
 _CODEX_FIELDS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+Diagnosis = tuple[str | None, int | None]
+"""Why the provider says a request missed the cache: ``(cache_miss_reason.type or None,
+cache_missed_input_tokens or None)``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +47,9 @@ class Call:
         usage: tokens as the provider billed them.
         reasoning_tokens: hidden reasoning among the output tokens (Codex).
         sidechain: a subagent's call (Claude Code ``isSidechain``).
+        diagnosis: the provider's cache diagnostics, when the file records them
+            (Claude Code ``message.diagnostics``): ``(reason, missed tokens)``, the
+            reason None when the request matched the previous one's prefix.
     """
 
     key: str
@@ -52,12 +60,34 @@ class Call:
     usage: TokenUsage
     reasoning_tokens: int = 0
     sidechain: bool = False
+    diagnosis: Diagnosis | None = None
+
+
+def diagnosis(message: dict[str, Any]) -> Diagnosis | None:
+    """Return the cache diagnostics a Claude Code response records, or None.
+
+    ``message.diagnostics``, from about 2.1.260: ``{"cache_miss_reason": {"type": ...,
+    "cache_missed_input_tokens": ...} | null}``.
+    """
+    found = message.get("diagnostics")
+    if not isinstance(found, dict):
+        return None
+    reason = found.get("cache_miss_reason")
+    if not isinstance(reason, dict):
+        return (None, None)
+    kind = reason.get("type")
+    missed = reason.get("cache_missed_input_tokens")
+    return (
+        kind if isinstance(kind, str) else None,
+        count(missed) if isinstance(missed, int) else None,
+    )
 
 
 def claude_code_calls(records: Sequence[tuple[int, dict[str, Any]]]) -> tuple[list[Call], int]:
     """The responses of a Claude Code file, once each, and the assistant records skipped."""
     first: dict[tuple[str, str], int] = {}
     usages: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    diagnosed: dict[tuple[str, str], Diagnosis] = {}
     skipped = 0
     for i, (line, record) in enumerate(records):
         if record.get("type") != "assistant":
@@ -72,7 +102,13 @@ def claude_code_calls(records: Sequence[tuple[int, dict[str, Any]]]) -> tuple[li
         key = response_key(record) or (f"line:{line}", "")
         first.setdefault(key, i)
         usages.setdefault(key, []).append(usage)
-    calls = [_claude_code_call(records, first[k], k[0], usages[k]) for k in first]
+        found = diagnosis(message)
+        if found is not None:
+            diagnosed.setdefault(key, found)
+    calls = [
+        replace(_claude_code_call(records, first[k], k[0], usages[k]), diagnosis=diagnosed.get(k))
+        for k in first
+    ]
     return calls, skipped
 
 

@@ -122,7 +122,7 @@ def live_requests(
 ) -> LiveRun:
     """The recorded requests as a live reducer running ``chain`` would have sent them."""
     options = options or LiveOptions()
-    sizes = _exact_blocks(sequence)
+    sizes = exact_blocks(sequence)
     memo: BlockMemo = {}
     out: list[Request] = []
     changed: list[bool] = []
@@ -142,7 +142,7 @@ def live_requests(
                 reducer = reducers[key] = _reducer(sequence, chain, root, policy)
             result = reducer.reduce(list(request.messages), at=request.at)
             mark = result.cache_breakpoint if options.marked else None
-            out.append(_with_messages(sequence, request, result.messages, sizes, memo, mark))
+            out.append(with_messages(sequence, request, result.messages, sizes, memo, mark))
             changed.append(result.changed_prefix_at is not None)
             held.append(result.held_back)
     return LiveRun(replace(sequence, requests=tuple(out)), tuple(changed), tuple(held))
@@ -160,7 +160,7 @@ def resumed_requests(
     if not 0 <= at < len(sequence.requests):
         return sequence
     start = sequence.requests[at]
-    sizes = _exact_blocks(sequence)
+    sizes = exact_blocks(sequence)
     memo: BlockMemo = {}
     with _offload_root(sequence, chain, offload_dir) as root:
         reducer = _reducer(sequence, chain, root, None)
@@ -178,7 +178,7 @@ def resumed_requests(
                 break
             kept.append(message)
         messages = [*kept, *request.messages[shared:]]
-        out.append(_with_messages(sequence, request, messages, sizes, memo))
+        out.append(with_messages(sequence, request, messages, sizes, memo))
     return replace(sequence, requests=tuple(out))
 
 
@@ -214,7 +214,7 @@ def _reducer(
     )
 
 
-def _with_messages(
+def with_messages(
     sequence: RequestSequence,
     request: Request,
     messages: Sequence[Any],
@@ -237,7 +237,7 @@ def _with_messages(
     return replace(request, blocks=blocks, breakpoints=marks, messages=tuple(messages))
 
 
-def _exact_blocks(sequence: RequestSequence) -> dict[bytes, Block]:
+def exact_blocks(sequence: RequestSequence) -> dict[bytes, Block]:
     """Blocks of known size (Codex reasoning), by key: they keep it when sent again."""
     return {b.key: b for r in sequence.requests for b in r.blocks if b.tokens is not None}
 

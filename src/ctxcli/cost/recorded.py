@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ctxcli.core.errors import TranscriptError
-from ctxcli.cost._calls import Call, claude_code_calls, codex_calls
+from ctxcli.cost._calls import Call, Diagnosis, claude_code_calls, codex_calls
 from ctxcli.cost._jsonl import Lines, SessionFormat, Source, read_lines, session_format
 from ctxcli.cost.prices import BillTotals, PriceTable, TokenUsage, load_price_table
 
@@ -30,6 +30,8 @@ class RecordedRequest:
         usage: tokens as billed: uncached input, cache read, cache writes, output.
         usd: its price, or None when the model is not in the price table.
         sidechain: a subagent's call logged in its parent's file.
+        diagnosis: the provider's cache diagnostics for it, if recorded (see
+            :data:`ctxcli.cost._calls.Diagnosis`).
     """
 
     key: str
@@ -40,6 +42,7 @@ class RecordedRequest:
     usd: float | None
     read_usd: float | None
     sidechain: bool = False
+    diagnosis: Diagnosis | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,4 +118,5 @@ def _priced(call: Call, table: PriceTable) -> RecordedRequest:
         usd=price.usd(call.usage) if price is not None else None,
         read_usd=price.read_usd(call.usage) if price is not None else None,
         sidechain=call.sidechain,
+        diagnosis=call.diagnosis,
     )

@@ -37,6 +37,9 @@ class CostRow:
             (by the cache model's replay).
         bust_with_ctx: it collapsed with ctx in the loop.
         held_back: the reducer's prefix policy held back a change (it did not pay yet).
+        miss: why the request rewrote what was sent before, as run (``ctx cost --why``:
+            the cause of its largest miss, ``:inferred`` when the file records no
+            diagnostics for it), or None.
     """
 
     n: int
@@ -45,6 +48,7 @@ class CostRow:
     bust_as_run: bool
     bust_with_ctx: bool
     held_back: bool
+    miss: str | None = None
 
     @classmethod
     def of(cls, request: RequestCost) -> CostRow:
@@ -58,7 +62,16 @@ class CostRow:
             bust_as_run=request.replayed.bust,
             bust_with_ctx=request.with_ctx.bust,
             held_back=request.held_back,
+            miss=_miss(request),
         )
+
+
+def _miss(request: RequestCost) -> str | None:
+    misses = [c for c in request.why if c.cause != "new_content"]
+    if not misses:
+        return None
+    top = max(misses, key=lambda c: c.tokens)
+    return top.cause if top.source == "diagnostics" else f"{top.cause}:inferred"
 
 
 @dataclass(frozen=True)
@@ -98,6 +111,7 @@ class CostTimeline:
                         "usd": round(usd, 6),
                         "total_usd": round(totals[series], 6),
                         "bust": bust,
+                        "miss": row.miss if series == "as run" else None,
                     }
                 )
         return out
@@ -140,7 +154,19 @@ def cost_spec(timeline: CostTimeline) -> dict[str, Any]:
         .mark_point(shape="triangle-down", size=70, filled=True, color="#c0392b")
         .encode(x=x, y=y, tooltip=tooltip)
     )
-    return _spec(alt.layer(lines, busts).properties(width="container", height=240))
+    # The band under the lines: why each request rewrote the cache as run.
+    why = (
+        base.transform_filter("datum.miss != null")
+        .mark_tick(thickness=3, size=14)
+        .encode(
+            x=x,
+            y=alt.value(248),
+            color=alt.Color("miss:N", title="cache rewritten: why"),
+            tooltip=["request:Q", alt.Tooltip("miss:N", title="why"), "usd:Q"],
+        )
+    )
+    chart = alt.layer(lines, busts, why).resolve_scale(color="independent")
+    return _spec(chart.properties(width="container", height=240))
 
 
 def cost_section(timeline: CostTimeline | None) -> str:
@@ -162,7 +188,9 @@ def cost_section(timeline: CostTimeline | None) -> str:
         "Each request's bill added up, as the session ran (the usage the file records) and "
         "as a live reducer running this page's chain would have sent it (<code>ctx proxy"
         "</code>, <code>Reducer</code>), priced by <code>ctx cost</code>'s prompt-cache "
-        "model. Red triangles: busts, requests whose cached prefix collapsed."
+        "model. Red triangles: busts, requests whose cached prefix collapsed. The band "
+        "below: why a request rewrote what was sent before (from the file's cache "
+        "diagnostics, or inferred)."
     )
     return (
         '<section id="cost"><h2>What each request cost, as run and with ctx</h2>'
