@@ -13,10 +13,10 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ctxcli.core.errors import ConfigError
+from ctxcli.pipeline.locate import CONFIG_NAME as CONFIG_NAME
+from ctxcli.pipeline.locate import find_config as find_config
 from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
-
-CONFIG_NAME = "ctx.toml"
 
 
 class Settings(BaseModel):
@@ -94,26 +94,6 @@ DEFAULT_STAGES: tuple[dict[str, Any], ...] = (
 def default_config() -> Config:
     """The configuration used when no file is found: Eino's two stages with its defaults."""
     return build_config({"stages": [dict(s) for s in DEFAULT_STAGES]}, "defaults")
-
-
-def find_config(start: Path | None = None) -> tuple[Path, str] | None:
-    """Locate ``ctx.toml`` in the working directory or ``[tool.ctx]`` in the nearest pyproject."""
-    start = (start or Path.cwd()).resolve()
-    if (start / CONFIG_NAME).is_file():
-        return start / CONFIG_NAME, ""
-    for directory in (start, *start.parents):
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError):
-                return None
-            if isinstance(data.get("tool"), dict) and "ctx" in data["tool"]:
-                return candidate, "tool.ctx"
-            return None
-        if (directory / ".git").exists():
-            return None
-    return None
 
 
 def load_config(
