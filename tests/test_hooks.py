@@ -51,7 +51,8 @@ def test_install_keeps_the_users_settings_and_uninstall_gives_the_bytes_back(
     assert done.action == "installed" and done.path == path
     data = json.loads(path.read_bytes())
     assert list(data) == ["permissions", "hooks", "model", "env"]  # key order kept
-    assert data["permissions"] == {"allow": ["Bash(ls:*)"]} and data["env"] == {"A": "é"}
+    assert data["env"] == {"A": "é"}
+    assert data["permissions"] == {"allow": ["Bash(ls:*)"]}
     post = data["hooks"]["PostToolUse"]
     assert post[0]["matcher"] == "Edit"  # the user's own hook, first, untouched
     assert post[1]["hooks"][0]["command"] == "ctx hooks run post-tool-use"
@@ -87,6 +88,7 @@ def test_uninstall_after_the_user_edited_keeps_the_edits(tmp_path: Path) -> None
     done = hs.uninstall("claude", Scope.PROJECT, tmp_path)
     assert done.action == "cleaned"
     assert json.loads(path.read_bytes()) == {"model": "opus", "theme": "dark"}
+    assert hs.uninstall("claude", Scope.PROJECT, tmp_path).action == "absent"
 
 
 def test_global_scope_honours_claude_config_dir(
@@ -95,6 +97,11 @@ def test_global_scope_honours_claude_config_dir(
     monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "cfg"))
     done = hs.install("claude", Scope.GLOBAL, tmp_path / "project", command="ctx")
     assert done.path == tmp_path / "cfg" / "settings.json" and done.path.exists()
+    # Bash may cat the cited files: Claude Code takes the grant from the user's settings only.
+    permissions = json.loads(done.path.read_bytes())["permissions"]
+    assert permissions == {"additionalDirectories": [str(data_dir() / "hooks")]}
+    assert (data_dir() / "hooks").is_dir()
+    assert hs.uninstall("claude", Scope.GLOBAL, tmp_path).action == "removed"
     monkeypatch.delenv("CLAUDE_CONFIG_DIR")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert hs.settings_path("claude", Scope.GLOBAL, tmp_path) == (
@@ -107,6 +114,7 @@ def test_codex_gets_the_pre_compact_snapshot_only(
 ) -> None:
     done = hs.install("codex", Scope.PROJECT, tmp_path, command="ctx")
     assert done.path == tmp_path / ".codex" / "hooks.json"
+    assert list(json.loads(done.path.read_bytes())) == ["hooks"]  # no Claude permissions
     assert list(json.loads(done.path.read_bytes())["hooks"]) == ["PreCompact"]
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
     assert hs.install("codex", Scope.GLOBAL, tmp_path).path == tmp_path / "codex-home/hooks.json"

@@ -13,7 +13,11 @@ written again through ``json``). Installing twice changes nothing. The first ins
 keeps the file's bytes (or that there was none) in ctx's data directory, keyed by the
 file's path; :func:`uninstall` writes them back byte for byte (or removes the file ctx
 created) when the file is still what ctx wrote, and otherwise takes only ctx's groups
-out, keeping the user's later edits. Codex can snapshot before a compaction but cannot
+out, keeping the user's later edits. In the user's own Claude Code settings it also adds
+ctx's offload folder to ``permissions.additionalDirectories``: the files the hints cite lie
+outside the project; Claude Code's Read opens them anyway, but ``cat`` through Bash only
+in a working directory, and Claude Code 2.1.331 takes that grant from the user's settings
+only (a project's, shared or local, is ignored). Codex can snapshot before a compaction but cannot
 replace a tool's output, so only ``PreCompact`` is wired there.
 """
 
@@ -34,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import ConfigError
+from ctxcli.hooks.post_tool_use import HOOKS
 from ctxcli.services.dirs import data_dir, private_dir
 from ctxcli.services.session_files import claude_home, codex_home
 
@@ -45,6 +50,7 @@ __all__ = [
     "Status",
     "client_version",
     "default_command",
+    "offloads_dir",
     "install",
     "settings_path",
     "status",
@@ -251,6 +257,48 @@ def _installed(data: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def offloads_dir() -> str:
+    """The folder the hooks offload into by default, as the settings name it."""
+    return str(data_dir() / HOOKS)
+
+
+def _reads_offloads(data: dict[str, Any]) -> bool:
+    permissions = data.get("permissions")
+    dirs = permissions.get("additionalDirectories") if isinstance(permissions, dict) else None
+    return isinstance(dirs, list) and offloads_dir() in dirs
+
+
+def _let_read_offloads(path: Path, data: dict[str, Any]) -> None:
+    """Let Bash read the files the hints cite: they are outside the project.
+
+    Claude Code lets Bash ``cat`` files only in the session's working directories;
+    ``permissions.additionalDirectories`` of the user's settings adds one.
+    """
+    permissions = data.setdefault("permissions", {})
+    if not isinstance(permissions, dict):
+        raise ConfigError(f'{path}: "permissions" is not an object; fix the file.')
+    dirs = permissions.setdefault("additionalDirectories", [])
+    if not isinstance(dirs, list):
+        raise ConfigError(
+            f'{path}: "permissions.additionalDirectories" is not a list; fix the file.'
+        )
+    dirs.append(offloads_dir())
+    private_dir(Path(offloads_dir()))  # Claude Code ignores a folder that does not exist
+
+
+def _forget_offloads(data: dict[str, Any]) -> None:
+    permissions = data.get("permissions")
+    if not isinstance(permissions, dict):
+        return
+    dirs = permissions.get("additionalDirectories")
+    if isinstance(dirs, list) and offloads_dir() in dirs:
+        dirs.remove(offloads_dir())
+        if not dirs:
+            del permissions["additionalDirectories"]
+        if not permissions:
+            del data["permissions"]
+
+
 def _group(event: str, command: str) -> dict[str, Any]:
     hook = {
         "type": "command",
@@ -274,7 +322,8 @@ def install(client: str, scope: Scope, project: Path, *, command: str | None = N
     have = _installed(data)
     wanted = EVENTS[client]
     missing = [e for e in wanted if e not in have]
-    if not missing:
+    readable = client == "claude" and scope is Scope.GLOBAL and not _reads_offloads(data)
+    if not missing and not readable:
         return Change(client, path, "unchanged", wanted)
     hooks = data.get("hooks")
     if hooks is None:
@@ -286,6 +335,8 @@ def install(client: str, scope: Scope, project: Path, *, command: str | None = N
         if not isinstance(groups, list):
             raise ConfigError(f'{path}: "hooks.{event}" is not a list; fix the file.')
         groups.append(_group(event, command or default_command()))
+    if readable:
+        _let_read_offloads(path, data)
     written = _dump(data, raw)
     if not have:  # the file as the user had it, before any ctx hook
         _keep_original(path, raw, written)
@@ -318,10 +369,10 @@ def uninstall(client: str, scope: Scope, project: Path) -> Change:
                 action = "restored"
             _record_path(path).unlink(missing_ok=True)
             return Change(client, path, action, have)
-    if not have:
+    if not have and not _reads_offloads(data):
         _record_path(path).unlink(missing_ok=True)
         return Change(client, path, "absent")
-    hooks = data["hooks"]
+    hooks = data.get("hooks") or {}
     for event in have:
         kept = [g for g in hooks[event] if not _ours(g)]
         if kept:
@@ -329,7 +380,8 @@ def uninstall(client: str, scope: Scope, project: Path) -> Change:
         else:
             del hooks[event]
     if not hooks:
-        del data["hooks"]
+        data.pop("hooks", None)
+    _forget_offloads(data)
     _write(path, _dump(data, raw))
     _record_path(path).unlink(missing_ok=True)
     return Change(client, path, "cleaned", have)
