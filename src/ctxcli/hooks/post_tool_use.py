@@ -39,7 +39,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -161,7 +161,7 @@ def respond(payload: dict[str, Any], limits: Limits, root: Path) -> dict[str, An
     limit = limits.limit(tool)
     if limit is None or response is None or not _long_somewhere(response, limit):
         return None
-    if str(root) in json.dumps(payload.get("tool_input"), ensure_ascii=False):
+    if any(str(root) in text for text in _strings(payload.get("tool_input"))):
         return None  # reading ctx's own file back: never cut it again
     call_id = str(payload.get("tool_use_id") or "call")
     store: Any = None
@@ -184,6 +184,17 @@ def respond(payload: dict[str, Any], limits: Limits, root: Path) -> dict[str, An
     shape = _SHAPES.get(tool)
     new = shape(response, cut) if shape is not None and isinstance(response, dict) else None
     return None if new is None else _answer("updatedToolOutput", new)
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def _answer(key: str, value: Any) -> dict[str, Any]:

@@ -13,10 +13,10 @@ import json
 import os
 import sys
 import time
-from pathlib import Path
-from typing import Any, BinaryIO, TextIO
+from typing import TYPE_CHECKING, Any, BinaryIO, TextIO
 
-from ctxcli.services.dirs import data_dir, private_dir
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["EVENTS", "answer", "log_path", "main"]
 
@@ -26,6 +26,8 @@ EVENTS = ("post-tool-use", "pre-compact")
 
 def log_path() -> Path:
     """The hooks' log: one line per problem, in ctx's data directory."""
+    from ctxcli.services.dirs import data_dir
+
     return data_dir() / "hooks" / "hooks.log"
 
 
@@ -35,6 +37,9 @@ def answer(event: str, raw: bytes) -> bytes:
     Raises:
         Exception: anything; :func:`main` turns it into a logged line.
     """
+    # Only what a pass-through needs is imported before the size is known: it runs on
+    # every tool call (make bench: bench_hooks.py).
+    # json, not orjson: importing orjson takes longer than parsing a payload.
     payload = json.loads(raw)
     if not isinstance(payload, dict):
         raise ValueError("the hook payload is not a JSON object")
@@ -45,20 +50,24 @@ def answer(event: str, raw: bytes) -> bytes:
         return b""
     if event != "post-tool-use":
         raise ValueError(f"unknown hook event {event!r}; expected one of {', '.join(EVENTS)}")
-    from ctxcli.hooks.post_tool_use import limits_for, offload_root, respond
-
     if not _has_text(payload.get("tool_response")):
         return b""
+    from pathlib import Path
+
+    from ctxcli.hooks.post_tool_use import limits_for, offload_root, respond
+
     limits = limits_for(Path(str(payload.get("cwd") or ".")))
     reply = respond(payload, limits, offload_root(payload, limits))
     if reply is None:
         return b""
-    return json.dumps(reply, ensure_ascii=False).encode("utf-8", "surrogatepass")
+    return json.dumps(reply).encode()  # ASCII: a lone surrogate stays a valid escape
 
 
 def _has_text(value: Any, floor: int = 256) -> bool:
     """Cheap first look: no text over 256 characters (the least ``max_length``) at all."""
-    return len(json.dumps(value, ensure_ascii=False)) > floor if value is not None else False
+    if isinstance(value, str):
+        return len(value) > floor
+    return value is not None and len(json.dumps(value)) > floor
 
 
 def main(
@@ -94,6 +103,8 @@ def _log(event: str, problem: str, stderr: TextIO) -> None:
     except (OSError, ValueError):
         pass
     try:
+        from ctxcli.services.dirs import private_dir
+
         path = log_path()
         private_dir(path.parent)
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
