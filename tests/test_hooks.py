@@ -102,6 +102,17 @@ def test_global_scope_honours_claude_config_dir(
     assert permissions == {"additionalDirectories": [str(data_dir() / "hooks")]}
     assert (data_dir() / "hooks").is_dir()
     assert hs.uninstall("claude", Scope.GLOBAL, tmp_path).action == "removed"
+    # Edited since: only ctx's groups and its folder go, the user's grants stay.
+    done.path.write_text('{"permissions": {"additionalDirectories": ["/srv/data"]}}\n')
+    hs.install("claude", Scope.GLOBAL, tmp_path, command="ctx")
+    data = json.loads(done.path.read_bytes())
+    data["model"] = "opus"
+    done.path.write_text(json.dumps(data) + "\n")
+    assert hs.uninstall("claude", Scope.GLOBAL, tmp_path).action == "cleaned"
+    assert json.loads(done.path.read_bytes()) == {
+        "permissions": {"additionalDirectories": ["/srv/data"]},
+        "model": "opus",
+    }
     monkeypatch.delenv("CLAUDE_CONFIG_DIR")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert hs.settings_path("claude", Scope.GLOBAL, tmp_path) == (

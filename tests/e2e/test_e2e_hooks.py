@@ -195,6 +195,10 @@ def test_claude_code_with_ctx_hooks(claude: str, tmp_path: Path) -> None:
     uses = {r["message"]["content"][0]["tool_use_id"]: r for r in records if "toolUseResult" in r}
     assert truncated_path(uses["toolu_0001"]["toolUseResult"]["stdout"]) == cited
     assert full_tests not in session.read_text()  # the original is in ctx's file only
+    # ctx doctor finds the hook-written session healthy.
+    ctx = [sys.executable, "-m", "ctxcli"]
+    doctor = subprocess.run([*ctx, "doctor", str(session)], capture_output=True, text=True)
+    assert doctor.returncode == 0 and "healthy" in doctor.stderr + doctor.stdout, doctor.stderr
 
     # /compact on the session: PreCompact snapshots the file as it was.
     before = session.read_bytes()
