@@ -17,7 +17,7 @@ from ctxcli.core.errors import ConfigError
 from ctxcli.core.hints import is_truncated, truncated_path
 from ctxcli.hooks import settings as hs
 from ctxcli.hooks.post_tool_use import Limits, respond
-from ctxcli.hooks.run import answer, log_path, main
+from ctxcli.hooks.runner import answer, log_path, main
 from ctxcli.hooks.settings import Scope
 from ctxcli.services.dirs import data_dir
 from ctxcli.store.snapshots import snapshots_of

@@ -23,8 +23,8 @@ def main() -> None:
             sys.stdout.write(f"ctx {__version__}\n")
             return
         if len(sys.argv) == 4 and sys.argv[1:3] == ["hooks", "run"]:
-            from ctxcli.hooks.run import EVENTS
-            from ctxcli.hooks.run import main as hook_main
+            from ctxcli.hooks.runner import EVENTS
+            from ctxcli.hooks.runner import main as hook_main
 
             if sys.argv[3] in EVENTS:
                 sys.exit(hook_main(sys.argv[3]))

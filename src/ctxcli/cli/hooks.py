@@ -154,8 +154,13 @@ def run(
 
     Never fails a tool call or a compaction: on any error the output goes through as it
     was, the exit code is 0 and one line goes to stderr and to ctx's hooks log.
+
+    Example:
+
+    \b
+        ctx hooks run post-tool-use < payload.json
     """
-    from ctxcli.hooks.run import EVENTS, main
+    from ctxcli.hooks.runner import EVENTS, main
 
     if event not in EVENTS:
         console.error(f"unknown hook event {event!r}; expected one of: {', '.join(EVENTS)}.")

@@ -5,7 +5,7 @@
 after each tool call (:mod:`ctxcli.hooks.post_tool_use`: a long output goes to the
 offload directory and the model gets a preview and the path, in the tool's own output
 shape) and ``ctx hooks run pre-compact`` before it compacts (:mod:`ctxcli.hooks.pre_compact`:
-a snapshot of the session file). :mod:`ctxcli.hooks.run` is what the hook command calls:
+a snapshot of the session file). :mod:`ctxcli.hooks.runner` is what the hook command calls:
 it never fails a tool call.
 """
 

@@ -4,7 +4,7 @@ Both clients send the session file's path as ``transcript_path``. The snapshot i
 :func:`ctxcli.store.snapshots.take_snapshot`'s: idempotent (Claude Code fires PreCompact
 two to four times per ``/compact``; the newest snapshot already holding these bytes is
 reused), private, and whole or absent. The hook never blocks the compaction: it answers
-nothing and the caller (:mod:`ctxcli.hooks.run`) turns any error into one logged line.
+nothing and the caller (:mod:`ctxcli.hooks.runner`) turns any error into one logged line.
 """
 
 from __future__ import annotations
