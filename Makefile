@@ -111,6 +111,7 @@ bench: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/bench_live.py
 	$(BIN)/python benchmarks/bench_proxy.py
 	$(BIN)/python benchmarks/bench_cost.py
+	$(BIN)/python benchmarks/bench_hooks.py
 
 # The real Claude Code CLI through ctx wrap / direct / headroom (npm into CTX_E2E_CACHE).
 # BENCH_TURNS=N for a shorter or longer scripted run (default 40).

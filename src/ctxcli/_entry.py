@@ -10,7 +10,8 @@ def main() -> None:
     """Run the ``ctx`` command; exit 130 on Ctrl-C at any moment, without a traceback.
 
     A bare ``ctx --version`` is answered before the CLI (typer, pydantic, every stage and
-    format) is imported. SIGINT is held back while the CLI's modules import: an interrupt
+    format) is imported, and so is ``ctx hooks run EVENT`` (Claude Code runs it on every
+    tool call: a pass-through must stay fast). SIGINT is held back while the CLI's modules import: an interrupt
     landing inside a C extension's initialisation can crash the interpreter (seen: exit
     -11) instead of raising KeyboardInterrupt. A Ctrl-C pressed meanwhile is delivered as
     soon as the imports are done, and handled like any other.
@@ -21,6 +22,12 @@ def main() -> None:
 
             sys.stdout.write(f"ctx {__version__}\n")
             return
+        if len(sys.argv) == 4 and sys.argv[1:3] == ["hooks", "run"]:
+            from ctxcli.hooks.runner import EVENTS
+            from ctxcli.hooks.runner import main as hook_main
+
+            if sys.argv[3] in EVENTS:
+                sys.exit(hook_main(sys.argv[3]))
         held = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
         try:
             from ctxcli.cli import main as cli_main

@@ -23,6 +23,7 @@ from ctxcli.cli import report as cli_report
 from ctxcli.cli import wrap as cli_wrap
 from ctxcli.cli.config import config_app
 from ctxcli.cli.doctor import doctor
+from ctxcli.cli.hooks import hooks_app
 from ctxcli.cli.reduce import reduce
 from ctxcli.cli.restore import restore
 from ctxcli.cli.sessions import sessions
@@ -75,6 +76,7 @@ app.add_typer(config_app)
 app.command()(cli_proxy.proxy)
 app.command()(cli_wrap.wrap)
 app.command()(cli_mcp.mcp)
+app.add_typer(hooks_app)
 
 
 def main() -> None:

@@ -201,3 +201,55 @@ def is_ctx_marked(text: str) -> bool:
         or is_deduped(text)
         or is_reminder_removed(text)
     )
+
+
+def split_preview(text: str, budget: int) -> tuple[str, str]:
+    """Head and tail of ``text`` that fit ``budget`` characters together.
+
+    Cuts snap to line boundaries when that keeps at least half of each side, so the
+    agent sees whole lines of a log or a file rather than a word cut in two.
+    """
+    if budget <= 0:
+        return "", ""
+    head_n = budget // 2
+    tail_n = budget - head_n
+    head = text[:head_n]
+    cut = head.rfind("\n")
+    if cut >= head_n // 2:
+        head = head[:cut]
+    tail = text[len(text) - tail_n :] if tail_n else ""
+    cut = tail.find("\n")
+    if 0 <= cut <= tail_n // 2:
+        tail = tail[cut + 1 :]
+    return head, tail
+
+
+def truncation_preview(
+    text: str, limit: int, path: str, read_tool: str, language: str, *, tail: bool = True
+) -> str:
+    """Head, hint and tail of ``text``, at most ``limit`` characters together.
+
+    What ``truncate_tool_output`` and the Claude Code hook (``ctx hooks``) leave in place of
+    a long tool output whose full text went to ``path``. ``tail=False`` keeps the head
+    only, the hint last: for a file read whose lines the client numbers in order, where a
+    tail after the hint would carry wrong line numbers.
+    """
+    # Size the preview with the longest possible hint, then fill in the real count.
+    widest = truncation_hint(
+        language, path=path, total=len(text), omitted=len(text), read_tool=read_tool
+    )
+    budget = limit - len(widest) - 2
+    if tail:
+        head, end = split_preview(text, budget)
+    else:
+        head, end = split_preview(text, 2 * budget)[0], ""
+    hint = truncation_hint(
+        language,
+        path=path,
+        total=len(text),
+        omitted=len(text) - len(head) - len(end),
+        read_tool=read_tool,
+    )
+    if not tail:
+        return f"{head}\n{hint}" if head else hint
+    return f"{head}\n{hint}\n{end}" if head or end else hint

@@ -18,6 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from ctxcli.core.errors import ConfigError, Remedy
 from ctxcli.core.io import is_url
 from ctxcli.formats import registry as format_registry
+from ctxcli.pipeline.locate import CONFIG_NAME as CONFIG_NAME
+from ctxcli.pipeline.locate import find_config as find_config
 from ctxcli.pipeline.presets import resolve_preset
 from ctxcli.stages import StageOptions, StageSpec, get_stage, registry
 from ctxcli.stages.base import renames
@@ -36,7 +38,6 @@ __all__ = [
     "stage_names",
 ]
 
-CONFIG_NAME = "ctx.toml"
 CONFIG_ENV = "CTX_CONFIG"
 """The environment variable that names the config file to use, as ``-c`` does."""
 
@@ -167,26 +168,6 @@ def parse_toml(text: str, where: str) -> dict[str, Any]:
         raise ConfigError(
             f"{where}: invalid TOML: arrays or tables nested too deeply to read; flatten the value."
         ) from None
-
-
-def find_config(start: Path | None = None) -> tuple[Path, str] | None:
-    """Locate ``ctx.toml`` in the working directory or ``[tool.ctx]`` in the nearest pyproject."""
-    start = (start or Path.cwd()).resolve()
-    if (start / CONFIG_NAME).is_file():
-        return start / CONFIG_NAME, ""
-    for directory in (start, *start.parents):
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, tomllib.TOMLDecodeError, UnicodeDecodeError, RecursionError):
-                return None  # not ctx's file to judge: a pyproject.toml it cannot read
-            if isinstance(data.get("tool"), dict) and "ctx" in data["tool"]:
-                return candidate, "tool.ctx"
-            return None
-        if (directory / ".git").exists():
-            return None
-    return None
 
 
 def load_config(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ctxcli.core.hints import is_ctx_marked, truncation_hint
+from ctxcli.core.hints import is_ctx_marked, truncation_preview
 from ctxcli.core.model import Block, BlockRef, Conversation, Kind
 from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import (
@@ -19,7 +19,6 @@ __all__ = [
     "TruncateToolOutputOptions",
     "TruncateToolOverride",
     "reads_offloaded_file",
-    "split_preview",
     "truncate_tool_output",
 ]
 
@@ -65,27 +64,6 @@ def reads_offloaded_file(conv: Conversation, ref: BlockRef, read_tool: str, root
     return f"{root}/" in args or "/trunc/" in args or "/clear/" in args
 
 
-def split_preview(text: str, budget: int) -> tuple[str, str]:
-    """Head and tail of ``text`` that fit ``budget`` characters together.
-
-    Cuts snap to line boundaries when that keeps at least half of each side, so the
-    agent sees whole lines of a log or a file rather than a word cut in two.
-    """
-    if budget <= 0:
-        return "", ""
-    head_n = budget // 2
-    tail_n = budget - head_n
-    head = text[:head_n]
-    cut = head.rfind("\n")
-    if cut >= head_n // 2:
-        head = head[:cut]
-    tail = text[len(text) - tail_n :] if tail_n else ""
-    cut = tail.find("\n")
-    if 0 <= cut <= tail_n // 2:
-        tail = tail[cut + 1 :]
-    return head, tail
-
-
 @register("truncate_tool_output", options=TruncateToolOutputOptions, frontier=everything_final)
 def truncate_tool_output(
     conv: Conversation, opts: TruncateToolOutputOptions, ctx: StageContext
@@ -125,7 +103,7 @@ def truncate_tool_output(
             continue
         mi, bi = ref
         path = ctx.offload.put("trunc", result_key(ref, block), text)
-        new_text = _preview(text, limit, path, opts.read_tool_name, ctx.language)
+        new_text = truncation_preview(text, limit, path, opts.read_tool_name, ctx.language)
         msg = messages[mi]
         blocks: list[Block] = list(msg.blocks)
         blocks[bi] = block.with_text(new_text)
@@ -135,20 +113,3 @@ def truncate_tool_output(
     if not counters["truncated"]:
         return StageResult(conv, counters)
     return StageResult(conv.with_messages(messages), counters)
-
-
-def _preview(text: str, limit: int, path: str, read_tool: str, language: str) -> str:
-    """Head, hint and tail of ``text``, at most ``limit`` characters together."""
-    # Size the preview with the longest possible hint, then fill in the real count.
-    widest = truncation_hint(
-        language, path=path, total=len(text), omitted=len(text), read_tool=read_tool
-    )
-    head, tail = split_preview(text, limit - len(widest) - 2)
-    hint = truncation_hint(
-        language,
-        path=path,
-        total=len(text),
-        omitted=len(text) - len(head) - len(tail),
-        read_tool=read_tool,
-    )
-    return f"{head}\n{hint}\n{tail}" if head or tail else hint

@@ -345,7 +345,8 @@ class ScriptedAgent:
     """The model of a long tool-heavy run, billing like prompt caching.
 
     A *main* request (one that offers a ``Read`` tool) gets the next step of ``steps``,
-    then one Bash ``cat`` of the first offloaded file a ctx hint names (the agent reading
+    then one Bash ``cat`` (or ``Read``: ``readback_tool``) of the first offloaded file a ctx
+    hint names (the agent reading
     back what was offloaded), then a final answer. Side requests (no tools: titles,
     summaries) get a short text. Billing: the longest prefix identical to a prefix an
     earlier request ended at one of its breakpoints is a cache read, the rest up to this
@@ -355,6 +356,8 @@ class ScriptedAgent:
 
     steps: list[Step]
     offload_dir: str = ""
+    readback_tool: str = "Bash"
+    """How the agent reads the cited file back: ``Bash`` (``cat``) or ``Read``."""
     cache: set[bytes] = field(default_factory=set)
     totals: Totals = field(default_factory=Totals)
     bodies: list[dict[str, Any]] = field(default_factory=list)
@@ -418,9 +421,12 @@ class ScriptedAgent:
                 found = re.search(pattern, text)
                 if found:
                     self.readback = {"tool_use_id": use_id, "path": found.group(0)}
-                    command = {"command": f"cat {found.group(0)}", "description": "read back"}
+                    if self.readback_tool == "Read":
+                        args: dict[str, Any] = {"file_path": found.group(0)}
+                    else:
+                        args = {"command": f"cat {found.group(0)}", "description": "read back"}
                     return _tool(
-                        f"toolu_{done:04d}", "Bash", command, "Reading it back."
+                        f"toolu_{done:04d}", self.readback_tool, args, "Reading it back."
                     ), "tool_use"
             self.readback = {"error": "no ctx hint naming the offload directory was sent"}
         if self.readback.get("path") and "text" not in self.readback:
