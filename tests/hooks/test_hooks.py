@@ -22,8 +22,9 @@ from ctxcli.hooks.settings import Scope
 from ctxcli.services.dirs import data_dir
 from ctxcli.store.snapshots import snapshots_of
 from support.cli import invoke
+from support.paths import REPO
 
-SAMPLES = Path(__file__).resolve().parent.parent / "sample_transcripts"
+SAMPLES = REPO / "sample_transcripts"
 USER_SETTINGS = (
     b'{\n    "permissions": {"allow": ["Bash(ls:*)"]},\n'
     b'    "hooks": {\n        "PostToolUse": [{"matcher": "Edit", "hooks": '
@@ -319,7 +320,7 @@ def test_thresholds_language_and_directory_come_from_the_config(tmp_path: Path) 
 
 
 def test_respond_is_a_plain_function_of_payload_limits_and_root(tmp_path: Path) -> None:
-    reply = respond(_payload("Bash", {"stdout": "y" * 600}), Limits(max_length=300), tmp_path)
+    reply = respond(_payload("Bash", {"stdout": "y" * 600}), Limits(max_chars=300), tmp_path)
     assert reply is not None
     assert (tmp_path / "trunc" / "toolu_01").read_text() == "y" * 600
 

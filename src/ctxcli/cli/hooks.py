@@ -15,6 +15,8 @@ from ctxcli.cli.proxy import note
 from ctxcli.hooks import settings as hooks_settings
 from ctxcli.hooks.settings import Scope
 
+__all__ = ["hooks_app", "install", "run", "status", "uninstall"]
+
 hooks_app = typer.Typer(
     name="hooks",
     help="Offload big tool outputs inside Claude Code without a proxy (PostToolUse, PreCompact).",
