@@ -11,13 +11,19 @@ Claude Code problems: a torn last line, a malformed line, a ``parentUuid`` or
 ``logicalParentUuid`` naming no record, a chain that starts at an assistant turn (the
 API rejects it), tool calls without results and the reverse, empty text blocks,
 thinking blocks without a signature, one ``toolUseResult`` payload stored twice, and
-lines over a size limit (multi-megabyte tool outputs freeze ``claude --resume``).
-Codex: torn/malformed lines, unpaired calls and outputs, oversized lines.
+lines over a size limit (multi-megabyte tool outputs freeze ``claude --resume``), a base64
+image or PDF stored again (every copy after the first goes to one file named by its hash,
+whatever the number of copies), and a ``toolUseResult`` cut so it no longer parses as the
+JSON it holds. Codex: torn/malformed lines, unpaired calls and outputs, oversized lines
+and records over 16 MiB. :data:`CHECKS` names, per problem, the client behaviour it
+guards against and how that was confirmed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +35,7 @@ from ctxcli.formats.claude_code import (
     ENVELOPE,
     derived_uuid,
     is_compact_boundary,
+    past_dropped,
     resume_chain,
 )
 from ctxcli.services.session_files import CLAUDE, CODEX, identify, sniff_agent
@@ -45,12 +52,42 @@ _DUP_MIN_BYTES = 1024
 _BAD_ESCAPE = re.compile(rb'(?<!\\)((?:\\\\)*)\\([^"\\/bfnrtu])')
 _UUID_RE = re.compile(rb'"uuid"\s*:\s*"([^"\\]+)"')
 _PARENT_RE = re.compile(rb'"parentUuid"\s*:\s*(?:"([^"\\]+)"|null)')
+_ATTACHMENT_MIN_CHARS = 1024
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+CODEX_MAX_RECORD_BYTES = 16 * 1024 * 1024
 _CALLS = ("function_call", "custom_tool_call", "local_shell_call")
 _OUTPUTS = ("function_call_output", "custom_tool_call_output")
 
 
 WARNINGS = frozenset({"duplicate_tool_use_result"})
 """Kinds of problem a resume goes through (a copy of a payload costs bytes, nothing else)."""
+
+CHECKS: dict[str, str] = {
+    "torn_last_line": "the client skips a line that is not JSON; a torn last line loses "
+    "the newest record (reproduced: Claude Code 2.1.x resumes from the record before it)",
+    "malformed_line": "the client skips a line that is not JSON, so its record leaves the "
+    "chain (reproduced with cc_mclaude_c76e5be5.jsonl line 859 in the real CLI)",
+    "dangling_parent": "a resume walks parentUuid back from the last record and stops at a "
+    "uuid no record has: everything older is lost to the model",
+    "dangling_logical_parent": "logicalParentUuid naming no record (shown in the UI only)",
+    "chain_starts_with_assistant": "the API answers 400 when the first message is not the "
+    "user's (reproduced against the fake API: Claude Code sends the chain as it is)",
+    "unanswered_call": "the API answers 400 for a tool_use without a tool_result",
+    "orphan_result": "the API answers 400 for a tool_result without its tool_use",
+    "empty_text": "the API answers 400 for an empty text block",
+    "unsigned_thinking": "the API answers 400 for a thinking block without a signature",
+    "duplicate_tool_use_result": "a toolUseResult stored again costs bytes to load (a warning)",
+    "oversized_line": "a multi-megabyte line freezes claude --resume "
+    "(anthropics/claude-code#24118: a 12 MB tool_result line)",
+    "repeated_attachment": "every copy of a base64 image or PDF is loaded and sent again "
+    "(anthropics/claude-code#67080: each PDF stored twice, 36.8 MB, would not resume; "
+    "0.61 MB stripped)",
+    "codex_record_over_16mib": "Codex's state migration drops records over 16 MiB "
+    "(openai/codex#44141)",
+    "unparseable_tool_use_result": "Claude Code's TaskOutput renderer JSON.parses a "
+    "toolUseResult that is JSON text; text cut mid-way breaks the resumed view (issue 43)",
+}
+"""Each kind of problem, with the client behaviour it guards against and how it was confirmed."""
 
 
 @dataclass(frozen=True, order=True)
@@ -80,6 +117,7 @@ class Problem:
             "message": self.message,
             "fixable": self.fixable,
             "breaks_resume": self.breaks_resume,
+            "guards": CHECKS.get(self.kind),
         }
 
 
@@ -90,8 +128,12 @@ class Sink(Protocol):
         """Store ``text``; return the path that cites it."""
         ...
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
-        """Keep an original line; return its restore op."""
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        """Keep an original line; return its restore op.
+
+        ``texts`` are texts the line held that were :meth:`put` to files: the pack then
+        holds only the bytes around them (one attachment stored eight times is one file).
+        """
         ...
 
 
@@ -105,6 +147,7 @@ class _Rec:
     changed: bool = False
     dropped: bool = False
     added: bool = False
+    texts: list[str] = field(default_factory=list)
 
     @property
     def is_dict(self) -> bool:
@@ -181,6 +224,14 @@ def _check(recs: list[_Rec], agent: str | None, max_line_bytes: int) -> list[Pro
                     rec.line,
                     "oversized_line",
                     f"line of {size:,} bytes exceeds {max_line_bytes:,} (large lines stall a resume)",
+                )
+            )
+        if agent == CODEX and size > CODEX_MAX_RECORD_BYTES:
+            problems.append(
+                Problem(
+                    rec.line,
+                    "codex_record_over_16mib",
+                    f"record of {size:,} bytes is over 16 MiB (Codex's migration drops it)",
                 )
             )
     if agent == CLAUDE:
@@ -268,6 +319,8 @@ def _check_claude(recs: list[_Rec]) -> list[Problem]:
         *_block_problems(recs),
         *_duplicate_payloads(recs),
         *_assistant_start(recs),
+        *_repeated_attachments(recs),
+        *_unparseable_payloads(recs),
     ]
 
 
@@ -362,6 +415,108 @@ def _duplicate_payloads(recs: list[_Rec]) -> list[Problem]:
             problems.append(Problem(rec.line, "duplicate_tool_use_result", message))
         else:
             payloads[key] = rec.line
+    return problems
+
+
+def _attachments(node: Any) -> Iterator[tuple[Any, Any, str, str, bool]]:
+    """Base64 attachments in a record: (container, key, data, media type, is a block).
+
+    A block (``image``/``document`` with a base64 ``source``) is replaced whole by a text
+    block, since the API refuses a block whose data is not base64; any other long base64
+    string under ``data`` or ``base64`` (the UI copy in ``toolUseResult``) is replaced
+    by the hint text itself.
+    """
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            if _is_base64_block(item):
+                source = item["source"]
+                yield node, i, source["data"], str(source.get("media_type") or "?"), True
+            else:
+                yield from _attachments(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("data", "base64") and _is_base64(value):
+                media = node.get("media_type") or node.get("type") or "?"
+                yield node, key, value, str(media), False
+            else:
+                yield from _attachments(value)
+
+
+def _is_base64(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) >= _ATTACHMENT_MIN_CHARS
+        and _BASE64.fullmatch(value[:4096]) is not None
+    )
+
+
+def _is_base64_block(item: Any) -> bool:
+    if not isinstance(item, dict) or item.get("type") not in ("image", "document"):
+        return False
+    source = item.get("source")
+    return (
+        isinstance(source, dict)
+        and source.get("type") == "base64"
+        and _is_base64(source.get("data"))
+    )
+
+
+def _attachment_key(data: str) -> str:
+    return hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
+
+
+def _record_attachments(data: Any) -> Iterator[tuple[Any, Any, str, str, bool]]:
+    if not isinstance(data, dict):
+        return
+    for name in ("message", "toolUseResult"):
+        if name in data:
+            yield from _attachments(data[name])
+
+
+def _repeated_attachments(recs: list[_Rec]) -> list[Problem]:
+    """A base64 image or PDF stored again by a later record (or twice in one)."""
+    problems: list[Problem] = []
+    first: dict[str, int | None] = {}
+    for rec in recs:
+        repeats: list[tuple[str, int, int | None]] = []
+        for _c, _k, data, media, _b in _record_attachments(rec.data):
+            key = _attachment_key(data)
+            if key in first:
+                repeats.append((media, len(data), first[key]))
+            else:
+                first[key] = rec.line
+        if repeats:
+            media, size, line = repeats[0]
+            copies = f"{len(repeats)} copies" if len(repeats) > 1 else "a copy"
+            problems.append(
+                Problem(
+                    rec.line,
+                    "repeated_attachment",
+                    f"{copies} of a base64 {media} attachment ({size:,} characters) first "
+                    f"stored on line {line}; the client loads and sends every copy",
+                )
+            )
+    return problems
+
+
+def _unparseable_payloads(recs: list[_Rec]) -> list[Problem]:
+    """A ``toolUseResult`` that is JSON text cut so it no longer parses."""
+    problems: list[Problem] = []
+    for rec in recs:
+        payload = rec.data.get("toolUseResult") if rec.is_dict else None
+        if not isinstance(payload, str) or payload.lstrip()[:1] not in ("{", "["):
+            continue
+        try:
+            orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            problems.append(
+                Problem(
+                    rec.line,
+                    "unparseable_tool_use_result",
+                    "toolUseResult is JSON text that does not parse (the client's "
+                    "renderer JSON.parses it on resume)",
+                )
+            )
     return problems
 
 
@@ -475,6 +630,9 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
         _fix_claude(recs, sink, max_line_bytes, notes)
     elif agent == CODEX:
         _fix_codex(recs)
+        for rec in recs:
+            if not rec.dropped and rec.is_dict and _size(rec) > max_line_bytes:
+                _shrink_codex_line(rec, sink, max_line_bytes, notes)
     output, script, changed = _emit(recs, sink)
     after = _check(_parse(output), agent, max_line_bytes)
     left = {(p.kind, p.message) for p in after}
@@ -572,19 +730,12 @@ def _relink(recs: list[_Rec]) -> None:
         if rec.dropped and rec.is_dict and isinstance(rec.data.get("uuid"), str):
             dropped[rec.data["uuid"]] = rec.data.get("parentUuid")
 
-    def resolve(uuid: Any) -> Any:
-        seen: set[str] = set()
-        while isinstance(uuid, str) and uuid in dropped and uuid not in seen:
-            seen.add(uuid)
-            uuid = dropped[uuid]
-        return uuid
-
     for rec in recs:
         if rec.dropped or not rec.is_dict:
             continue
         for name in ("parentUuid", "logicalParentUuid"):
             value = rec.data.get(name)
-            target = resolve(value)
+            target = past_dropped(dropped, value)
             if target != value:
                 rec.edit()[name] = target
 
@@ -624,12 +775,47 @@ def _fix_claude(recs: list[_Rec], sink: Sink, max_line_bytes: int, notes: list[s
                 if key in seen_payloads:
                     del rec.edit()["toolUseResult"]
                 seen_payloads.add(key)
+        payload = data.get("toolUseResult")
+        if isinstance(payload, str) and _unparseable_payloads([rec]):
+            # The UI copy only: the model reads the tool_result, which stays.
+            del rec.edit()["toolUseResult"]
+    _offload_repeated_attachments(recs, sink, notes)
     _fix_pairs_claude(recs)
     _relink(recs)
     _fix_dangling(recs)
     for rec in recs:
         if not rec.dropped and rec.is_dict and _size(rec) > max_line_bytes:
             _shrink_line(rec, sink, max_line_bytes, notes)
+
+
+def _offload_repeated_attachments(recs: list[_Rec], sink: Sink, notes: list[str]) -> None:
+    """Every copy of an attachment after the first goes to one file, named by its hash."""
+    first: dict[str, int | None] = {}
+    for rec in recs:
+        if rec.dropped or not rec.is_dict:
+            continue
+        found = list(_record_attachments(rec.data))
+        if not any(_attachment_key(d) in first for _c, _k, d, _m, _b in found):
+            for _c, _k, data, _m, _b in found:
+                first.setdefault(_attachment_key(data), rec.line)
+            continue
+        # Walk the copy being edited: the containers must be the edited record's own.
+        moved = 0
+        for container, key, data, media, is_block in list(_record_attachments(rec.edit())):
+            digest = _attachment_key(data)
+            if digest not in first:
+                first[digest] = rec.line
+                continue
+            path = sink.put("doctor", f"attachment-{digest[:32]}.b64", data)
+            rec.texts.append(data)
+            hint = (
+                f"[ctx doctor: a copy of the {media} attachment first stored on line "
+                f"{first[digest]} ({len(data):,} characters of base64) was moved to {path}]"
+            )
+            container[key] = {"type": "text", "text": hint} if is_block else hint
+            moved += 1
+        if moved:
+            notes.append(f"line {rec.line}: {moved} repeated attachment(s) moved to one file each")
 
 
 def _size(rec: _Rec) -> int:
@@ -762,6 +948,28 @@ def _shrink_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
         )
 
 
+def _shrink_codex_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
+    """A tool output (or call input) too long for its line goes to a file, a preview stays."""
+    item = _codex_item(rec.data)
+    if item is None:
+        return
+    for name in ("output", "arguments", "input"):
+        text = item.get(name)
+        if not isinstance(text, str) or len(text) <= _PREVIEW_HEAD + _PREVIEW_TAIL:
+            continue
+        key = str(item.get("call_id") or f"line{rec.line}")
+        path = sink.put("doctor", f"{key}-{name}", text)
+        rec.texts.append(text)
+        omitted = len(text) - _PREVIEW_HEAD - _PREVIEW_TAIL
+        _codex_item(rec.edit())[name] = (  # type: ignore[index]
+            f"{text[:_PREVIEW_HEAD]}\n\n[ctx doctor: {omitted:,} characters omitted; "
+            f"the full text is in {path}]\n\n{text[-_PREVIEW_TAIL:]}"
+        )
+        notes.append(f"line {rec.line}: a {name} of {len(text):,} characters moved to {path}")
+        if _size(rec) <= limit:
+            return
+
+
 def _fix_codex(recs: list[_Rec]) -> None:
     calls: dict[str, int] = {}
     answered: set[str] = set()
@@ -821,7 +1029,7 @@ def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
             script.append(sink.add_original(rec.raw))
             changed += 1
         elif rec.changed:
-            script.append(sink.add_original(rec.raw))
+            script.append(sink.add_original(rec.raw, rec.texts))
             line = rec.new_raw if rec.new_raw is not None else orjson.dumps(rec.data) + b"\n"
             out.append(line)
             skip()
