@@ -71,14 +71,16 @@ def uncompact(
         if not picked:
             raise CtxError("nothing to uncompact: pass a FILE, --session ID or --last.")
         path = Path(picked[0])
-        result = run(
-            path,
-            output=None if in_place else Path(str(output)),
-            budget_tokens=budget,
-            force=force,
-            live_seconds=live_seconds,
-            log=None if json else console.error,
-        )
+        with console.progress("uncompacting", enabled=not json) as bar:
+            result = run(
+                path,
+                output=None if in_place else Path(str(output)),
+                budget_tokens=budget,
+                force=force,
+                live_seconds=live_seconds,
+                log=None if json else console.error,
+                progress=bar,
+            )
         entry = _entry(path, result)
         if json:
             console.write_stdout(orjson.dumps(entry) + b"\n")
@@ -118,4 +120,9 @@ def _render(entry: dict[str, Any]) -> None:
         sys.stderr.write(f"ctx: rebuilt from the snapshot {entry['snapshot']}\n")
     for note in entry["left_out"]:
         sys.stderr.write(f"ctx: left out to fit the budget: {note}\n")
+    if entry["resume_tokens"] > entry["budget_tokens"]:
+        sys.stderr.write(
+            f"ctx: warning: a resume still sends {entry['resume_tokens']:,} tokens, over the "
+            f"budget; the client may compact again\n"
+        )
     sys.stderr.write(f"ctx: undo with: ctx restore {out} --in-place\n")

@@ -20,22 +20,25 @@ when even that does not fit, keeps the newest part whole and says where the rest
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
-from ctxcli.api import Destination, Reduction, RunOptions, read_input, reduce
+from ctxcli.api import Destination, Reduction, RunOptions, reduce
+from ctxcli.api.local import open_input
 from ctxcli.core.errors import CtxError
-from ctxcli.core.protocols import sha256, split_units
+from ctxcli.core.io import RELEASE_BYTES, Input, hash_input, release
 from ctxcli.formats.claude_code import is_compact_boundary, past_dropped, resume_chain
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.services.session_files import CLAUDE, CODEX, identify, is_session_path
+from ctxcli.services.tokens import CountOptions, Progress
 from ctxcli.store.change import Record, Transaction
 from ctxcli.store.history import new_change, prune
-from ctxcli.store.index import head_digest
+from ctxcli.store.index import HEAD_BYTES, head_digest
 from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, InPlace
 from ctxcli.store.manifest import Header, InputSide, Side
 from ctxcli.store.snapshots import snapshots_of
@@ -50,6 +53,7 @@ __all__ = [
     "uncompact",
 ]
 
+_HEAD = 1 << 20
 CLAUDE_WINDOW_TOKENS = 200_000
 """Claude Code's context window (Sonnet/Opus 4.x without the 1M beta)."""
 CLAUDE_RESERVE_TOKENS = 80_000
@@ -80,6 +84,8 @@ class Uncompacted:
         dropped: lines dropped (boundaries, summaries, ``compacted`` records).
         relinked: records whose parent link was moved to the message before a compaction.
         snapshot: the snapshot a rewritten Codex rollout was rebuilt from.
+        output_sha256: the output's sha256 (also when it was written as it was made).
+        output_bytes: the output's size.
         chain_messages: messages on the chain a Claude Code resume walks (0 for Codex).
     """
 
@@ -90,18 +96,25 @@ class Uncompacted:
     dropped: int = 0
     relinked: int = 0
     snapshot: Path | None = None
+    output_sha256: str = ""
+    output_bytes: int = 0
     chain_messages: int = 0
 
 
 @dataclass
 class _Plan:
-    """Per input line: None (kept as is), b"" (dropped) or its new bytes."""
+    """Per input line: absent (kept as is), b"" (dropped) or its new bytes."""
 
     edits: dict[int, bytes] = field(default_factory=dict)
     before: list[bytes] = field(default_factory=list)  # lines added before the first line
     compactions: list[int] = field(default_factory=list)
     relinked: int = 0
     from_snapshot: bool = False
+    # Claude Code: what a resume's walk reads of each output line, in output order.
+    skeleton: list[Any] = field(default_factory=list)
+
+
+_CHAIN_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "isCompactSummary")
 
 
 def _loads(unit: bytes | memoryview) -> Any:
@@ -111,15 +124,42 @@ def _loads(unit: bytes | memoryview) -> Any:
         return None
 
 
-def _plan_claude(units: list[bytes]) -> _Plan:
+def _lines(data: Input) -> Iterator[bytes]:
+    """The lines of ``data`` with their terminators, one copy at a time (a map is never
+    copied whole)."""
+    pos, size, given_back = 0, len(data), 0
+    while pos < size:
+        end = data.find(b"\n", pos)
+        end = size if end < 0 else end + 1
+        yield data[pos:end]
+        pos = end
+        if pos - given_back >= RELEASE_BYTES:
+            release(data, pos)  # a map's pages read so far go back
+            given_back = pos
+
+
+def _skeleton(data: Any) -> Any:
+    if not isinstance(data, dict):
+        return None
+    light = {k: data[k] for k in _CHAIN_FIELDS if k in data}
+    if "message" in data:
+        light["message"] = True
+    return light
+
+
+def _plan_claude(data_in: Input, progress: Progress | None) -> _Plan:
     plan = _Plan()
     redirect: dict[str, Any] = {}  # dropped uuid -> the record that stands in for it
     known: set[str] = set()
     last_message: str | None = None  # the newest main-chain message so far
-
-    for i, unit in enumerate(units):
+    done, total = 0, len(data_in)
+    for i, unit in enumerate(_lines(data_in)):
+        done += len(unit)
+        if progress is not None and i % 4096 == 0:
+            progress(done, total)
         data = _loads(unit)
         if not isinstance(data, dict):
+            plan.skeleton.append(None)
             continue
         uuid = data.get("uuid")
         if is_compact_boundary(data):
@@ -150,6 +190,7 @@ def _plan_claude(units: list[bytes]) -> _Plan:
         if changed:
             plan.edits[i] = orjson.dumps(data) + b"\n"
             plan.relinked += 1
+        plan.skeleton.append(_skeleton(data))
         if isinstance(uuid, str):
             known.add(uuid)
             if data.get("type") in ("user", "assistant") and data.get("isSidechain") is not True:
@@ -161,11 +202,13 @@ def _is_compacted(data: Any) -> bool:
     return isinstance(data, dict) and data.get("type") == "compacted"
 
 
-def _plan_codex(units: list[bytes], snapshot: bytes | None) -> _Plan:
+def _plan_codex(data_in: Input, snapshot: bytes | None) -> _Plan:
     plan = _Plan()
     last = -1
     items_before = 0
-    for i, unit in enumerate(units):
+    for i, unit in enumerate(_lines(data_in)):
+        if b'"compacted"' not in unit and last >= 0:
+            continue  # only the records before the first compaction are counted
         data = _loads(unit)
         if _is_compacted(data):
             plan.edits[i] = b""
@@ -178,62 +221,86 @@ def _plan_codex(units: list[bytes], snapshot: bytes | None) -> _Plan:
     # A rollout Codex rewrote: the snapshot holds what came before the compaction. Its
     # records (but its own compactions) come first; the rewritten part before the newest
     # ``compacted`` record goes to the restore pack, what followed it stays.
-    kept = [u for u in split_units(snapshot) if not _is_compacted(_loads(u))]
+    kept = [bytes(u) for u in _lines(snapshot) if not _is_compacted(_loads(u))]
     snap_items = sum(
         1 for u in kept if isinstance(d := _loads(u), dict) and d.get("type") == "response_item"
     )
     if snap_items <= items_before:
         return plan  # the file still holds at least what the snapshot does
     plan.from_snapshot = True
-    plan.before = [bytes(u) if bytes(u).endswith(b"\n") else bytes(u) + b"\n" for u in kept]
+    plan.before = [u if u.endswith(b"\n") else u + b"\n" for u in kept]
     for i in range(last):
         plan.edits[i] = b""
     return plan
 
 
 def plan_uncompact(
-    raw: bytes,
+    raw: Input,
     add_original: Callable[[bytes], list[Any]],
     *,
     snapshot: bytes | None = None,
     snapshot_path: Path | None = None,
+    into: BinaryIO | None = None,
+    progress: Progress | None = None,
 ) -> Uncompacted:
     """The session ``raw`` with every compaction undone, and its restore script.
 
     ``add_original`` keeps the original of a dropped or edited line and returns its
     restore op (:meth:`~ctxcli.store.disk.OffloadStore.add_original`). ``snapshot`` is a
     copy of a Codex rollout taken before the client rewrote it (``snapshot_path``, where
-    it is kept, is what the result names).
+    it is kept, is what the result names). With ``into`` the output is written there as
+    it is made (``Uncompacted.output`` is then empty); ``progress`` gets bytes read.
 
     Raises:
         CtxError: the file is neither a Claude Code session nor a Codex rollout.
     """
-    agent, _sid = identify(Path("session.jsonl"), raw)
-    units = split_units(raw)
-    plan = _plan_claude(units) if agent == CLAUDE else _plan_codex(units, snapshot)
-    out, script = _emit(units, plan, add_original)
+    agent, _sid = identify(Path("session.jsonl"), bytes(raw[:_HEAD]))
+    plan = _plan_claude(raw, progress) if agent == CLAUDE else _plan_codex(raw, snapshot)
+    out = _Out(into)
+    script = _emit(raw, plan, add_original, out)
     result = Uncompacted(
-        out,
+        out.bytes(),
         script,
         agent,
         plan.compactions,
         sum(1 for v in plan.edits.values() if v == b""),
         plan.relinked,
         snapshot_path if plan.from_snapshot else None,
+        output_sha256=out.hash.hexdigest(),
+        output_bytes=out.size,
     )
     if agent == CLAUDE:
-        datas = [_loads(u) for u in split_units(out)]
-        chain = resume_chain(datas)
+        skeleton = plan.skeleton
         result.chain_messages = sum(
-            1 for k in chain if isinstance(datas[k], dict) and "message" in datas[k]
+            1 for k in resume_chain(skeleton) if skeleton[k] and "message" in skeleton[k]
         )
     return result
 
 
+class _Out:
+    """The output: into a file as it is made, or kept; hashed and sized either way."""
+
+    def __init__(self, into: BinaryIO | None) -> None:
+        self.into = into
+        self.parts: list[bytes] = []
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes) -> None:
+        self.hash.update(data)
+        self.size += len(data)
+        if self.into is not None:
+            self.into.write(data)
+        else:
+            self.parts.append(data)
+
+    def bytes(self) -> bytes:
+        return b"".join(self.parts)
+
+
 def _emit(
-    units: list[bytes], plan: _Plan, add_original: Callable[[bytes], list[Any]]
-) -> tuple[bytes, list[Any]]:
-    out: list[bytes] = []
+    raw: Input, plan: _Plan, add_original: Callable[[bytes], list[Any]], out: _Out
+) -> list[Any]:
     script: list[Any] = []
 
     def run(op: str) -> None:
@@ -243,19 +310,19 @@ def _emit(
             script.append([op, 1])
 
     for line in plan.before:
-        out.append(line)
+        out.write(line)
         run("s")
-    for i, unit in enumerate(units):
+    for i, unit in enumerate(_lines(raw)):
         edit = plan.edits.get(i)
         if edit is None:
-            out.append(bytes(unit))
+            out.write(unit)
             run("c")
             continue
-        script.append(add_original(bytes(unit)))
+        script.append(add_original(unit))
         if edit:
-            out.append(edit)
+            out.write(edit)
             run("s")
-    return b"".join(out), script
+    return script
 
 
 @dataclass
@@ -321,13 +388,21 @@ def uncompact(
     force: bool = False,
     live_seconds: int = DEFAULT_LIVE_SECONDS,
     log: Callable[[str], None] | None = None,
+    progress: Progress | None = None,
 ) -> UncompactResult:
     """Write ``path`` (or, with ``output``, that file) with its compactions undone.
 
     Two changes, each recorded so ``ctx restore`` undoes both byte for byte: the
     uncompaction (:func:`plan_uncompact`), then a lossless reduction of the result to
     ``budget_tokens`` (default :func:`default_budget`). In place, the session is
-    left alone while it looks in use, unless ``force``.
+    left alone while it looks in use, unless ``force``. ``progress`` gets
+    ``(done, total)`` while the file is read and while its tokens are counted.
+
+    Example::
+
+        >>> result = uncompact(Path("session.jsonl"), output=Path("whole.jsonl"))  # doctest: +SKIP
+        >>> result.plan.compactions, result.resume_tokens <= result.budget_tokens  # doctest: +SKIP
+        ([754], True)
 
     Raises:
         LiveSessionError: in place, the session looks in use and ``force`` is not set.
@@ -336,49 +411,50 @@ def uncompact(
     """
     if output is not None and output.resolve() == path.resolve():
         raise CtxError(f"{output}: the output would overwrite the input; name another file.")
-    raw = read_input(str(path))
-    agent, _sid = identify(path, raw)
+    agent, _sid = identify(path, _head(path))
     snapshot = _snapshot(path, agent)
     budget = budget_tokens if budget_tokens is not None else default_budget(agent)
     if output is None:
-        target, plan, record = _in_place(path, force, live_seconds, snapshot)
+        target, plan, record = _in_place(path, force, live_seconds, snapshot, progress)
     else:
-        target, plan, record = _to_file(path, raw, output, snapshot)
+        target, plan, record = _to_file(path, output, snapshot, progress)
     result = UncompactResult(target, plan, budget, record=record)
     if not plan.compactions:
         return result
-    notes: list[str] = []
-
-    def keep(note: str) -> None:
-        notes.append(note)
-        if log is not None:
-            log(note)
-
     result.reduction = reduce(
         str(target),
         Destination(in_place=True),
         config=budget_config(agent, budget),
-        options=RunOptions(force=True, log=keep),
+        options=RunOptions(force=True, log=log, counting=CountOptions(progress=progress)),
     )
-    reports = result.reduction.report.stages
-    for stage in reports:
+    for stage in result.reduction.report.stages:
         if stage.stage == "keep_last":
-            result.left_out.extend(n for n in stage.notes if "nothing dropped" not in n)
+            result.left_out.extend(n for n in stage.notes if "hold every message" not in n)
     return result
 
 
-def _header(agent: str, raw: bytes, plan: Uncompacted, name: str) -> Header:
+def _head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_HEAD)
+    except OSError as exc:
+        raise CtxError(f"{path}: cannot read it ({exc.strerror or exc}).") from None
+
+
+def _header(agent: str, data: Input, plan: Uncompacted, name: str) -> Header:
     return Header.new(
         format=agent,
         units="lines",
         kind="uncompact",
-        input=InputSide(name=name, sha256=sha256(raw), bytes=len(raw)),
-        output=Side(sha256=sha256(plan.output), bytes=len(plan.output)),
+        input=InputSide(
+            name=name, sha256=hash_input(hashlib.sha256(), data).hexdigest(), bytes=len(data)
+        ),
+        output=Side(sha256=plan.output_sha256, bytes=plan.output_bytes),
     )
 
 
 def _in_place(
-    path: Path, force: bool, live_seconds: int, snapshot: Path | None
+    path: Path, force: bool, live_seconds: int, snapshot: Path | None, progress: Progress | None
 ) -> tuple[Path, Uncompacted, Path | None]:
     with InPlace(path, live_seconds=None, lines=False) as change:
         raw = change.raw
@@ -386,36 +462,43 @@ def _in_place(
         live = None if force or not is_session_path(change.path) else live_seconds
         change.check_live(live)
         record = new_change(change.path, "uncompact")
-        with Transaction(Record(record, str(record)), change=change) as tx:
-            assert tx.store is not None
-            plan = _plan(raw, tx.store.add_original, snapshot)
+        with Transaction(Record(record, str(record)), change=change, stream=True) as tx:
+            plan = _plan(raw, tx, snapshot, progress)
             if not plan.compactions:
                 tx.cancel()
                 prune(change.path)
                 return change.path, plan, None
             header = _header(plan.agent, raw, plan, str(change.path))
-            tx.commit(header, plan.script, output=plan.output, input_head=head_digest(raw))
+            tx.commit(header, plan.script, input_head=head_digest(raw))
     return change.path, plan, record
 
 
 def _to_file(
-    path: Path, raw: bytes, output: Path, snapshot: Path | None
+    path: Path, output: Path, snapshot: Path | None, progress: Progress | None
 ) -> tuple[Path, Uncompacted, Path | None]:
+    data, _st = open_input(str(path))  # a map: the input is never held whole
     record = new_change(output, "uncompact")
-    with Transaction(Record(record, str(record)), file=output) as tx:
-        assert tx.store is not None
-        plan = _plan(raw, tx.store.add_original, snapshot)
+    with Transaction(Record(record, str(record)), file=output, stream=True) as tx:
+        plan = _plan(data, tx, snapshot, progress)
         if not plan.compactions:
             tx.cancel()
             prune(output)
             return output, plan, None
-        header = _header(plan.agent, raw, plan, str(path))
-        tx.commit(header, plan.script, output=plan.output, input_head=head_digest(raw))
+        header = _header(plan.agent, data, plan, str(path))
+        tx.commit(header, plan.script, input_head=head_digest(bytes(data[:HEAD_BYTES])))
     return output, plan, record
 
 
 def _plan(
-    raw: bytes, add_original: Callable[[bytes], list[Any]], snapshot: Path | None
+    raw: Input, tx: Transaction, snapshot: Path | None, progress: Progress | None
 ) -> Uncompacted:
+    assert tx.store is not None and tx.out is not None
     copy = snapshot.read_bytes() if snapshot is not None else None
-    return plan_uncompact(raw, add_original, snapshot=copy, snapshot_path=snapshot)
+    return plan_uncompact(
+        raw,
+        tx.store.add_original,
+        snapshot=copy,
+        snapshot_path=snapshot,
+        into=tx.out,
+        progress=progress,
+    )
