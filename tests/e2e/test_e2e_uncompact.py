@@ -164,3 +164,127 @@ def test_codex_resumes_the_items_before_the_compaction(tmp_path: Path) -> None:
         f"{t_after:.1f}s; request {b.body_bytes:,} -> {a.body_bytes:,} bytes, conversation "
         f"{b.conversation_tokens:,} -> {a.conversation_tokens:,} tokens"
     )
+
+
+# -- ctx doctor --fix: sessions the issue's users could not resume --------------------------
+
+
+def _fixed_sample(tmp_path: Path, env: dict[str, str]) -> Path:
+    path = tmp_path / "doctor" / SAMPLE.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(SAMPLE.read_bytes())
+    _ctx(env, "doctor", str(path), "--fix", "--force")  # its redaction-broken line first
+    return path
+
+
+def _append_turns(path: Path, turns: list[tuple[Any, str]]) -> None:
+    """Append user turns (content, answer) chained after the session's last record."""
+    records = [r for r in _records(path) if isinstance(r, dict)]
+    last = next(r for r in reversed(records) if r.get("type") in ("user", "assistant"))
+    parent = last["uuid"]
+    envelope = {k: last[k] for k in ("sessionId", "cwd", "version", "userType") if k in last}
+    lines = []
+    for n, (content, answer) in enumerate(turns):
+        user = {
+            "parentUuid": parent,
+            "isSidechain": False,
+            **envelope,
+            "type": "user",
+            "message": {"role": "user", "content": content},
+            "uuid": f"00000000-0000-4000-8000-{n:012d}",
+            "timestamp": "2026-03-03T15:00:00.000Z",
+        }
+        reply = {
+            "parentUuid": user["uuid"],
+            "isSidechain": False,
+            **envelope,
+            "type": "assistant",
+            "message": {
+                "id": f"msg_e2e{n:04d}",
+                "type": "message",
+                "role": "assistant",
+                "model": "claude-sonnet-4-5",
+                "content": [{"type": "text", "text": answer}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 10, "output_tokens": 5},
+            },
+            "uuid": f"00000000-0000-4000-9000-{n:012d}",
+            "timestamp": "2026-03-03T15:00:01.000Z",
+        }
+        lines += [json.dumps(user), json.dumps(reply)]
+        parent = reply["uuid"]
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def test_a_pdf_stored_eight_times_resumes_once_after_doctor_fix(tmp_path: Path) -> None:
+    require("claude")
+    env = {**os.environ, "CTX_DATA_DIR": str(tmp_path / "data"), "CTX_NO_PLUGINS": "1"}
+    path = _fixed_sample(tmp_path, env)
+    import base64
+
+    pdf = base64.b64encode(b"%PDF-1.4\n" + bytes(range(256)) * 800 + b"\n%%EOF\n").decode()
+    block = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": "application/pdf", "data": pdf},
+    }
+    repaired = len(path.read_bytes())
+    _append_turns(
+        path, [([block, {"type": "text", "text": f"page {n}?"}], f"page {n}.") for n in range(8)]
+    )
+    raw = path.read_bytes()
+    t0 = time.perf_counter()
+    before = resume_claude(tmp_path / "orig", path).accepted_turn(MESSAGES, "eight copies")
+    t_before = time.perf_counter() - t0
+    _ctx(env, "doctor", str(path), "--fix", "--force")
+    fixed = path.read_bytes()
+    t0 = time.perf_counter()
+    after = resume_claude(tmp_path / "fixed", path).accepted_turn(MESSAGES, "after doctor --fix")
+    t_after = time.perf_counter() - t0
+    assert json.dumps(before.body).count(pdf[:64]) == 8
+    assert json.dumps(after.body).count(pdf[:64]) == 1
+    print(
+        f"PDF x8: file {len(raw):,} -> {len(fixed):,} bytes ({len(raw) / len(fixed):.1f}x); "
+        f"resume {t_before:.1f}s -> {t_after:.1f}s, request {before.size:,} -> {after.size:,} bytes"
+    )
+    assert len(raw) >= 4 * len(fixed)
+    # One restore undoes both repairs; the appended turns are carried over.
+    _ctx(env, "restore", str(path), "--in-place")
+    assert path.read_bytes() == SAMPLE.read_bytes() + raw[repaired:]
+
+
+def test_a_12_mb_tool_result_line_resumes_after_doctor_fix(tmp_path: Path) -> None:
+    require("claude")
+    env = {**os.environ, "CTX_DATA_DIR": str(tmp_path / "data"), "CTX_NO_PLUGINS": "1"}
+    path = tmp_path / "doctor" / SAMPLE.name
+    path.parent.mkdir(parents=True)
+    lines = SAMPLE.read_bytes().splitlines(keepends=True)
+    # The last tool result that parses (the sample's broken line is repaired alongside).
+    at = max(i for i, line in enumerate(lines) if b'"tool_result"' in line and _parses(line))
+    record = json.loads(lines[at])
+    huge = "".join(f"{n:08d} log line of a runaway build\n" for n in range(12 * 1024 * 1024 // 36))
+    for block in record["message"]["content"]:
+        if block.get("type") == "tool_result":
+            block["content"] = huge
+    lines[at] = json.dumps(record).encode() + b"\n"
+    path.write_bytes(b"".join(lines))
+    raw = path.read_bytes()
+    assert max(len(line) for line in raw.splitlines()) > 12_000_000
+    _ctx(env, "doctor", str(path), "--fix", "--force")
+    t0 = time.perf_counter()
+    after = resume_claude(tmp_path / "fixed", path).accepted_turn(MESSAGES, "after doctor --fix")
+    took = time.perf_counter() - t0
+    assert max(len(line) for line in path.read_bytes().splitlines()) < 1_000_000
+    print(
+        f"12 MB line: file {len(raw):,} -> {path.stat().st_size:,} bytes; resume {took:.1f}s, request {after.size:,} bytes"
+    )
+    _ctx(env, "restore", str(path), "--in-place")
+    assert path.read_bytes() == raw
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
