@@ -270,13 +270,21 @@ def test_a_12_mb_tool_result_line_resumes_after_doctor_fix(tmp_path: Path) -> No
     path.write_bytes(b"".join(lines))
     raw = path.read_bytes()
     assert max(len(line) for line in raw.splitlines()) > 12_000_000
+    # First the sample's own damage only (no line limit), to time the client on the line.
+    _ctx(env, "doctor", str(path), "--fix", "--force", "--max-line-bytes", str(1 << 30))
+    t0 = time.perf_counter()
+    before = resume_claude(tmp_path / "orig", path)
+    t_before = time.perf_counter() - t0
+    sent = max((r.size for r in before.turns(MESSAGES)), default=0)
     _ctx(env, "doctor", str(path), "--fix", "--force")
     t0 = time.perf_counter()
     after = resume_claude(tmp_path / "fixed", path).accepted_turn(MESSAGES, "after doctor --fix")
     took = time.perf_counter() - t0
     assert max(len(line) for line in path.read_bytes().splitlines()) < 1_000_000
     print(
-        f"12 MB line: file {len(raw):,} -> {path.stat().st_size:,} bytes; resume {took:.1f}s, request {after.size:,} bytes"
+        f"12 MB line: file {len(raw):,} -> {path.stat().st_size:,} bytes; resume "
+        f"{t_before:.1f}s (exit {before.returncode}, request {sent:,} bytes) -> {took:.1f}s "
+        f"(request {after.size:,} bytes)"
     )
     _ctx(env, "restore", str(path), "--in-place")
     assert path.read_bytes() == raw

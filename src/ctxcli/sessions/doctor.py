@@ -63,29 +63,36 @@ WARNINGS = frozenset({"duplicate_tool_use_result"})
 """Kinds of problem a resume goes through (a copy of a payload costs bytes, nothing else)."""
 
 CHECKS: dict[str, str] = {
-    "torn_last_line": "the client skips a line that is not JSON; a torn last line loses "
-    "the newest record (reproduced: Claude Code 2.1.x resumes from the record before it)",
-    "malformed_line": "the client skips a line that is not JSON, so its record leaves the "
-    "chain (reproduced with cc_mclaude_c76e5be5.jsonl line 859 in the real CLI)",
+    "torn_last_line": "the client skips a line that is not JSON, so the newest record is "
+    "lost (how the client reads lines: tests/e2e/test_e2e_claude_code.py, malformed line)",
+    "malformed_line": "the client skips a line that is not JSON and its record leaves the "
+    "chain (reproduced: the real CLI on cc_mclaude_c76e5be5 line 859, "
+    "tests/e2e/test_e2e_claude_code.py)",
     "dangling_parent": "a resume walks parentUuid back from the last record and stops at a "
-    "uuid no record has: everything older is lost to the model",
-    "dangling_logical_parent": "logicalParentUuid naming no record (shown in the UI only)",
-    "chain_starts_with_assistant": "the API answers 400 when the first message is not the "
-    "user's (reproduced against the fake API: Claude Code sends the chain as it is)",
-    "unanswered_call": "the API answers 400 for a tool_use without a tool_result",
-    "orphan_result": "the API answers 400 for a tool_result without its tool_use",
-    "empty_text": "the API answers 400 for an empty text block",
-    "unsigned_thinking": "the API answers 400 for a thinking block without a signature",
+    "uuid no record has, so everything older is lost to the model",
+    "dangling_logical_parent": "logicalParentUuid naming no record (the UI follows it)",
+    "chain_starts_with_assistant": "the API answers 400 'first message must use the user "
+    "role' (reproduced: the real CLI sends such a chain, tests/e2e/test_e2e_claude_code.py)",
+    "unanswered_call": "the API answers 400 for a tool_use without its tool_result "
+    "(the rule in ctxcli.proxy.rules, which the fake API enforces)",
+    "orphan_result": "the API answers 400 for a tool_result without its tool_use "
+    "(ctxcli.proxy.rules)",
+    "empty_text": "the API answers 400 for an empty text block (ctxcli.proxy.rules)",
+    "unsigned_thinking": "the API answers 400 for a thinking block without a signature "
+    "(ctxcli.proxy.rules)",
     "duplicate_tool_use_result": "a toolUseResult stored again costs bytes to load (a warning)",
-    "oversized_line": "a multi-megabyte line freezes claude --resume "
-    "(anthropics/claude-code#24118: a 12 MB tool_result line)",
-    "repeated_attachment": "every copy of a base64 image or PDF is loaded and sent again "
-    "(anthropics/claude-code#67080: each PDF stored twice, 36.8 MB, would not resume; "
-    "0.61 MB stripped)",
+    "oversized_line": "a multi-megabyte line freezes claude --resume (reported: "
+    "anthropics/claude-code#24118, a 12 MB tool_result line); a 12 MB line resumes after "
+    "--fix in the real CLI (tests/e2e/test_e2e_uncompact.py)",
+    "repeated_attachment": "the client sends every stored copy of a base64 image or PDF "
+    "(reported: anthropics/claude-code#67080, each PDF stored twice, 36.8 MB, would not "
+    "resume; reproduced: the real CLI sends all eight copies of one PDF, one after --fix, "
+    "tests/e2e/test_e2e_uncompact.py)",
     "codex_record_over_16mib": "Codex's state migration drops records over 16 MiB "
-    "(openai/codex#44141)",
+    "(reported: openai/codex#44141; not reproduced here)",
     "unparseable_tool_use_result": "Claude Code's TaskOutput renderer JSON.parses a "
-    "toolUseResult that is JSON text; text cut mid-way breaks the resumed view (issue 43)",
+    "toolUseResult held as JSON text on resume (reported in ctx issue 43; not reproduced "
+    "here)",
 }
 """Each kind of problem, with the client behaviour it guards against and how it was confirmed."""
 
