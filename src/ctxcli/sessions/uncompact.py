@@ -21,6 +21,7 @@ when even that does not fit, keeps the newest part whole and says where the rest
 from __future__ import annotations
 
 import hashlib
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -414,19 +415,30 @@ def uncompact(
     agent, _sid = identify(path, _head(path))
     snapshot = _snapshot(path, agent)
     budget = budget_tokens if budget_tokens is not None else default_budget(agent)
+    config = budget_config(agent, budget)
+    run = RunOptions(force=True, log=log, counting=CountOptions(progress=progress))
     if output is None:
         target, plan, record = _in_place(path, force, live_seconds, snapshot, progress)
+        result = UncompactResult(target, plan, budget, record=record)
+        if plan.compactions:
+            result.reduction = reduce(
+                str(target), Destination(in_place=True), config=config, options=run
+            )
     else:
-        target, plan, record = _to_file(path, output, snapshot, progress)
-    result = UncompactResult(target, plan, budget, record=record)
-    if not plan.compactions:
+        # The uncompacted file is staged beside the output and reduced into it as a
+        # mapped input, written as it is made (a 1 GB session is never held whole); its
+        # record is the output's, so a restore of the output finds it after the reduction.
+        staged = output.with_name(f".{output.name}.uncompacted-{os.getpid()}")
+        try:
+            plan, record = _to_file(path, output, staged, snapshot, progress)
+            result = UncompactResult(output, plan, budget, record=record)
+            if plan.compactions:
+                dest = Destination(output=str(output), stream=True)
+                result.reduction = reduce(str(staged), dest, config=config, options=run)
+        finally:
+            staged.unlink(missing_ok=True)
+    if result.reduction is None:
         return result
-    result.reduction = reduce(
-        str(target),
-        Destination(in_place=True),
-        config=budget_config(agent, budget),
-        options=RunOptions(force=True, log=log, counting=CountOptions(progress=progress)),
-    )
     for stage in result.reduction.report.stages:
         if stage.stage == "keep_last":
             result.left_out.extend(n for n in stage.notes if "hold every message" not in n)
@@ -474,19 +486,19 @@ def _in_place(
 
 
 def _to_file(
-    path: Path, output: Path, snapshot: Path | None, progress: Progress | None
-) -> tuple[Path, Uncompacted, Path | None]:
+    path: Path, output: Path, staged: Path, snapshot: Path | None, progress: Progress | None
+) -> tuple[Uncompacted, Path | None]:
     data, _st = open_input(str(path))  # a map: the input is never held whole
     record = new_change(output, "uncompact")
-    with Transaction(Record(record, str(record)), file=output, stream=True) as tx:
+    with Transaction(Record(record, str(record)), file=staged, stream=True) as tx:
         plan = _plan(data, tx, snapshot, progress)
         if not plan.compactions:
             tx.cancel()
             prune(output)
-            return output, plan, None
+            return plan, None
         header = _header(plan.agent, data, plan, str(path))
         tx.commit(header, plan.script, input_head=head_digest(bytes(data[:HEAD_BYTES])))
-    return output, plan, record
+    return plan, record
 
 
 def _plan(
