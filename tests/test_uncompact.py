@@ -257,3 +257,14 @@ def _safe(line: bytes) -> Any:
         return orjson.loads(line)
     except orjson.JSONDecodeError:
         return None
+
+
+def test_a_partial_compaction_is_left_as_it_is(tmp_path: Path) -> None:
+    records = [orjson.loads(line) for line in session_2x().splitlines()]
+    records[6]["compactMetadata"] = {"trigger": "manual", "preservedSegment": {"headUuid": "u2"}}
+    raw = _lines(records)
+    plan = plan_uncompact(raw, lambda unit: ["o", len(unit)])
+    assert plan.compactions == [] and plan.partial == [7]
+    assert plan.output == raw
+    result = invoke(["uncompact", str(_write(tmp_path, raw)), "-o", str(tmp_path / "o.jsonl")])
+    assert "a partial compaction" in result.stderr and "no compaction found" in result.stderr

@@ -103,11 +103,17 @@ def _entry(path: Path, result: Any) -> dict[str, Any]:
         "resume_tokens": result.resume_tokens,
         "record": str(result.record) if result.record else None,
         "left_out": result.left_out,
+        "partial": plan.partial,
     }
 
 
 def _render(entry: dict[str, Any]) -> None:
     out = entry["output"]
+    for line in entry["partial"]:
+        sys.stderr.write(
+            f"ctx: {entry['input']}:{line}: a partial compaction (it preserves earlier "
+            "messages) is left as it is\n"
+        )
     if not entry["compactions"]:
         sys.stderr.write(f"ctx: {entry['input']}: no compaction found; nothing written\n")
         return

@@ -88,6 +88,7 @@ class Uncompacted:
         output_sha256: the output's sha256 (also when it was written as it was made).
         output_bytes: the output's size.
         chain_messages: messages on the chain a Claude Code resume walks (0 for Codex).
+        partial: lines of partial compactions (a preserved segment), left as they are.
     """
 
     output: bytes
@@ -100,6 +101,7 @@ class Uncompacted:
     output_sha256: str = ""
     output_bytes: int = 0
     chain_messages: int = 0
+    partial: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -111,6 +113,7 @@ class _Plan:
     compactions: list[int] = field(default_factory=list)
     relinked: int = 0
     from_snapshot: bool = False
+    partial: list[int] = field(default_factory=list)
     # Claude Code: what a resume's walk reads of each output line, in output order.
     skeleton: list[Any] = field(default_factory=list)
 
@@ -153,6 +156,7 @@ def _plan_claude(data_in: Input, progress: Progress | None) -> _Plan:
     redirect: dict[str, Any] = {}  # dropped uuid -> the record that stands in for it
     known: set[str] = set()
     last_message: str | None = None  # the newest main-chain message so far
+    partial_boundaries: set[str] = set()
     done, total = 0, len(data_in)
     for i, unit in enumerate(_lines(data_in)):
         done += len(unit)
@@ -163,6 +167,15 @@ def _plan_claude(data_in: Input, progress: Progress | None) -> _Plan:
             plan.skeleton.append(None)
             continue
         uuid = data.get("uuid")
+        if is_compact_boundary(data) and _preserves_segment(data):
+            # A partial compaction keeps some earlier messages after its summary: how
+            # they link back is not known here, so it stays as it is (and its summary).
+            plan.partial.append(i + 1)
+            if isinstance(uuid, str):
+                partial_boundaries.add(uuid)
+                known.add(uuid)
+            plan.skeleton.append(_skeleton(data))
+            continue
         if is_compact_boundary(data):
             logical = data.get("logicalParentUuid")
             target = logical if isinstance(logical, str) and logical in known else last_message
@@ -171,7 +184,11 @@ def _plan_claude(data_in: Input, progress: Progress | None) -> _Plan:
             plan.edits[i] = b""
             plan.compactions.append(i + 1)
             continue
-        if data.get("type") == "user" and data.get("isCompactSummary") is True:
+        if (
+            data.get("type") == "user"
+            and data.get("isCompactSummary") is True
+            and data.get("parentUuid") not in partial_boundaries
+        ):
             parent = data.get("parentUuid")
             if parent is None:  # 1.0.x: the summary restarts the chain itself
                 plan.compactions.append(i + 1)
@@ -197,6 +214,13 @@ def _plan_claude(data_in: Input, progress: Progress | None) -> _Plan:
             if data.get("type") in ("user", "assistant") and data.get("isSidechain") is not True:
                 last_message = uuid
     return plan
+
+
+def _preserves_segment(data: dict[str, Any]) -> bool:
+    meta = data.get("compactMetadata")
+    return bool(data.get("hasPreservedSegment")) or (
+        isinstance(meta, dict) and bool(meta.get("preservedSegment"))
+    )
 
 
 def _is_compacted(data: Any) -> bool:
@@ -270,6 +294,7 @@ def plan_uncompact(
         output_sha256=out.hash.hexdigest(),
         output_bytes=out.size,
     )
+    result.partial = plan.partial
     if agent == CLAUDE:
         skeleton = plan.skeleton
         result.chain_messages = sum(
