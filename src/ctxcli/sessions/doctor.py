@@ -82,11 +82,11 @@ CHECKS: dict[str, str] = {
     "(ctxcli.proxy.rules)",
     "duplicate_tool_use_result": "a toolUseResult stored again costs bytes to load (a warning)",
     "oversized_line": "a multi-megabyte line freezes claude --resume (reported: "
-    "anthropics/claude-code#24118, a 12 MB tool_result line); a 12 MB line resumes after "
-    "--fix in the real CLI (tests/e2e/test_e2e_uncompact.py)",
+    "anthropics/claude-code#24118, a 12 MB tool_result line); a 12 MB line resumes once "
+    "repaired, in the real CLI (tests/e2e/test_e2e_uncompact.py)",
     "repeated_attachment": "the client sends every stored copy of a base64 image or PDF "
     "(reported: anthropics/claude-code#67080, each PDF stored twice, 36.8 MB, would not "
-    "resume; reproduced: the real CLI sends all eight copies of one PDF, one after --fix, "
+    "resume; reproduced: the real CLI sends all eight copies of one PDF, one once repaired, "
     "tests/e2e/test_e2e_uncompact.py)",
     "codex_record_over_16mib": "Codex's state migration drops records over 16 MiB "
     "(reported: openai/codex#44141; not reproduced here)",

@@ -424,12 +424,6 @@ def uncompact(
     left alone while it looks in use, unless ``force``. ``progress`` gets
     ``(done, total)`` while the file is read and while its tokens are counted.
 
-    Example::
-
-        >>> result = uncompact(Path("session.jsonl"), output=Path("whole.jsonl"))  # doctest: +SKIP
-        >>> result.plan.compactions, result.resume_tokens <= result.budget_tokens  # doctest: +SKIP
-        ([754], True)
-
     Raises:
         LiveSessionError: in place, the session looks in use and ``force`` is not set.
         CtxError: the file is not a Claude Code session or a Codex rollout, or
@@ -450,23 +444,35 @@ def uncompact(
                 str(target), Destination(in_place=True), config=config, options=run
             )
     else:
-        # The uncompacted file is staged beside the output and reduced into it as a
-        # mapped input, written as it is made (a 1 GB session is never held whole); its
-        # record is the output's, so a restore of the output finds it after the reduction.
-        staged = output.with_name(f".{output.name}.uncompacted-{os.getpid()}")
-        try:
-            plan, record = _to_file(path, output, staged, snapshot, progress)
-            result = UncompactResult(output, plan, budget, record=record)
-            if plan.compactions:
-                dest = Destination(output=str(output), stream=True)
-                result.reduction = reduce(str(staged), dest, config=config, options=run)
-        finally:
-            staged.unlink(missing_ok=True)
-    if result.reduction is None:
-        return result
-    for stage in result.reduction.report.stages:
-        if stage.stage == "keep_last":
-            result.left_out.extend(n for n in stage.notes if "hold every message" not in n)
+        result = _into_file(path, output, snapshot, progress, budget, config, run)
+    if result.reduction is not None:
+        for stage in result.reduction.report.stages:
+            if stage.stage == "keep_last":
+                result.left_out.extend(n for n in stage.notes if "hold every message" not in n)
+    return result
+
+
+def _into_file(
+    path: Path,
+    output: Path,
+    snapshot: Path | None,
+    progress: Progress | None,
+    budget: int,
+    config: Config,
+    run: RunOptions,
+) -> UncompactResult:
+    """The uncompacted file is staged beside the output and reduced into it as a mapped
+    input, written as it is made (a 1 GB session is never held whole); its record is the
+    output's, so a restore of the output finds it after the reduction's."""
+    staged = output.with_name(f".{output.name}.uncompacted-{os.getpid()}")
+    try:
+        plan, record = _to_file(path, output, staged, snapshot, progress)
+        result = UncompactResult(output, plan, budget, record=record)
+        if plan.compactions:
+            dest = Destination(output=str(output), stream=True)
+            result.reduction = reduce(str(staged), dest, config=config, options=run)
+    finally:
+        staged.unlink(missing_ok=True)
     return result
 
 

@@ -90,20 +90,26 @@ def keep_last(conv: Conversation, opts: KeepLastOptions, ctx: StageContext) -> S
         if opts.max_tokens is not None and target <= start and over is None:
             note = f"{opts.max_tokens:,} tokens hold every message; nothing dropped"
         return StageResult(conv, counters, (note,))
+    counters["dropped"] = cut - start
+    counters["cut_moved"] = max(0, target - cut)
+    notes = _dropped_notes(conv, start, cut, target, ctx)
+    kept = messages[:start] + messages[cut:]
+    return StageResult(conv.with_messages(kept), counters, (*notes, *([over] if over else [])))
+
+
+def _dropped_notes(
+    conv: Conversation, start: int, cut: int, target: int, ctx: StageContext
+) -> list[str]:
+    """Offload the text of messages ``start..cut``; the notes that say where it went."""
     dropped = range(start, cut)
     path = ctx.offload.put(
         "keep_last", range_key(conv, start, cut - 1), render_messages(conv, dropped)
     )
-    counters["dropped"] = len(dropped)
-    counters["cut_moved"] = max(0, target - cut)
     plural = "s" if len(dropped) != 1 else ""
     notes = [f"dropped {len(dropped)} message{plural}; their text is in {path}"]
     if cut < target:
         notes.append(f"kept {target - cut} more messages so no tool call loses its result")
-    if over is not None:
-        notes.append(over)
-    kept = messages[:start] + messages[cut:]
-    return StageResult(conv.with_messages(kept), counters, tuple(notes))
+    return notes
 
 
 def _fit_tokens(
