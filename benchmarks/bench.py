@@ -556,11 +556,23 @@ def main() -> int:
         # one from ../shared repeated with fresh ids. Claude Code loads every text.
         cc_source = SHARED / "cc_spotter_4d5611e5.jsonl"
         if cc_source.is_file():
+            cc_file = BUILD / f"claude-code-{size_mb:g}mb.jsonl"
             reduce_both(
                 "Claude Code session",
-                BUILD / f"claude-code-{size_mb:g}mb.jsonl",
+                cc_file,
                 lambda: repeated_session(cc_source.read_bytes(), target),
             )
+            # Issue 43: the resume guarantee and the uncompaction of that session (it
+            # holds one compaction per copy), under the same memory target.
+            cc_mb = cc_file.stat().st_size / MB
+            data_env = {**nocache, "CTX_DATA_DIR": str(work / "data")}
+            s, rss = timed([*CTX, "doctor", str(cc_file.resolve()), "--json"], data_env)
+            rows.append(Row("ctx doctor, Claude Code session", s, cc_mb, rss))
+            out = ["-o", "uncompacted.jsonl"]
+            s, rss = timed(
+                [*CTX, "uncompact", str(cc_file.resolve()), *out, "--json"], data_env, cwd=fresh
+            )
+            rows.append(Row("ctx uncompact, Claude Code session", s, cc_mb, rss))
 
         small = work / "small.jsonl"
         small.write_bytes(generate(40 * 1024, seed=10))  # 41,797 bytes
@@ -679,6 +691,8 @@ def main() -> int:
         "ctx reduce cl100k, tau-bench array",
         "ctx reduce approx, Claude Code session",
         "ctx reduce cl100k, Claude Code session",
+        "ctx doctor, Claude Code session",
+        "ctx uncompact, Claude Code session",
     ):
         row = by.get(name)
         if row is None:  # ../shared is absent: no Claude Code session to repeat

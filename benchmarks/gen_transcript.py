@@ -251,19 +251,23 @@ def taubench_runs(target_bytes: int, seed: int = 3, run_bytes: int = 512 * 1024)
 
 _UUID = re.compile(rb"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-)[0-9a-f]{4}([0-9a-f]{8})")
 _TOOL_USE_ID = re.compile(rb"(toolu_[0-9A-Za-z]{6})")
+# Response ids too: records of one response share it, and a resume merges them, so a
+# copy that reused its source's ids would merge responses across copies.
+_MESSAGE_ID = re.compile(rb'("id":"msg_[0-9A-Za-z]{6})')
 
 
 def repeated_session(session: bytes, target_bytes: int) -> bytes:
     """A Claude Code session of ``target_bytes`` or more: ``session`` (a real one) again
     and again, each copy with its own ids (copy ``n`` writes ``n`` in hex into every
-    uuid and after every ``toolu_`` prefix), so records chain and calls pair only
-    within their copy, as in one long session."""
+    uuid and after every ``toolu_`` and ``msg_`` prefix), so records chain, calls pair
+    and responses group only within their copy, as in one long session."""
     copies: list[bytes] = []
     size = 0
     while size < target_bytes:
         tag = b"%04x" % len(copies)
         copy = _UUID.sub(rb"\g<1>" + tag + rb"\g<2>", session)
         copy = _TOOL_USE_ID.sub(rb"\g<1>" + tag, copy)
+        copy = _MESSAGE_ID.sub(rb"\g<1>" + tag, copy)
         copies.append(copy)
         size += len(copy)
     return b"".join(copies)

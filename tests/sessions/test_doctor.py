@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
@@ -154,6 +155,13 @@ def _lines(records: list[Any]) -> bytes:
 
 
 BIG = "x" * 5000
+PDF = base64.b64encode(bytes(range(256)) * 40).decode()
+BIG_PDF = base64.b64encode(bytes(range(256)) * 400).decode()
+
+
+def _pdf(data: str = PDF) -> dict[str, Any]:
+    source = {"type": "base64", "media_type": "application/pdf", "data": data}
+    return {"type": "document", "source": source}
 
 
 CASES: dict[str, Any] = {
@@ -193,6 +201,17 @@ CASES: dict[str, Any] = {
             {**r[3], "parentUuid": "r3"},
             *r[4:],
         ]
+    ),
+    "repeated_attachment": lambda r: _lines(
+        [
+            _cc("u1", None, "user", [_pdf(), {"type": "text", "text": "read this"}]),
+            *r[1:4],
+            _cc("u2", "a2", "user", [_pdf(), {"type": "text", "text": "again"}]),
+            *r[5:],
+        ]
+    ),
+    "unparseable_tool_use_result": lambda r: _lines(
+        [*r[:2], {**r[2], "toolUseResult": '{"task": {"output": "cut off'}, *r[3:]]
     ),
     "oversized_line": lambda r: _lines(
         [
@@ -277,3 +296,61 @@ def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> N
     fixed = invoke(["doctor", str(path), "--fix", "--force", "--json"]).stdout
     assert orjson.loads(fixed)["files"][0]["problems"] == []
     assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes()).problems}
+
+
+# -- issue 43 §2: the resume guarantee ------------------------------------------------------
+
+
+def test_one_pdf_in_eight_records_shrinks_four_times_and_restores(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    pdf = _pdf(BIG_PDF)
+    records: list[Any] = [_cc("u0", None, "user", [pdf, {"type": "text", "text": "read"}])]
+    parent = "u0"
+    for n in range(1, 8):
+        # The client stores the attachment again with every record that carries it.
+        records.append(_cc(f"a{n}", parent, "assistant", [{"type": "text", "text": f"ok {n}"}]))
+        records.append(_cc(f"u{n}", f"a{n}", "user", [pdf, {"type": "text", "text": "more"}]))
+        parent = f"u{n}"
+    records.append(_cc("a8", parent, "assistant", [{"type": "text", "text": "done"}]))
+    raw = _lines(records)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    found = orjson.loads(invoke(["doctor", str(path), "--json"], code=1).stdout)
+    problems = found["files"][0]["problems"]
+    assert [p["kind"] for p in problems] == ["repeated_attachment"] * 7
+    assert "claude-code#67080" in problems[0]["guards"]
+    age(path, 120)
+    invoke(["doctor", str(path), "--fix"])
+    fixed = path.read_bytes()
+    assert len(raw) >= 4 * len(fixed), (len(raw), len(fixed))
+    assert fixed.count(BIG_PDF.encode()) == 1  # the first copy stays for the model
+    offloaded = list((tmp_path / "data").rglob("doctor/attachment-*"))
+    assert len(offloaded) == 1 and offloaded[0].read_text() == BIG_PDF
+    store_bytes = sum(f.stat().st_size for f in (tmp_path / "data").rglob("*") if f.is_file())
+    assert store_bytes < 2 * len(BIG_PDF)  # one file, and a pack without the copies
+    assert diagnose(fixed).problems == []
+    assert validate_bytes(fixed) == []
+    assert invoke(["restore", str(path)]).stdout_bytes == raw
+    invoke(["restore", str(path), "--in-place"])
+    assert path.read_bytes() == raw
+
+
+def test_a_codex_record_over_16_mib_is_found_and_cut(tmp_path: Path) -> None:
+    meta = {"type": "session_meta", "payload": {"id": "r-1", "cwd": "/w"}}
+    call = {
+        "type": "response_item",
+        "payload": {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+    }
+    out = {
+        "type": "response_item",
+        "payload": {"type": "function_call_output", "call_id": "c1", "output": "z" * (17 << 20)},
+    }
+    raw = _lines([meta, call, out])
+    kinds = {p.kind for p in diagnose(raw).problems}
+    assert {"codex_record_over_16mib", "oversized_line"} <= kinds
+    repair = plan_fixes(raw, Preview(str(tmp_path / "off")))
+    assert {"codex_record_over_16mib", "oversized_line"} <= {p.kind for p in repair.fixed}
+    assert max(len(line) for line in repair.output.splitlines()) < 1_000_000
+    assert diagnose(repair.output).problems == []

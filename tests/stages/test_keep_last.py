@@ -205,3 +205,26 @@ def test_keep_messages_must_be_positive() -> None:
 
     with pytest.raises(ConfigError, match=r"keep_messages = 0 is invalid"):
         build_config({"stages": [{"use": "keep_last", "keep_messages": 0}]}, "ctx.toml")
+
+
+def test_max_tokens_keeps_the_newest_part_that_fits_whole() -> None:
+    conv = fixture("parallel.jsonl")
+    whole = run("keep_last", conv, keep_messages=40)
+    assert kept_keys(whole) == list(range(16))
+    # A budget that the last user turn (11..15) fits and the turn before it does not.
+    tail = run("keep_last", conv, keep_messages=40, max_tokens=10**6)
+    assert kept_keys(tail) == list(range(16))  # everything fits: nothing dropped
+    from ctxcli.services.tokens.by_name import get_counter
+    from ctxcli.services.tokens.ledger import message_tokens
+
+    counter = get_counter("approx")  # what run() counts with
+    sizes = {m.key: message_tokens(counter, m) for m in conv.messages}
+    budget = sum(sizes[k] for k in (0, *range(11, 16)))
+    assert sum(sizes[k] for k in (0, *range(10, 16))) > budget
+    cut = run("keep_last", conv, keep_messages=40, max_tokens=budget, start_on_user=True)
+    assert kept_keys(cut) == [0, *range(11, 16)]
+    assert any("keep_last" in note for note in cut.notes)
+    # Too small for even the newest turn: that turn is kept whole, and a note says so.
+    over = run("keep_last", conv, keep_messages=40, max_tokens=1, start_on_user=True)
+    assert kept_keys(over) == [0, *range(11, 16)]
+    assert any("over max_tokens 1" in note for note in over.notes)

@@ -28,6 +28,7 @@ from ctxcli.cli.reduce import reduce
 from ctxcli.cli.restore import restore
 from ctxcli.cli.sessions import sessions
 from ctxcli.cli.stats import stats
+from ctxcli.cli.uncompact import uncompact
 from ctxcli.cli.validate import validate
 
 __all__ = ["app", "main"]
@@ -52,6 +53,7 @@ app.command()(cli_info.presets)
 app.command()(cli_info.init)
 app.command()(sessions)
 app.command()(doctor)
+app.command()(uncompact)
 app.command()(cli_report.report)
 app.command()(cli_cost.cost)
 

@@ -446,7 +446,7 @@ def _relinked(
         if field not in data:
             continue
         value = data[field]
-        target = _past_dropped(dropped, value)
+        target = past_dropped(dropped, value)
         if field == "parentUuid":
             target = _follow(redirect, target)
         if target != value:
@@ -454,7 +454,7 @@ def _relinked(
     return updates
 
 
-def _past_dropped(dropped: dict[str, Any], uuid: Any) -> Any:
+def past_dropped(dropped: dict[str, Any], uuid: Any) -> Any:
     """The nearest ancestor of ``uuid`` that stays (``uuid`` itself if it does)."""
     seen: set[str] = set()
     while isinstance(uuid, str) and uuid in dropped and uuid not in seen:

@@ -49,6 +49,8 @@ class Problem:
     fixable: bool | None = None
     rule: str = ""
     """The rule that found it (set by :func:`diagnose`)."""
+    guards: str | None = None
+    """The client behaviour the check guards against (``ctx doctor``; None elsewhere)."""
 
     def render(self, path: str) -> str:
         """``path:line: message``."""
@@ -65,6 +67,7 @@ class Problem:
             "message": self.message,
             "severity": "warning" if self.warning else "error",
             "fixable": self.fixable,
+            "guards": self.guards,
         }
 
 

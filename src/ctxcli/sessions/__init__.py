@@ -2,8 +2,9 @@
 
 Claude Code and Codex keep one JSONL file per session; this package finds them
 (:mod:`.discover`), lists them with their size, tokens and health (:mod:`.listing`),
-diagnoses and repairs what breaks a resume (:mod:`.doctor`) and changes a session
-where the client reads it (:func:`ctxcli.api.reduce` in place, :func:`fix_in_place`),
+diagnoses and repairs what breaks a resume (:mod:`.doctor`), undoes a client's
+compaction (:mod:`.uncompact`) and changes a session where the client reads it
+(:func:`ctxcli.api.reduce` in place, :func:`fix_in_place`),
 each change recorded so that one restore undoes them all (:mod:`ctxcli.store.history`)::
 
     from ctxcli.api import Destination, reduce
@@ -26,6 +27,7 @@ from ctxcli.sessions.discover import (
 )
 from ctxcli.sessions.doctor import Repair, diagnose, fix_in_place, plan_fixes
 from ctxcli.sessions.listing import SessionQuery, SessionRow, list_sessions, scan_session
+from ctxcli.sessions.uncompact import UncompactResult, plan_uncompact, uncompact
 
 __all__ = [
     "Problem",
@@ -33,6 +35,7 @@ __all__ = [
     "SessionFile",
     "SessionQuery",
     "SessionRow",
+    "UncompactResult",
     "diagnose",
     "find_sessions",
     "fix_in_place",
@@ -40,7 +43,9 @@ __all__ = [
     "load_price_table",
     "parse_since",
     "plan_fixes",
+    "plan_uncompact",
     "resolve_session",
     "resume_cost",
     "scan_session",
+    "uncompact",
 ]

@@ -6,14 +6,18 @@ rules of the client that wrote it. Claude Code: a ``parentUuid`` or ``logicalPar
 naming no record (or a line the client cannot parse), a second root in one chain, empty
 text blocks and thinking without a signature (the API rejects both), a chain that starts
 at an assistant turn (the API answers 400), one ``toolUseResult`` payload stored twice (a
-warning), lines over a size limit. Codex: lines over the size limit. A third client adds
-its format (``formats/``) and its rules here.
+warning), a base64 image or PDF stored again, a ``toolUseResult`` held as JSON text that
+no longer parses, lines over a size limit. Codex: lines over the size limit and records
+over 16 MiB. :data:`CHECKS` names, per kind of problem, the client behaviour it guards
+against and how that was confirmed. A third client adds its format (``formats/``) and its
+rules here.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -23,6 +27,12 @@ from ctxcli.formats.clients import ClientFile
 from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Limits, Problem, Rule
 
 __all__ = [
+    "ATTACHMENT_MIN_CHARS",
+    "CHECKS",
+    "CODEX_MAX_RECORD_BYTES",
+    "attachment_key",
+    "record_attachments",
+    "unparseable_payload",
     "CLIENT_RULES",
     "DUP_MIN_BYTES",
     "UUID_RE",
@@ -33,6 +43,43 @@ __all__ = [
     "rules_for",
     "visible_groups",
 ]
+
+CHECKS: dict[str, str] = {
+    "torn_last_line": "the client skips a line that is not JSON, so the newest record is "
+    "lost (how the client reads lines: tests/e2e/test_e2e_claude_code.py, malformed line)",
+    "malformed_line": "the client skips a line that is not JSON and its record leaves the "
+    "chain (reproduced: the real CLI on cc_mclaude_c76e5be5 line 859, "
+    "tests/e2e/test_e2e_claude_code.py)",
+    "dangling_parent": "a resume walks parentUuid back from the last record and stops at a "
+    "uuid no record has, so everything older is lost to the model",
+    "dangling_logical_parent": "logicalParentUuid naming no record (the UI follows it)",
+    "extra_root": "a resume walks parentUuid up to a null: a second root cuts the "
+    "conversation in two",
+    "chain_starts_with_assistant": "the API answers 400 'first message must use the user "
+    "role' (reproduced: the real CLI sends such a chain, tests/e2e/test_e2e_claude_code.py)",
+    "unanswered_call": "the API answers 400 for a tool_use without its tool_result "
+    "(the rule in ctxcli.proxy.rules, which the fake API enforces)",
+    "orphan_result": "the API answers 400 for a tool_result without its tool_use "
+    "(ctxcli.proxy.rules)",
+    "empty_text": "the API answers 400 for an empty text block (ctxcli.proxy.rules)",
+    "unsigned_thinking": "the API answers 400 for a thinking block without a signature "
+    "(ctxcli.proxy.rules)",
+    "duplicate_tool_use_result": "a toolUseResult stored again costs bytes to load (a warning)",
+    "oversized_line": "a multi-megabyte line freezes claude --resume (reported: "
+    "anthropics/claude-code#24118, a 12 MB tool_result line); a 12 MB line resumes once "
+    "repaired, in the real CLI (tests/e2e/test_e2e_uncompact.py)",
+    "repeated_attachment": "the client sends every stored copy of a base64 image or PDF "
+    "(reported: anthropics/claude-code#67080, each PDF stored twice, 36.8 MB, would not "
+    "resume; reproduced: the real CLI sends all eight copies of one PDF, one once repaired, "
+    "tests/e2e/test_e2e_uncompact.py)",
+    "codex_record_over_16mib": "Codex's state migration drops records over 16 MiB "
+    "(reported: openai/codex#44141; not reproduced here)",
+    "unparseable_tool_use_result": "Claude Code's TaskOutput renderer JSON.parses a "
+    "toolUseResult held as JSON text on resume (reported in ctx issue 43; not reproduced "
+    "here)",
+}
+"""Each kind of problem, with the client behaviour it guards against and how it was confirmed."""
+
 
 DUP_MIN_BYTES = 1024
 """A ``toolUseResult`` payload this large or larger stored twice is reported."""
@@ -93,6 +140,85 @@ def payload_key(data: dict[str, Any]) -> bytes | None:
         return None
     key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
     return key if len(key) >= DUP_MIN_BYTES else None
+
+
+# -- attachments and payloads --------------------------------------------------------------
+
+ATTACHMENT_MIN_CHARS = 1024
+_BASE64 = re.compile(r"[A-Za-z0-9+/=\s]+")
+CODEX_MAX_RECORD_BYTES = 16 * 1024 * 1024
+"""Codex's state migration drops a record over 16 MiB (openai/codex#44141)."""
+
+Attachment = tuple[Any, Any, str, str, bool]
+"""Where a base64 attachment sits: (container, key, data, media type, is a block)."""
+
+
+def _is_base64(value: Any) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) >= ATTACHMENT_MIN_CHARS
+        and _BASE64.fullmatch(value[:4096]) is not None
+    )
+
+
+def _is_base64_block(item: Any) -> bool:
+    if not isinstance(item, dict) or item.get("type") not in ("image", "document"):
+        return False
+    source = item.get("source")
+    return (
+        isinstance(source, dict)
+        and source.get("type") == "base64"
+        and _is_base64(source.get("data"))
+    )
+
+
+def _attachments(node: Any) -> Iterator[Attachment]:
+    if isinstance(node, list):
+        for i, item in enumerate(node):
+            if _is_base64_block(item):
+                source = item["source"]
+                yield node, i, source["data"], str(source.get("media_type") or "?"), True
+            else:
+                yield from _attachments(item)
+    elif isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("data", "base64") and _is_base64(value):
+                media = node.get("media_type") or node.get("type") or "?"
+                yield node, key, value, str(media), False
+            else:
+                yield from _attachments(value)
+
+
+def record_attachments(data: Any) -> Iterator[Attachment]:
+    """Yield the base64 attachments of a Claude Code record (message and UI copy).
+
+    A block (``image``/``document`` with a base64 ``source``) is replaced whole by a text
+    block when repaired, since the API refuses a block whose data is not base64; any
+    other long base64 string under ``data`` or ``base64`` (the UI copy in
+    ``toolUseResult``) is replaced by the hint text itself.
+    """
+    if not isinstance(data, dict):
+        return
+    for name in ("message", "toolUseResult"):
+        if name in data:
+            yield from _attachments(data[name])
+
+
+def attachment_key(data: str) -> str:
+    """Name an attachment by its content (sha256 of its base64 text)."""
+    return hashlib.sha256(data.encode("ascii", "replace")).hexdigest()
+
+
+def unparseable_payload(data: Any) -> bool:
+    """True for a ``toolUseResult`` held as JSON text that no longer parses."""
+    payload = data.get("toolUseResult") if isinstance(data, dict) else None
+    if not isinstance(payload, str) or payload.lstrip()[:1] not in ("{", "["):
+        return False
+    try:
+        orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return True
+    return False
 
 
 # -- the rules ----------------------------------------------------------------------------
@@ -229,6 +355,59 @@ def resume_start(file: ClientFile, limits: Limits) -> list[Problem]:
     ]
 
 
+def repeated_attachments(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A base64 image or PDF stored again by a later record (or twice in one)."""
+    problems: list[Problem] = []
+    first: dict[str, int] = {}
+    for line, data in file.objects():
+        repeats: list[tuple[str, int, int]] = []
+        for _c, _k, text, media, _b in record_attachments(data):
+            key = attachment_key(text)
+            if key in first:
+                repeats.append((media, len(text), first[key]))
+            else:
+                first[key] = line
+        if repeats:
+            media, size, at = repeats[0]
+            copies = f"{len(repeats)} copies" if len(repeats) > 1 else "a copy"
+            problems.append(
+                Problem(
+                    line,
+                    "repeated_attachment",
+                    f"{copies} of a base64 {media} attachment ({size:,} characters) first "
+                    f"stored on line {at}; the client loads and sends every copy",
+                )
+            )
+    return problems
+
+
+def tool_use_result_json(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A ``toolUseResult`` that is JSON text cut so it no longer parses."""
+    return [
+        Problem(
+            line,
+            "unparseable_tool_use_result",
+            "toolUseResult is JSON text that does not parse (the client's renderer "
+            "JSON.parses it on resume)",
+        )
+        for line, data in file.objects()
+        if unparseable_payload(data)
+    ]
+
+
+def codex_record_size(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A rollout record over 16 MiB, which Codex's state migration drops."""
+    return [
+        Problem(
+            rec.line,
+            "codex_record_over_16mib",
+            f"record of {len(rec.raw):,} bytes is over 16 MiB (Codex's migration drops it)",
+        )
+        for rec in file.records
+        if len(rec.raw) > CODEX_MAX_RECORD_BYTES
+    ]
+
+
 _SIZE = Rule("line_size", "no line stalls a resume by its size", line_size)
 
 CLIENT_RULES: dict[str, tuple[Rule, ...]] = {
@@ -238,9 +417,16 @@ CLIENT_RULES: dict[str, tuple[Rule, ...]] = {
         Rule("content_blocks", "no empty text block, no unsigned thinking", content_blocks),
         Rule("resume_start", "a resume starts at a user turn", resume_start),
         Rule("duplicate_payloads", "no toolUseResult stored twice (a warning)", duplicate_payloads),
+        Rule("attachments", "no base64 image or PDF stored twice", repeated_attachments),
+        Rule(
+            "tool_use_result_json", "a toolUseResult held as JSON text parses", tool_use_result_json
+        ),
         _SIZE,
     ),
-    "codex": (_SIZE,),
+    "codex": (
+        _SIZE,
+        Rule("record_size", "no record over 16 MiB (Codex drops it)", codex_record_size),
+    ),
 }
 """The rules of each client's files, by the name of its format."""
 

@@ -15,6 +15,7 @@ Calls and results are paired again by the one pairing rule
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -24,19 +25,23 @@ import orjson
 from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
-from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary
+from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary, past_dropped
 from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.formats.diagnose import DEFAULT_MAX_LINE_BYTES, Diagnosis, Limits, Problem
 from ctxcli.formats.diagnose import diagnose as run_rules
 from ctxcli.formats.lines import Record
 from ctxcli.services.session_files import CLAUDE, CODEX, identify
 from ctxcli.sessions.client_rules import (
+    CHECKS,
     UUID_RE,
+    attachment_key,
     blocks_of,
     is_blank_text,
     is_message,
     payload_key,
+    record_attachments,
     rules_for,
+    unparseable_payload,
     visible_groups,
 )
 from ctxcli.store.change import Record as ChangeRecord
@@ -77,8 +82,11 @@ REPAIRS: dict[str, frozenset[str]] = {
         "duplicate_tool_use_result",
         "oversized_line",
         "chain_starts_with_assistant",
+        "repeated_attachment",
+        "unparseable_tool_use_result",
     },
-    CODEX: _LINES | {"unanswered_call", "orphan_result"},
+    CODEX: _LINES
+    | {"unanswered_call", "orphan_result", "oversized_line", "codex_record_over_16mib"},
 }
 """The kinds of problem :func:`plan_fixes` repairs, by client format (others: lines only)."""
 
@@ -90,8 +98,12 @@ class Sink(Protocol):
         """Store ``text``; return the path that cites it."""
         ...
 
-    def add_original(self, raw: bytes | memoryview) -> list[Any]:
-        """Keep an original line; return its restore op."""
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        """Keep an original line; return its restore op.
+
+        ``texts`` are texts the line held that were :meth:`put` to files: the pack then
+        holds only the bytes around them (one attachment stored eight times is one file).
+        """
         ...
 
 
@@ -107,6 +119,8 @@ class _Rec:
     changed: bool = False
     dropped: bool = False
     added: bool = False
+    texts: list[str] = field(default_factory=list)
+    """Texts of the original line that went to files (the pack keeps the rest)."""
 
     @property
     def is_dict(self) -> bool:
@@ -153,7 +167,9 @@ def diagnose_file(file: ClientFile, *, max_line_bytes: int = DEFAULT_MAX_LINE_BY
     """:func:`diagnose` of a file already read (``ctx sessions`` reads each file once)."""
     found = run_rules(file, rules_for(file), Limits(max_line_bytes))
     repairs = REPAIRS.get(file.format_name or "", _LINES) if file.client else _LINES
-    found.problems = [replace(p, fixable=p.kind in repairs) for p in found.problems]
+    found.problems = [
+        replace(p, fixable=p.kind in repairs, guards=CHECKS.get(p.kind)) for p in found.problems
+    ]
     return found
 
 
@@ -206,7 +222,7 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
     if agent == CLAUDE and file.format is not None:
         _fix_claude(recs, file.format, sink, max_line_bytes, notes)
     elif agent == CODEX and file.format is not None:
-        _fix_codex(recs, file.format)
+        _fix_codex(recs, file.format, sink, max_line_bytes, notes)
     output, script, changed = _emit(recs, sink)
     checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
     checked.problems = [replace(p, fixable=False) for p in checked.problems]
@@ -304,19 +320,12 @@ def _relink(recs: list[_Rec]) -> None:
         if rec.dropped and rec.is_dict and isinstance(rec.data.get("uuid"), str):
             dropped[rec.data["uuid"]] = rec.data.get("parentUuid")
 
-    def resolve(uuid: Any) -> Any:
-        seen: set[str] = set()
-        while isinstance(uuid, str) and uuid in dropped and uuid not in seen:
-            seen.add(uuid)
-            uuid = dropped[uuid]
-        return uuid
-
     for rec in recs:
         if rec.dropped or not rec.is_dict:
             continue
         for name in ("parentUuid", "logicalParentUuid"):
             value = rec.data.get(name)
-            target = resolve(value)
+            target = past_dropped(dropped, value)
             if target != value:
                 rec.edit()[name] = target
 
@@ -356,6 +365,10 @@ def _fix_claude(
             if key in seen_payloads:
                 del rec.edit()["toolUseResult"]
             seen_payloads.add(key)
+        if unparseable_payload(rec.data):
+            # The UI copy only: the model reads the tool_result, which stays.
+            del rec.edit()["toolUseResult"]
+    _offload_repeated_attachments(recs, sink, notes)
     _fix_pairs_claude(recs, fmt)
     _relink(recs)
     _fix_dangling(recs)
@@ -498,7 +511,42 @@ def _shrink_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
         )
 
 
-def _fix_codex(recs: list[_Rec], fmt: Format) -> None:
+def _offload_repeated_attachments(recs: list[_Rec], sink: Sink, notes: list[str]) -> None:
+    """Move every copy of an attachment after the first to one file, named by its hash."""
+    first: dict[str, int | None] = {}
+    for rec in recs:
+        if rec.dropped or not rec.is_dict:
+            continue
+        found = list(record_attachments(rec.data))
+        if not any(attachment_key(d) in first for _c, _k, d, _m, _b in found):
+            for _c, _k, data, _m, _b in found:
+                first.setdefault(attachment_key(data), rec.line)
+            continue
+        # Walk the copy being edited: the containers must be the edited record's own.
+        moved = 0
+        for container, key, data, media, is_block in list(record_attachments(rec.edit())):
+            digest = attachment_key(data)
+            if digest not in first:
+                first[digest] = rec.line
+                continue
+            path = sink.put("doctor", f"attachment-{digest[:32]}.b64", data)
+            rec.texts.append(data)
+            hint = (
+                f"[ctx doctor: a copy of the {media} attachment first stored on line "
+                f"{first[digest]} ({len(data):,} characters of base64) was moved to {path}]"
+            )
+            container[key] = {"type": "text", "text": hint} if is_block else hint
+            moved += 1
+        if moved:
+            notes.append(f"line {rec.line}: {moved} repeated attachment(s) moved to one file each")
+
+
+def _fix_codex(
+    recs: list[_Rec], fmt: Format, sink: Sink, max_line_bytes: int, notes: list[str]
+) -> None:
+    for rec in recs:
+        if not rec.dropped and rec.is_dict and _size(rec) > max_line_bytes:
+            _shrink_codex_line(rec, sink, max_line_bytes, notes)
     found = _unpaired(fmt, recs)
     for u, i in found:
         if u.kind == ORPHAN_RESULT:
@@ -521,6 +569,37 @@ def _fix_codex(recs: list[_Rec], fmt: Format) -> None:
             "payload": {"type": kind, "call_id": call_id, "output": "aborted"},
         }
         recs.insert(i + 1, _Rec(b"", None, record, changed=True, added=True))
+
+
+def _codex_item(data: Any) -> dict[str, Any] | None:
+    payload = data.get("payload") if isinstance(data, dict) else None
+    if data.get("type") == "response_item" and isinstance(payload, dict):
+        return payload
+    return None
+
+
+def _shrink_codex_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
+    """Move a tool output (or call input) too long for its line to a file; a preview stays."""
+    item = _codex_item(rec.data)
+    if item is None:
+        return
+    for name in ("output", "arguments", "input"):
+        text = item.get(name)
+        if not isinstance(text, str) or len(text) <= _PREVIEW_HEAD + _PREVIEW_TAIL:
+            continue
+        key = str(item.get("call_id") or f"line{rec.line}")
+        path = sink.put("doctor", f"{key}-{name}", text)
+        rec.texts.append(text)
+        omitted = len(text) - _PREVIEW_HEAD - _PREVIEW_TAIL
+        edited = _codex_item(rec.edit())
+        assert edited is not None
+        edited[name] = (
+            f"{text[:_PREVIEW_HEAD]}\n\n[ctx doctor: {omitted:,} characters omitted; "
+            f"the full text is in {path}]\n\n{text[-_PREVIEW_TAIL:]}"
+        )
+        notes.append(f"line {rec.line}: a {name} of {len(text):,} characters moved to {path}")
+        if _size(rec) <= limit:
+            return
 
 
 def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
@@ -546,10 +625,10 @@ def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
             skip()
             changed += 1
         elif rec.dropped:
-            script.append(sink.add_original(rec.raw))
+            script.append(sink.add_original(rec.raw, rec.texts))
             changed += 1
         elif rec.changed:
-            script.append(sink.add_original(rec.raw))
+            script.append(sink.add_original(rec.raw, rec.texts))
             line = rec.new_raw if rec.new_raw is not None else orjson.dumps(rec.data) + b"\n"
             out.append(line)
             skip()
