@@ -16,6 +16,9 @@ from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt,
 from ctxcli.core.errors import CtxError
 
 
+__all__ = ["uncompact"]
+
+
 def uncompact(
     file: Annotated[
         str | None,
