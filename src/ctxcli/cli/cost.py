@@ -10,7 +10,7 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.cli.options import ConfigOpt, Input, JsonOpt
+from ctxcli.cli.options import ConfigOpt, JsonOpt
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
@@ -27,7 +27,12 @@ PresetsOpt = Annotated[
 
 
 def cost(
-    input: Annotated[Input | None, typer.Argument(show_default=False)] = None,
+    input: Annotated[
+        str | None,
+        typer.Argument(
+            help="A session file (or use --session/--last).", show_default=False, metavar="FILE"
+        ),
+    ] = None,
     preset: PresetsOpt = None,
     config: ConfigOpt = None,
     json: JsonOpt = False,
@@ -60,7 +65,9 @@ def cost(
         if json:
             console.write_stdout(orjson.dumps(result.to_dict()) + b"\n")
         else:
-            console.err_console().print(cost_table(result))
+            from ctxcli.cli.render import print_table
+
+            print_table(cost_table(result, console.width()))
 
 
 def _chains(presets: list[str], config: Path | None) -> tuple[Any, ...]:
@@ -72,38 +79,70 @@ def _chains(presets: list[str], config: Path | None) -> tuple[Any, ...]:
     return (*chains, *(Chain.preset(name) for name in presets))
 
 
-def cost_table(result: Any) -> Any:
-    """The Rich table of a :class:`~ctxcli.cost.session.SessionCost` (a pure function)."""
+COST_COLUMNS = ("bill", "USD", "vs replay", "input", "cache read", "cache write", "busts")
+COST_DROPPED = ("busts", "cache write", "cache read", "input")
+"""The columns left out first when the table does not fit the terminal."""
+
+
+def cost_table(result: Any, width: int | None = None) -> Any:
+    """The Rich table of a :class:`~ctxcli.cost.session.SessionCost` (a pure function).
+
+    Fitted to ``width`` (None: as wide as it is): short row labels, the details under
+    the table, the columns of :data:`COST_DROPPED` left out first; a figure is never cut.
+    """
+    from rich import box
     from rich.table import Table
+
+    from ctxcli.cli.render import fitting_columns
 
     s = result.session
     c = s.replay.calibration
-    table = Table(
-        title=f"{Path(result.name).name}: {len(s.replay.requests)} calls",
-        caption=f"client prompt ~{c.overhead_tokens:,} tokens, provider/ours {c.token_ratio:.3f}",
-    )
-    for name in ("bill", "USD", "vs replayed", "input tok", "cache read", "cache write", "busts"):
-        table.add_column(name, justify="left" if name == "bill" else "right")
+    notes = [
+        f"The client's hidden prompt (system prompt, tools) is ~{c.overhead_tokens:,} tokens; "
+        f"the provider counts {c.token_ratio:.3f} tokens per token ctx counts "
+        "(provider/ours). Both are fitted to the recorded usage and scale the replay."
+    ]
     rows: list[tuple[str, Any, int | None]] = [
         ("as recorded", s.recorded, None),
         ("as replayed", s.replay, s.replay.busts),
     ]
     for chain in result.chains:
-        note = f" ({sum(chain.held_back)} held back)" if any(chain.held_back) else ""
-        rows.append((f"with ctx: {chain.name}{note}", chain.replay, chain.busts))
+        rows.append((f"ctx live: {chain.name}", chain.replay, chain.busts))
+        if any(chain.held_back):
+            notes.append(f"ctx live: {chain.name}: {sum(chain.held_back)} change(s) held back.")
     if result.resume is not None:
         r = result.resume
-        rows.append((f"reduce+resume: {r.name} at call {r.resume_at}", r.replay, r.busts))
+        rows.append(("reduce+resume", r.replay, r.busts))
+        notes.append(f"reduce+resume: the file reduced with {r.name} at call {r.resume_at}.")
+    cells = []
     for label, bill, busts in rows:
         u = bill.usage
         delta = bill.usd / result.replayed_usd - 1 if result.replayed_usd else 0.0
-        table.add_row(
-            label,
-            f"{bill.usd:,.3f}",
-            f"{delta:+.1%}",
-            f"{u.input_total:,}",
-            f"{u.cache_read:,}",
-            f"{u.cache_write:,}",
-            "" if busts is None else str(busts),
+        cells.append(
+            (
+                label,
+                f"{bill.usd:,.3f}",
+                f"{delta:+.1%}",
+                f"{u.input_total:,}",
+                f"{u.cache_read:,}",
+                f"{u.cache_write:,}",
+                "" if busts is None else str(busts),
+            )
         )
+    shown = fitting_columns(COST_COLUMNS, cells, width, COST_DROPPED)
+    table = Table(
+        title=f"{Path(result.name).name}: {len(s.replay.requests)} calls",
+        title_justify="left",
+        caption="\n".join(notes),
+        caption_justify="left",
+        box=box.SIMPLE_HEAVY,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+    for i in shown:
+        name = COST_COLUMNS[i]
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in cells:
+        table.add_row(*(row[i] for i in shown))
     return table
