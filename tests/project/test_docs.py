@@ -104,7 +104,7 @@ def test_every_install_hint_names_our_distribution() -> None:
     """`ctxcli` on PyPI is someone else's: no hint may install it (or any other stranger)."""
     allowed = {DIST, "pip"} | _our_dependencies()
     hints = _install_hints()
-    assert any(name == f"{DIST}[proxy]" for _, name in hints)  # the scan sees the hints
+    assert any(name == f"{DIST}[langchain]" for _, name in hints)  # the scan sees the hints
     strangers = [(f, n) for f, n in hints if _dist_name(n) not in allowed]
     assert strangers == []
     for example in ("plugin_example", "plugin_format_example"):

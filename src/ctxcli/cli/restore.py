@@ -78,7 +78,7 @@ def restore(
         ctx restore reduced.jsonl -o original.jsonl
         ctx restore reduced/ -o originals/
         ctx restore --session 4d5611e5 --in-place
-        ctx restore --engine ray reduced/ -o original/ --offload-dir reduced.offload
+        ctx restore --engine ray reduced/ -o original/ --offload-dir r.offload
         ctx restore reduced.jsonl -o original.jsonl --json
     """
     with errors():

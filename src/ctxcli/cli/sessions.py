@@ -335,14 +335,14 @@ DROPPED = (
     "branch",
     "largest",
     "bytes",
-    "records",
-    "agent",
     "health",
+    "agent",
     "modified",
+    "records",
     "project",
     "title",
-    "spent $",
     "tokens",
+    "spent $",
 )
 """The columns left out, in this order, of a table too wide for the terminal: the id,
 what a resume costs and what the session spent stay longest."""
