@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,18 +13,13 @@ from typer.testing import CliRunner
 
 from ctxcli.core.errors import ExitCode
 from ctxcli.stages import StageSpec, registry
-from support.paths import REPO
+from support.paths import REPO, load_script
 
 README = REPO / "README.md"
 
 
-def _gen_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_docs", module)
-    spec.loader.exec_module(module)
-    return module
+def _gen_docs() -> Any:
+    return load_script("gen_docs")
 
 
 def _manual() -> str:

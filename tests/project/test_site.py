@@ -6,25 +6,18 @@ it needs the `docs` extra, which the default test environment does not install.
 
 from __future__ import annotations
 
-import importlib.util
 import re
-import sys
-from types import ModuleType
+from typing import Any
 
 import typer
 from typer.testing import CliRunner
 
 from ctxcli.cli import app
-from support.paths import REPO
+from support.paths import REPO, load_script
 
 
-def _gen_site() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_site", REPO / "scripts" / "gen_site.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_site", module)
-    spec.loader.exec_module(module)
-    return module
+def _gen_site() -> Any:
+    return load_script("gen_site")
 
 
 def test_every_listed_command_and_stage_has_its_page() -> None:

@@ -90,10 +90,7 @@ def cost_table(result: Any, width: int | None = None) -> Any:
     Fitted to ``width`` (None: as wide as it is): short row labels, the details under
     the table, the columns of :data:`COST_DROPPED` left out first; a figure is never cut.
     """
-    from rich import box
-    from rich.table import Table
-
-    from ctxcli.cli.render import fitting_columns
+    from ctxcli.cli.render import fitting_columns, plain_table
 
     s = result.session
     c = s.replay.calibration
@@ -130,16 +127,9 @@ def cost_table(result: Any, width: int | None = None) -> Any:
             )
         )
     shown = fitting_columns(COST_COLUMNS, cells, width, COST_DROPPED)
-    table = Table(
-        title=f"{Path(result.name).name}: {len(s.replay.requests)} calls",
-        title_justify="left",
-        caption="\n".join(notes),
-        caption_justify="left",
-        box=box.SIMPLE_HEAVY,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = plain_table(f"{Path(result.name).name}: {len(s.replay.requests)} calls")
+    table.caption = "\n".join(notes)
+    table.caption_justify = "left"
     for i in shown:
         name = COST_COLUMNS[i]
         table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)

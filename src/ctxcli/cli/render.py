@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 __all__ = [
     "batch_table",
     "fitting_columns",
+    "plain_table",
     "print_table",
     "shown_path",
     "monitors_fired",
@@ -69,6 +70,24 @@ def fitting_columns(
             break
         shown.remove(headers.index(name))
     return shown
+
+
+def plain_table(title: str) -> Table:
+    """An empty table in ctx's style: no frame, so no line ends in blanks or edges.
+
+    The title on the left, a rule under the header, two spaces between columns.
+    """
+    from rich import box
+    from rich.table import Table
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
 
 
 def print_table(table: Table) -> None:
@@ -188,9 +207,7 @@ def batch_table(results: Sequence[FileResult], width: int | None = None) -> Tabl
     The figures keep their whole width; a file name too long for the terminal is cut
     with an ellipsis (never folded mid-word).
     """
-    from rich import box
     from rich.cells import cell_len
-    from rich.table import Table
 
     rows: list[tuple[str, ...]] = []
     failed: list[bool] = []
@@ -214,14 +231,7 @@ def batch_table(results: Sequence[FileResult], width: int | None = None) -> Tabl
             )
         )
     total = ("total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after))
-    table = Table(
-        title=f"{len(results):,} transcripts · tokens",
-        title_justify="left",
-        box=box.SIMPLE_HEAVY,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = plain_table(f"{len(results):,} transcripts · tokens")
     names = ("format", "messages", "before", "after", "saved")
     widths = [max(cell_len(row[i]) for row in [*rows, total, ("", *names)]) for i in range(1, 6)]
     room = None if width is None else max(12, width - sum(widths) - 2 * len(widths))
@@ -239,17 +249,7 @@ def batch_table(results: Sequence[FileResult], width: int | None = None) -> Tabl
 
 def tools_table(rows: Sequence[ToolRow]) -> Table:
     """Tokens per tool (calls and results) and per kind of other text: ``--by-tool``."""
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title="tokens by tool",
-        title_justify="left",
-        box=box.SIMPLE_HEAVY,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = plain_table("tokens by tool")
     table.add_column("tool or text", no_wrap=True, min_width=20)
     for name in ("calls", "tokens before", "tokens after", "saved"):
         table.add_column(name, justify="right", no_wrap=True)
@@ -281,17 +281,7 @@ def top_table(items: Sequence[Item]) -> Table:
     Every column is labelled and none is cut; where each original went is
     :func:`top_where`, printed under the table (a path is never cut).
     """
-    from rich import box
-    from rich.table import Table
-
-    table = Table(
-        title=f"the {len(items)} largest removals",
-        title_justify="left",
-        box=box.SIMPLE_HEAVY,
-        show_edge=False,
-        pad_edge=False,
-        collapse_padding=True,
-    )
+    table = plain_table(f"the {len(items)} largest removals")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("saved", justify="right", no_wrap=True)
     table.add_column("message", justify="right", no_wrap=True)
