@@ -19,7 +19,6 @@ from ctxcli.cli.options import JsonOpt
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import INIT_TEMPLATE
 from ctxcli.pipeline.presets import get_preset, preset_names
-from ctxcli.pipeline.schema import option_docs, stage_toml
 from ctxcli.stages import StageSpec, get_stage, registry
 
 __all__ = ["init", "presets", "stages"]
@@ -57,6 +56,9 @@ def stages(
                 origin = "" if spec.package == "ctxcli" else f" (plugin {spec.package})"
                 typer.echo(_entry(spec.name, spec.summary + origin))
             return
+        # Here, not at the top: the schema module is start-up time for every other command.
+        from ctxcli.pipeline.schema import option_docs, stage_toml
+
         spec = get_stage(name)
         if json:
             options = [dataclasses.asdict(o) for o in option_docs(spec)]
