@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 
-.PHONY: setup demo test test-slow test-all fuzz test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: docs-site setup demo test test-slow test-all fuzz test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -58,7 +58,7 @@ $(VENV)/.ray-installed: $(STAMP)
 test-ray: $(VENV)/.ray-installed
 	timeout 1800 $(BIN)/python -m pytest -m ray -p no:cacheprovider
 
-test-all: test test-slow fuzz test-network test-browser test-ray e2e-proxy e2e
+test-all: test test-slow fuzz test-network test-browser test-ray e2e-proxy e2e docs-site
 
 # The model of ctx's user surface (tests/api/test_user_surface_model.py) run on new random
 # sequences of commands for CTX_FUZZ_SECONDS (default 600; `make test` runs a short,
@@ -145,6 +145,16 @@ schema: $(STAMP)
 # output of every `$` line in a run block: the README runs in a scratch checkout).
 docs: $(STAMP)
 	$(BIN)/python scripts/gen_docs.py
+
+# The manual: the pages generated from the code (a page per command, stage and preset),
+# then mkdocs build --strict into build/site (the `docs` extra: MkDocs and Material).
+$(VENV)/.docs-installed: $(STAMP)
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
+	touch $@
+
+docs-site: $(VENV)/.docs-installed
+	$(BIN)/python scripts/gen_site.py
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 # sdist and wheel in dist/ (the wheel is built from the sdist, so the sdist is complete).
 dist: $(STAMP)

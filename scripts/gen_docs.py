@@ -1,4 +1,7 @@
-"""Rewrite the generated blocks of README.md from the code itself (`make docs`).
+"""Rewrite the generated blocks of README.md and the manual's pages from the code (`make docs`).
+
+The README and the pages of :data:`PAGES` are one text for this script: their ``$``
+lines run in that order, in one shell (a page goes on from where the one before it left).
 
 A block is everything between ``<!-- [[[ctx:NAME]]] -->`` and ``<!-- [[[end]]] -->``:
 
@@ -31,6 +34,21 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+PAGES = (
+    "configuration.md",
+    "resume.md",
+    "sessions.md",
+    "summarize-and-report.md",
+    "live.md",
+    "cost.md",
+    "guarantees.md",
+    "large.md",
+    "python.md",
+    "plugins.md",
+    "development.md",
+)
+"""The manual's pages whose console examples run after the README's, in this order."""
+SOURCES = (README, *(ROOT / "docs" / page for page in PAGES))
 PLUGIN = ROOT / "tests" / "plugin_example"
 FORMAT_PLUGIN = ROOT / "tests" / "plugin_format_example"
 BLOCK = re.compile(
@@ -308,30 +326,57 @@ def render(text: str, *, run: bool = False) -> str:
     return render_runs(fresh, run_readme(fresh)) if run else fresh
 
 
+def render_all(texts: dict[Path, str], *, run: bool = False) -> dict[Path, str]:
+    """Every source with its generated blocks rewritten; with ``run``, its ``$`` lines run.
+
+    The sources' commands run as one script, in the order of ``texts``; each source then
+    gets the outputs of its own commands.
+    """
+    fresh = {path: render(text) for path, text in texts.items()}
+    if not run:
+        return fresh
+    outputs = run_readme("\n".join(fresh.values()))
+    done: dict[Path, str] = {}
+    start = 0
+    for path, text in fresh.items():
+        count = len(readme_commands(text)[0])
+        done[path] = render_runs(text, outputs[start : start + count])
+        start += count
+    return done
+
+
+def read_sources() -> dict[Path, str]:
+    """README.md and the pages of :data:`PAGES`, in order."""
+    return {path: path.read_text(encoding="utf-8") for path in SOURCES}
+
+
 def main() -> int:
-    """Rewrite README.md, or with --check report whether it is current."""
+    """Rewrite README.md and the pages, or with --check report whether they are current."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true", help="exit 1 if README.md is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a file is stale")
     parser.add_argument(
-        "--no-run", action="store_true", help="leave the run blocks (the README is not run)"
+        "--no-run", action="store_true", help="leave the run blocks (the commands are not run)"
     )
     args = parser.parse_args()
     os.environ.update(DOCS_ENV)
-    current = README.read_text(encoding="utf-8")
-    fresh = render(current, run=not args.no_run)
-    if fresh == current:
-        print("README.md is up to date", file=sys.stderr)
+    current = read_sources()
+    fresh = render_all(current, run=not args.no_run)
+    stale = [path for path in current if fresh[path] != current[path]]
+    if not stale:
+        print("README.md and the pages are up to date", file=sys.stderr)
         return 0
-    if args.check:
-        diff = difflib.unified_diff(
-            current.splitlines(True), fresh.splitlines(True), "README.md", "generated"
-        )
-        sys.stderr.writelines(diff)
-        print("README.md is stale; run 'make docs'", file=sys.stderr)
-        return 1
-    README.write_text(fresh, encoding="utf-8")
-    print("wrote README.md", file=sys.stderr)
-    return 0
+    for path in stale:
+        name = str(path.relative_to(ROOT))
+        if args.check:
+            diff = difflib.unified_diff(
+                current[path].splitlines(True), fresh[path].splitlines(True), name, "generated"
+            )
+            sys.stderr.writelines(diff)
+            print(f"{name} is stale; run 'make docs'", file=sys.stderr)
+        else:
+            path.write_text(fresh[path], encoding="utf-8")
+            print(f"wrote {name}", file=sys.stderr)
+    return 1 if args.check else 0
 
 
 if __name__ == "__main__":

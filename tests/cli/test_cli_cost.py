@@ -31,7 +31,7 @@ def session(tmp_path: Path) -> Path:
 def test_the_table_goes_to_stderr_and_stdout_stays_empty(tmp_path: Path) -> None:
     result = invoke(["cost", str(session(tmp_path))])
     assert result.stdout == ""
-    for label in ("as recorded", "as replayed", "with ctx: live", "reduce+resume"):
+    for label in ("as recorded", "as replayed", "ctx live: live", "reduce+resume"):
         assert label in result.stderr
 
 

@@ -144,7 +144,7 @@ def test_real_transcripts_round_trip_as_text_and_values(path: Path) -> None:
 
 
 def test_readme_row_example_runs(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (REPO / "README.md").read_text("utf-8")
+    readme = (REPO / "docs" / "python.md").read_text("utf-8")
     section = readme.split("## Datasets of trajectories", 1)[1].split("\n## ", 1)[0]
     block = re.findall(r"```python\n(.*?)```", section, re.S)[0]
     exec(compile(block, "README.md", "exec"), {"__name__": "__readme__"})

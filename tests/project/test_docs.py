@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
@@ -15,25 +13,26 @@ from typer.testing import CliRunner
 
 from ctxcli.core.errors import ExitCode
 from ctxcli.stages import StageSpec, registry
-from support.paths import REPO
+from support.paths import REPO, load_script
 
 README = REPO / "README.md"
 
 
-def _gen_docs() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_docs", REPO / "scripts" / "gen_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_docs", module)
-    spec.loader.exec_module(module)
-    return module
+def _gen_docs() -> Any:
+    return load_script("gen_docs")
+
+
+def _manual() -> str:
+    """README.md and the manual's pages whose examples run, as one text."""
+    return "\n".join(_gen_docs().read_sources().values())
 
 
 def _section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
-    assert match, f"README.md has no '## {title}' section"
-    return match.group(1)
+    for text in _gen_docs().read_sources().values():
+        match = re.search(rf"^## {re.escape(title)}\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+        if match:
+            return match.group(1)
+    raise AssertionError(f"README.md and docs/ have no '## {title}' section")
 
 
 def test_generated_blocks_are_current() -> None:
@@ -41,11 +40,12 @@ def test_generated_blocks_are_current() -> None:
 
     The output under the `$` lines (`run` blocks) is compared by tests/project/test_readme.py.
     """
-    text = README.read_text(encoding="utf-8")
     gen = _gen_docs()
-    names = {m["name"] for m in gen.BLOCK.finditer(text)} - {gen.RUN}
+    texts = gen.read_sources()
+    names = {m["name"] for text in texts.values() for m in gen.BLOCK.finditer(text)} - {gen.RUN}
     assert sorted(names) == sorted(gen.GENERATORS)
-    assert gen.render(text) == text, "README.md is stale: run 'make docs' and commit it"
+    for path, fresh in gen.render_all(texts).items():
+        assert fresh == texts[path], f"{path.name} is stale: run 'make docs' and commit it"
 
 
 @pytest.mark.parametrize(
@@ -87,7 +87,7 @@ def _dist_name(spec: str) -> str:
 
 def _install_hints() -> list[tuple[str, str]]:
     """(file, package) for every package a `pip install` in what users read names."""
-    files = [README, REPO / "Makefile", REPO / ".ci" / "run", *REPO.glob("docs/*.md")]
+    files = [README, REPO / "Makefile", REPO / ".ci" / "run", *REPO.glob("docs/**/*.md")]
     files += [*(REPO / "src").rglob("*.py"), *(REPO / "scripts").glob("*")]
     hints = []
     for path in files:
@@ -104,7 +104,7 @@ def test_every_install_hint_names_our_distribution() -> None:
     """`ctxcli` on PyPI is someone else's: no hint may install it (or any other stranger)."""
     allowed = {DIST, "pip"} | _our_dependencies()
     hints = _install_hints()
-    assert any(name == f"{DIST}[proxy]" for _, name in hints)  # the scan sees the hints
+    assert any(name == f"{DIST}[langchain]" for _, name in hints)  # the scan sees the hints
     strangers = [(f, n) for f, n in hints if _dist_name(n) not in allowed]
     assert strangers == []
     for example in ("plugin_example", "plugin_format_example"):
@@ -176,7 +176,7 @@ def test_every_command_is_in_the_readme() -> None:
 
     from ctxcli.cli import app
 
-    text = README.read_text(encoding="utf-8")
+    text = _manual()
     group: Any = typer.main.get_command(app)
     for name, command in group.commands.items():
         assert f"ctx {name}" in text, f"README.md never shows 'ctx {name}'"

@@ -9,7 +9,7 @@ import pytest
 
 from support.paths import REPO
 
-README = REPO / "README.md"
+README = REPO / "docs" / "python.md"
 TITLE = "In the agent loop: `Reducer`, LangChain, OpenAI Agents SDK"
 
 

@@ -20,6 +20,7 @@ from support.paths import REPO, SAMPLE, SHARED
 
 MANIFEST = REPO / ".pre-commit-hooks.yaml"
 README = REPO / "README.md"
+GUARANTEES = REPO / "docs" / "guarantees.md"
 ORPHAN = (
     '{"role": "user", "content": "hi"}\n'
     '{"role": "tool", "tool_call_id": "call_9", "content": "lost"}\n'
@@ -60,7 +61,7 @@ def test_manifest_passes_pre_commits_own_schema() -> None:
 
 def _readme_config() -> str:
     """The .pre-commit-config.yaml the README shows."""
-    section = README.read_text(encoding="utf-8").split("## Checking transcripts in git", 1)[1]
+    section = GUARANTEES.read_text(encoding="utf-8").split("## Checking transcripts in git", 1)[1]
     (block,) = re.findall(r"```yaml\n(# \.pre-commit-config\.yaml\n.*?)```", section, re.S)
     return block
 

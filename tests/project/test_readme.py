@@ -38,8 +38,13 @@ def _gen_docs() -> ModuleType:
     return _load("gen_docs", "scripts/gen_docs.py")
 
 
+def _all_text() -> str:
+    """README.md and the pages whose examples run after it (scripts/gen_docs.py PAGES)."""
+    return "\n".join(_gen_docs().read_sources().values())
+
+
 def test_skipped_blocks_name_the_test_that_runs_them() -> None:
-    _, skipped = _gen_docs().readme_commands(README.read_text(encoding="utf-8"))
+    _, skipped = _gen_docs().readme_commands(_all_text())
     for reason in skipped:
         assert re.search(r"tests/\S+\.py", reason), (
             f"skip without the test that covers it: {reason}"
@@ -47,7 +52,7 @@ def test_skipped_blocks_name_the_test_that_runs_them() -> None:
 
 
 def test_commands_need_nothing_beside_the_repository() -> None:
-    commands, _ = _gen_docs().readme_commands(README.read_text(encoding="utf-8"))
+    commands, _ = _gen_docs().readme_commands(_all_text())
     assert len(commands) >= 20
     assert [c.line for c in commands if "../" in c.line] == []
 
@@ -55,7 +60,7 @@ def test_commands_need_nothing_beside_the_repository() -> None:
 def test_output_is_shown_only_where_it_is_generated() -> None:
     """Output written by hand goes stale: outside `run` blocks a `$` block shows none."""
     gen = _gen_docs()
-    text = README.read_text(encoding="utf-8")
+    text = _all_text()
     runs = [m.span() for m in gen.BLOCK.finditer(text) if m["name"] == gen.RUN]
     for match in gen.CONSOLE.finditer(text):
         lines = [x for x in match["body"].splitlines() if x.strip()]
@@ -89,12 +94,21 @@ def test_the_samples_have_what_the_readme_shows() -> None:
 
 @pytest.mark.slow
 def test_every_readme_command_prints_what_the_readme_shows() -> None:
+    """The README's and the manual's `$` lines, run in order: each prints what its page shows."""
     gen = _gen_docs()
-    text = README.read_text(encoding="utf-8")
+    texts = gen.read_sources()
     try:
-        outputs = gen.run_readme(text)
+        fresh = gen.render_all(texts, run=True)
     except SystemExit as exc:
-        pytest.fail(f"a README command failed:\n{exc}", pytrace=False)
-    fresh = gen.render_runs(text, outputs)
-    diff = "".join(difflib.unified_diff(text.splitlines(True), fresh.splitlines(True)))
-    assert fresh == text, f"README output is stale; run 'make docs':\n{diff}"
+        pytest.fail(f"a README or manual command failed:\n{exc}", pytrace=False)
+    for path, text in texts.items():
+        diff = "".join(difflib.unified_diff(text.splitlines(True), fresh[path].splitlines(True)))
+        assert fresh[path] == text, f"{path.name} output is stale; run 'make docs':\n{diff}"
+
+
+def test_readme_is_a_front_door() -> None:
+    """At most 300 lines, no path outside the checkout, links into the manual."""
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    assert "../shared" not in text and "../" not in text
+    assert "docs/" in text

@@ -339,7 +339,7 @@ def test_the_readme_sessions_walkthrough_runs_as_written(tmp_path: Path) -> None
 
     from support.paths import REPO
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "sessions.md").read_text(encoding="utf-8")
     section = text[text.index("## Sessions: find, diagnose") :]
     start = section.index("```console\n") + len("```console\n")
     block = section[start : section.index("\n```", start)]

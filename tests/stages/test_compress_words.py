@@ -484,7 +484,7 @@ def test_every_text_of_a_tier_is_compressed_whatever_the_counter(tokenizer: str)
     # Issue 35: 13 results of 80 words, one per call, ReasonBlocks' tiers. Under approx
     # the texts 3, 4, 7 and 9 calls old were left whole while 5, 6 and 8 were compressed:
     # the "would it get shorter" bound summed chars/4 rounded up word by word.
-    words = (REPO / "README.md").read_text("utf-8").split()
+    words = (REPO / "docs" / "sessions.md").read_text("utf-8").split()
     outputs = [" ".join(words[80 * i : 80 * (i + 1)]) for i in range(13)]
     conv = _conv(outputs)
     ctx = StageContext(TokenLedger(get_counter(tokenizer)), Preview("off"))

@@ -28,6 +28,22 @@ SNAPSHOTS = TESTS / "snapshots"
 SAMPLE = REPO / "sample_transcripts" / "openai_chat_support.jsonl"
 """The bundled sample transcript most tests reduce."""
 
+
+def load_script(name: str) -> Any:
+    """The module ``scripts/<name>.py`` (the docs generators), loaded once by its name."""
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
 REQUIRE_SHARED = "CTX_REQUIRE_SHARED"
 """Set to 1 (as .ci/run does) and a test that needs the real transcripts fails without them."""
 

@@ -32,6 +32,7 @@ from ctxcli.api.local import STDIO, read_input
 from ctxcli.api.location import locate
 from ctxcli.api.undo import original_of
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError, TranscriptError
+from ctxcli.core.install import install_command
 from ctxcli.core.io import is_url, local_path
 from ctxcli.core.protocols import sha256
 from ctxcli.pipeline.config import Config
@@ -111,7 +112,7 @@ def filesystem(url: str, storage_options: Mapping[str, Any] | None = None) -> tu
         import fsspec
     except ImportError:
         raise CtxError(
-            f"{url}: reading URLs needs fsspec; install it with pip install 'ctx-lossless[s3]'."
+            f"{url}: reading URLs needs fsspec; install it with {install_command('s3')}."
         ) from None
     try:
         fs, path = fsspec.core.url_to_fs(url, **dict(storage_options or {}))

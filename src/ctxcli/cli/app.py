@@ -23,6 +23,7 @@ from ctxcli.cli import report as cli_report
 from ctxcli.cli import wrap as cli_wrap
 from ctxcli.cli.config import config_app
 from ctxcli.cli.doctor import doctor
+from ctxcli.cli.help import CtxGroup
 from ctxcli.cli.hooks import hooks_app
 from ctxcli.cli.reduce import reduce
 from ctxcli.cli.restore import restore
@@ -35,6 +36,7 @@ __all__ = ["app", "main"]
 
 app = typer.Typer(
     name="ctx",
+    cls=CtxGroup,
     help="Shrink LLM-agent transcripts losslessly: reduce, preview and restore.",
     context_settings={"help_option_names": ["-h", "--help"]},
     no_args_is_help=True,
@@ -43,19 +45,16 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# The order of `ctx --help`.
-app.command()(reduce)
-app.command()(stats)
-app.command()(restore)
-app.command()(validate)
-app.command()(cli_info.stages)
-app.command()(cli_info.presets)
-app.command()(cli_info.init)
-app.command()(sessions)
-app.command()(doctor)
-app.command()(uncompact)
-app.command()(cli_report.report)
-app.command()(cli_cost.cost)
+# The order of `ctx --help`, panel by panel (cli/help.py lists them).
+app.command(rich_help_panel="Core")(reduce)
+app.command(rich_help_panel="Core")(stats)
+app.command(rich_help_panel="Core")(restore)
+app.command(rich_help_panel="Core")(validate)
+app.command(rich_help_panel="Core")(cli_report.report)
+app.command(rich_help_panel="Sessions")(sessions)
+app.command(rich_help_panel="Sessions")(doctor)
+app.command(rich_help_panel="Sessions")(cli_cost.cost)
+app.command(rich_help_panel="Sessions")(uncompact)
 
 
 def _version(value: bool) -> None:
@@ -74,11 +73,14 @@ def _main(
     """Shrink LLM-agent transcripts losslessly: reduce, preview and restore."""
 
 
-app.add_typer(config_app)
-app.command()(cli_proxy.proxy)
-app.command()(cli_wrap.wrap)
-app.command()(cli_mcp.mcp)
-app.add_typer(hooks_app)
+app.command(rich_help_panel="Live")(cli_proxy.proxy)
+app.command(rich_help_panel="Live")(cli_wrap.wrap)
+app.command(rich_help_panel="Live")(cli_mcp.mcp)
+app.command(rich_help_panel="Config")(cli_info.stages)
+app.command(rich_help_panel="Config")(cli_info.presets)
+app.command(rich_help_panel="Config")(cli_info.init)
+app.add_typer(config_app, rich_help_panel="Config")
+app.add_typer(hooks_app, rich_help_panel="Live")
 
 
 def main() -> None:

@@ -18,7 +18,7 @@ import orjson
 from ctxcli import api
 from ctxcli.api import RunOptions, batch
 from ctxcli.cli import console
-from ctxcli.cli.payload import json_payload, saved_pct
+from ctxcli.cli.payload import json_payload, restored_entry, saved
 from ctxcli.core.errors import CtxError, ExitCode
 from ctxcli.pipeline.config import Config
 
@@ -116,7 +116,7 @@ def reduce_batch(
             rep = r.report
             sys.stderr.write(
                 f"ctx: {rep.input} → {r.output}: {rep.tokens_before:,} → {rep.tokens_after:,} "
-                f"tokens ({saved_pct(rep.tokens_before, rep.tokens_after)} saved)\n"
+                f"tokens ({saved(rep.tokens_before, rep.tokens_after)})\n"
             )
     if json:
         _json(results, config)
@@ -142,9 +142,9 @@ def stats_batch(inputs: Sequence[str], config: Config, run: RunOptions, view: Vi
         _json(results, config)
     else:
         # Here, not at the top: `ctx stats --json` prints no table and loads no Rich.
-        from ctxcli.cli.render import batch_table
+        from ctxcli.cli.render import batch_table, print_table
 
-        console.err_console().print(batch_table(results))
+        print_table(batch_table(results, console.width()))
     over = [
         r
         for r in results
@@ -169,10 +169,19 @@ def restore_batch(
     _check_inputs(inputs)
     if not in_place and output == api.STDIO:
         raise CtxError("with several inputs, -o must name a directory (or restore in place).")
-    quiet = view.quiet
+    quiet = view.quiet or view.json
     results = batch.restore_many(
         inputs, None if in_place else output, in_place=in_place, options=run
     )
+    if view.json:
+        entries = [
+            restored_entry(r.input, str(r.output), r.restored)
+            if r.restored is not None
+            else {"input": r.input, "error": r.error}
+            for r in results
+        ]
+        failed = sum(1 for r in results if not r.ok)
+        console.write_json(orjson.dumps({"files": entries, "failed": failed}) + b"\n")
     for r in results:
         if r.restored is None:
             console.error(r.error or f"{r.input}: failed")

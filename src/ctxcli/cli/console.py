@@ -18,6 +18,7 @@ __all__ = [
     "progress",
     "redact",
     "warn",
+    "width",
     "write_json",
     "write_stdout",
 ]
@@ -40,6 +41,20 @@ def err_console() -> Any:
         color_system=None if plain else "auto",
         width=width,
     )
+
+
+def width() -> int:
+    """The columns the tables on stderr fit: COLUMNS, else the terminal's, else 100.
+
+    Off a terminal (CI logs, a pipe) Rich would assume 80 and cut the stats table's
+    headers; 100 is what :func:`err_console` gives such a run.
+    """
+    import shutil
+
+    columns = os.environ.get("COLUMNS", "")
+    if columns.isdigit() and int(columns) > 0:
+        return int(columns)
+    return shutil.get_terminal_size((100, 24)).columns if sys.stderr.isatty() else 100
 
 
 SECRET_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")

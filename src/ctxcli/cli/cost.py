@@ -10,7 +10,7 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
-from ctxcli.cli.options import ConfigOpt, Input, JsonOpt
+from ctxcli.cli.options import ConfigOpt, JsonOpt
 from ctxcli.cli.sessions import LastOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
@@ -45,7 +45,12 @@ CompareOpt = Annotated[
 
 
 def cost(
-    input: Annotated[Input | None, typer.Argument(show_default=False)] = None,
+    input: Annotated[
+        str | None,
+        typer.Argument(
+            help="A session file (or use --session/--last).", show_default=False, metavar="FILE"
+        ),
+    ] = None,
     preset: PresetsOpt = None,
     why: WhyOpt = False,
     compare: CompareOpt = False,
@@ -84,9 +89,11 @@ def cost(
         if json:
             console.write_stdout(orjson.dumps(result.to_dict()) + b"\n")
         else:
-            console.err_console().print(cost_table(result))
+            from ctxcli.cli.render import print_table
+
+            print_table(cost_table(result, console.width()))
             if why:
-                console.err_console().print(why_table(result))
+                print_table(why_table(result))
 
 
 def _chains(presets: list[str], config: Path | None) -> tuple[Any, ...]:
@@ -98,46 +105,56 @@ def _chains(presets: list[str], config: Path | None) -> tuple[Any, ...]:
     return (*chains, *(Chain.preset(name) for name in presets))
 
 
-def cost_table(result: Any) -> Any:
-    """The Rich table of a :class:`~ctxcli.cost.session.SessionCost` (a pure function)."""
-    from rich.table import Table
+COST_COLUMNS = (
+    "bill",
+    "USD",
+    "vs replay",
+    "from records",
+    "input",
+    "cache read",
+    "cache write",
+    "busts",
+)
+COST_DROPPED = ("busts", "cache write", "cache read", "input")
+"""The columns left out first when the table does not fit the terminal."""
+
+
+def cost_table(result: Any, width: int | None = None) -> Any:
+    """The Rich table of a :class:`~ctxcli.cost.session.SessionCost` (a pure function).
+
+    Fitted to ``width`` (None: as wide as it is): short row labels, the details under
+    the table, the columns of :data:`COST_DROPPED` left out first; a figure is never cut.
+    """
+    from ctxcli.cli.render import fitting_columns, plain_table
 
     s = result.session
     c = s.replay.calibration
     a = result.anchoring
     usd = a.distribution("usd")
-    table = Table(
-        title=f"{Path(result.name).name}: {len(s.replay.requests)} calls",
-        caption=(
-            f"client prompt ~{c.overhead_tokens:,} tokens, provider/ours {c.token_ratio:.3f}; "
-            f"{a.within}/{len(a.checks)} requests within {a.tolerance:.0%} of their record, "
-            f"price error per request median {usd['median']:.1%}, p90 {usd['p90']:.1%}; "
-            "'from records': the recorded bill plus the model's price of the change, "
-            "± the replay's error on that change" + _horizons(result)
-        ),
-    )
-    for name in (
-        "bill",
-        "USD",
-        "vs replayed",
-        "from records",
-        "cache read",
-        "cache write",
-        "busts",
-    ):
-        table.add_column(name, justify="left" if name == "bill" else "right")
+    notes = [
+        f"The client's hidden prompt (system prompt, tools) is ~{c.overhead_tokens:,} tokens; "
+        f"the provider counts {c.token_ratio:.3f} tokens per token ctx counts "
+        "(provider/ours). Both are fitted to the recorded usage and scale the replay.",
+        f"{a.within}/{len(a.checks)} requests within {a.tolerance:.0%} of their record; "
+        f"price error per request median {usd['median']:.1%}, p90 {usd['p90']:.1%}.",
+        "from records: the recorded bill plus the model's price of what the row changes, "
+        "± the replay's error on that change" + _horizons(result) + ".",
+    ]
     rows: list[tuple[str, Any, int | None, Any]] = [
         ("as recorded", s.recorded, None, None),
         ("as replayed", s.replay, s.replay.busts, None),
     ]
     for chain in result.chains:
-        note = f" ({sum(chain.held_back)} held back)" if any(chain.held_back) else ""
-        rows.append((f"with ctx: {chain.name}{note}", chain.replay, chain.busts, chain))
+        rows.append((f"ctx live: {chain.name}", chain.replay, chain.busts, chain))
+        if any(chain.held_back):
+            notes.append(f"ctx live: {chain.name}: {sum(chain.held_back)} change(s) held back.")
     if result.resume is not None:
         r = result.resume
-        rows.append((f"reduce+resume: {r.name} at call {r.resume_at}", r.replay, r.busts, r))
+        rows.append(("reduce+resume", r.replay, r.busts, r))
+        notes.append(f"reduce+resume: the file reduced with {r.name} at call {r.resume_at}.")
     for alt in result.alternatives:
-        rows.append((f"alternative: {alt.name}", alt.replay, alt.busts, alt))
+        rows.append((f"alt: {alt.name}", alt.replay, alt.busts, alt))
+    cells = []
     for label, bill, busts, priced in rows:
         u = bill.usage
         delta = bill.usd / result.replayed_usd - 1 if result.replayed_usd else 0.0
@@ -146,15 +163,27 @@ def cost_table(result: Any) -> Any:
             band = priced.band / result.recorded_usd
             versus = priced.anchored_usd / result.recorded_usd - 1
             anchored = f"{priced.anchored_usd:,.3f} {versus:+.1%}±{band:.1%}"
-        table.add_row(
-            label,
-            f"{bill.usd:,.3f}",
-            f"{delta:+.1%}",
-            anchored,
-            f"{u.cache_read:,}",
-            f"{u.cache_write:,}",
-            "" if busts is None else str(busts),
+        cells.append(
+            (
+                label,
+                f"{bill.usd:,.3f}",
+                f"{delta:+.1%}",
+                anchored,
+                f"{u.input_total:,}",
+                f"{u.cache_read:,}",
+                f"{u.cache_write:,}",
+                "" if busts is None else str(busts),
+            )
         )
+    shown = fitting_columns(COST_COLUMNS, cells, width, COST_DROPPED)
+    table = plain_table(f"{Path(result.name).name}: {len(s.replay.requests)} calls")
+    table.caption = "\n".join(notes)
+    table.caption_justify = "left"
+    for i in shown:
+        name = COST_COLUMNS[i]
+        table.add_column(name, justify="left" if i == 0 else "right", no_wrap=True)
+    for row in cells:
+        table.add_row(*(row[i] for i in shown))
     return table
 
 
@@ -173,18 +202,19 @@ def _horizons(result: Any) -> str:
 
 def why_table(result: Any) -> Any:
     """Cache writes by cause (a pure function of a :class:`~ctxcli.cost.session.SessionCost`)."""
-    from rich.table import Table
+    from ctxcli.cli.render import plain_table
 
     why = result.why()
-    table = Table(
-        title="Why the cache was written",
-        caption=(
-            f"{why.diagnosed} requests explained by the file's diagnostics; "
-            "the rest inferred from the rebuilt requests"
-        ),
+    table = plain_table("Why the cache was written")
+    table.caption = (
+        f"{why.diagnosed} requests explained by the file's diagnostics;\n"
+        "the rest inferred from the rebuilt requests"
     )
+    table.caption_justify = "left"
     for name in ("cause", "tokens", "USD", "source"):
-        table.add_column(name, justify="left" if name in ("cause", "source") else "right")
+        table.add_column(
+            name, justify="left" if name in ("cause", "source") else "right", no_wrap=True
+        )
     sources: dict[str, set[str]] = {}
     for request in why.requests:
         for part in request:

@@ -11,7 +11,7 @@ import sys
 import orjson
 
 from ctxcli.cli import console
-from ctxcli.cli.payload import saved_pct
+from ctxcli.cli.payload import saved
 from ctxcli.core.errors import CtxError
 from ctxcli.pipeline.config import Config
 
@@ -58,7 +58,7 @@ def reduce_ray(
         s = summary
         sys.stderr.write(
             f"ctx: {inputs[0]}: {s.rows:,} rows, {s.tokens_before:,} → {s.tokens_after:,} "
-            f"tokens ({saved_pct(s.tokens_before, s.tokens_after)} saved) in {s.seconds:.1f}s; "
+            f"tokens ({saved(s.tokens_before, s.tokens_after)}) in {s.seconds:.1f}s; "
             f"{s.errors} rows kept unread; offload in {s.offload_uri}\n"
         )
 

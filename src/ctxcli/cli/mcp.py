@@ -18,7 +18,10 @@ def mcp(
     offload_dir: Annotated[
         Path,
         typer.Option(
-            "--offload-dir", help="The offload directory the proxy writes.", file_okay=False
+            "--offload-dir",
+            metavar="DIR",
+            help="The offload directory the proxy writes.",
+            file_okay=False,
         ),
     ],
 ) -> None:

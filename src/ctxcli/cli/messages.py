@@ -9,7 +9,7 @@ import orjson
 
 from ctxcli import api
 from ctxcli.cli import console
-from ctxcli.cli.payload import saved_pct, single_payload
+from ctxcli.cli.payload import saved, single_payload
 
 if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
@@ -74,7 +74,7 @@ def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: b
         return
     sys.stderr.write(
         f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
-        f"({saved_pct(report.tokens_before, report.tokens_after)} saved); "
+        f"({saved(report.tokens_before, report.tokens_after)}); "
         f"offload in {report.offload_dir}\n"
     )
     if report.kept_lines:
@@ -86,7 +86,7 @@ def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: b
     if before is not None and after is not None:
         sys.stderr.write(
             f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
-            f"({saved_pct(before, after)} saved); file {report.bytes_before:,} → "
+            f"({saved(before, after)}); file {report.bytes_before:,} → "
             f"{report.bytes_after:,} bytes\n"
         )
 
@@ -115,7 +115,7 @@ def _print_session_change(done: api.Reduction) -> None:
     sys.stderr.write(
         f"ctx: {change.path}: reduced in place; {change.bytes_before:,} → "
         f"{change.bytes_after:,} bytes; a resume sends {before:,} → {after:,} tokens "
-        f"({saved_pct(before, after)} saved)\nctx: offload in {change.record}\n"
+        f"({saved(before, after)})\nctx: offload in {change.record}\n"
         f"ctx: undo with: ctx restore {change.path} --in-place\n"
     )
 
@@ -147,19 +147,21 @@ def print_stats(
     from ctxcli.cli.render import (
         monitors_fired,
         monitors_table,
+        print_table,
         report_table,
         tools_table,
         top_table,
+        top_where,
     )
 
-    out = console.err_console()
-    out.print(report_table(report))
+    print_table(report_table(report))
     if monitors or monitors_fired(report):
-        out.print(monitors_table(report))
+        print_table(monitors_table(report))
     if data is not None and by_tool:
-        out.print(tools_table(data.by_tool))
+        print_table(tools_table(data.by_tool))
     if data is not None and top:
-        out.print(top_table(data.top))
+        print_table(top_table(data.top))
+        sys.stderr.writelines(f"{line}\n" for line in top_where(data.top))
 
 
 def print_restored(name: str, restored: api.Restored, in_place: bool) -> None:

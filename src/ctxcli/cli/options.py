@@ -5,13 +5,13 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 import typer.core
 
 from ctxcli.core.errors import CtxError, OnInvalid
-from ctxcli.formats import FORMATS
+from ctxcli.formats import FORMATS, format_names
 from ctxcli.pipeline.config import Config, load_config
 from ctxcli.pipeline.presets import preset_names
 from ctxcli.services.tokens.engines import TOKENIZERS
@@ -36,18 +36,6 @@ __all__ = [
     "one_input",
 ]
 
-
-def _argument_type(self: typer.core.TyperArgument, ctx: Any) -> str | None:
-    """Help shows an argument's metavar (FILE, INPUT...) and not its Python type.
-
-    Typer prints ``INPUT... <list[str]>`` for every argument and offers no switch for it;
-    ours all have a metavar that says what to pass.
-    """
-    return None if self.metavar is not None else _typer_argument_type(self, ctx)
-
-
-_typer_argument_type = typer.core.TyperArgument.display_type_rich
-typer.core.TyperArgument.display_type_rich = _argument_type  # type: ignore[method-assign,assignment]
 
 Input = Annotated[
     str,
@@ -78,8 +66,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         metavar="NAME",
-        help=f"Transcript format (default: auto-detect): {', '.join(FORMATS)}.",
-        autocompletion=_completer(lambda: FORMATS),
+        help=f"Transcript format (default: auto-detect): {', '.join(format_names(FORMATS))}.",
+        autocompletion=_completer(lambda: format_names(FORMATS)),
     ),
 ]
 PresetOpt = Annotated[
@@ -107,7 +95,7 @@ Inputs = Annotated[
     typer.Argument(
         help="Transcript file, - for stdin, or several files or directories.",
         show_default=False,
-        metavar="INPUT...",
+        metavar="INPUT",
     ),
 ]
 JobsOpt = Annotated[

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from ctxcli.pipeline.config import Config
     from ctxcli.pipeline.results import Report
 
-__all__ = ["TOTALS", "json_payload", "saved_pct", "single_payload"]
+__all__ = ["TOTALS", "json_payload", "restored_entry", "saved", "saved_pct", "single_payload"]
 
 
 def saved_pct(before: int, after: int) -> str:
@@ -23,6 +23,30 @@ def saved_pct(before: int, after: int) -> str:
     if before <= 0:
         return "0.0%"
     return f"{100.0 * (before - after) / before:.1f}%"
+
+
+def restored_entry(input: str, output: str, restored: Any) -> dict[str, Any]:
+    """One file's entry of ``ctx restore --json``: where it went, its size, the reductions undone.
+
+    ``restored`` is an :class:`~ctxcli.api.Restored`.
+    """
+    import hashlib
+    from dataclasses import asdict
+
+    return {
+        "input": input,
+        "output": output,
+        "bytes": len(restored.data),
+        "sha256": hashlib.sha256(restored.data).hexdigest(),
+        "steps": [asdict(step) for step in restored.steps],
+    }
+
+
+def saved(before: int, after: int, word: str = "saved") -> str:
+    """The change in words: ``62.5% saved`` (``word``), or ``grew by 1.6%`` when it grew."""
+    if after > before > 0:
+        return f"grew by {100.0 * (after - before) / before:.1f}%"
+    return f"{saved_pct(before, after)} {word}"
 
 
 TOTALS = ("tokens_before", "tokens_after", "bytes_before", "bytes_after")

@@ -12,6 +12,7 @@ import typer
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
 from ctxcli.core.errors import CtxError
+from ctxcli.core.install import install_command
 
 __all__ = [
     "ClearOpt",
@@ -30,21 +31,27 @@ PresetOpt = Annotated[
     str | None,
     typer.Option(
         "--preset",
+        metavar="NAME",
         help="Stage chain to run (default: live, the chain the prompt-cache bill chose).",
     ),
 ]
 ConfigOpt = Annotated[
     Path | None,
-    typer.Option("--config", "-c", help="ctx.toml whose chain to run.", dir_okay=False),
+    typer.Option(
+        "--config", "-c", metavar="FILE", help="ctx.toml whose chain to run.", dir_okay=False
+    ),
 ]
 OffloadOpt = Annotated[
     str | None,
-    typer.Option("--offload-dir", help="Where offloaded text goes (default: a new cache dir)."),
+    typer.Option(
+        "--offload-dir", metavar="DIR", help="Where offloaded text goes (default: a new cache dir)."
+    ),
 ]
 ClearOpt = Annotated[
     int,
     typer.Option(
         "--clear-at-least",
+        metavar="TOKENS",
         min=0,
         help=(
             "Change already-sent (cached) messages only when the change pays for the cache "
@@ -56,6 +63,7 @@ PriceOpt = Annotated[
     Path | None,
     typer.Option(
         "--prices",
+        metavar="FILE",
         help="TOML price table for the cost figures (default: $CTX_PRICES, else list prices).",
         dir_okay=False,
     ),
@@ -79,8 +87,7 @@ def load_proxy() -> Any:
         import ctxcli.proxy as proxy
     except ImportError as exc:
         raise CtxError(
-            f"the proxy needs the 'proxy' extra ({exc.name} is missing): "
-            "pip install 'ctx-lossless[proxy]'"
+            f"the proxy needs the 'proxy' extra ({exc.name} is missing): {install_command('proxy')}"
         ) from None
     return proxy
 
@@ -108,13 +115,17 @@ def settings(
 
 
 def proxy(
-    port: Annotated[int, typer.Option("--port", "-p", help="Port to listen on.")] = 8787,
-    host: Annotated[str, typer.Option("--host", help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option("--port", "-p", metavar="N", help="Port to listen on.")
+    ] = 8787,
+    host: Annotated[
+        str, typer.Option("--host", metavar="ADDRESS", help="Address to listen on.")
+    ] = "127.0.0.1",
     upstream: Annotated[
-        str, typer.Option("--upstream", help="Anthropic API base URL.")
+        str, typer.Option("--upstream", metavar="URL", help="Anthropic API base URL.")
     ] = "https://api.anthropic.com",
     openai_upstream: Annotated[
-        str, typer.Option("--openai-upstream", help="OpenAI API base URL.")
+        str, typer.Option("--openai-upstream", metavar="URL", help="OpenAI API base URL.")
     ] = "https://api.openai.com",
     other_paths: Annotated[
         str | None,

@@ -5,10 +5,12 @@ Loaded only by what prints a table: ``ctx stats --json`` never imports it (start
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ctxcli.cli.payload import saved_pct
+from ctxcli.cli import console
+from ctxcli.cli.payload import saved, saved_pct
 from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 
 if TYPE_CHECKING:
@@ -20,6 +22,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "batch_table",
+    "fitting_columns",
+    "plain_table",
+    "print_table",
+    "shown_path",
     "monitors_fired",
     "monitors_table",
     "report_json",
@@ -27,7 +33,72 @@ __all__ = [
     "report_table",
     "tools_table",
     "top_table",
+    "top_where",
 ]
+
+
+def fitting_columns(
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    width: int | None,
+    dropped: Sequence[str],
+    narrowest: dict[str, int] | None = None,
+) -> list[int]:
+    """The indexes of the columns a table shows in ``width`` columns.
+
+    All of them, less those of ``dropped`` (lowest priority first) while the table does
+    not fit with each column at its widest cell (a column of ``narrowest`` at that
+    width, as it can be cut), two spaces between columns. A figure is never cut: a
+    column it does not fit is left out whole.
+    """
+    from rich.cells import cell_len
+
+    shown = list(range(len(headers)))
+    if width is None:
+        return shown
+    cut = narrowest or {}
+
+    def needed() -> int:
+        total = 2 * (len(shown) - 1)
+        for i in shown:
+            natural = max([cell_len(headers[i]), *(cell_len(r[i]) for r in rows)])
+            total += min(natural, cut[headers[i]]) if headers[i] in cut else natural
+        return total
+
+    for name in dropped:
+        if needed() <= width:
+            break
+        shown.remove(headers.index(name))
+    return shown
+
+
+def plain_table(title: str) -> Table:
+    """An empty table in ctx's style: no frame, so no line ends in blanks or edges.
+
+    The title on the left, a rule under the header, two spaces between columns.
+    """
+    from rich import box
+    from rich.table import Table
+
+    return Table(
+        title=title,
+        title_justify="left",
+        box=box.SIMPLE_HEAVY,
+        show_edge=False,
+        pad_edge=False,
+        collapse_padding=True,
+    )
+
+
+def print_table(table: Table) -> None:
+    """Print a table on stderr with no blanks at the ends of its lines."""
+    import re
+
+    out = console.err_console()
+    with out.capture() as captured:
+        out.print(table)
+    text = re.sub(r" +((?:\x1b\[[0-9;]*m)*)$", r"\1", captured.get(), flags=re.M)
+    sys.stderr.write(text)
 
 
 def report_rows(report: Report) -> list[tuple[str, ...]]:
@@ -66,7 +137,7 @@ def report_table(report: Report) -> Table:
     from rich.table import Table
 
     title = (
-        f"{report.input} · {report.format} · {report.messages:,} messages · "
+        f"{shown_path(report.input)} · {report.format} · {report.messages:,} messages · "
         f"tokens ({report.tokenizer})"
     )
     table = Table(
@@ -86,14 +157,14 @@ def report_table(report: Report) -> Table:
     table.add_row(*rows[-1], style="bold")
     table.caption = (
         f"file bytes {report.bytes_before:,} → {report.bytes_after:,} "
-        f"({saved_pct(report.bytes_before, report.bytes_after)} smaller)"
+        f"({saved(report.bytes_before, report.bytes_after, 'smaller')})"
     )
     before, after = report.resume_tokens_before, report.resume_tokens_after
     if before is not None and after is not None:
         # What `claude --resume` sends again: the messages after the last compaction.
         table.caption += (
-            f"\ntokens a resume sends (after the last compaction) {before:,} → {after:,} "
-            f"({saved_pct(before, after)} saved)"
+            f"\na resume sends (after the last compaction) {before:,} → {after:,} tokens "
+            f"({saved(before, after)})"
         )
     table.caption_justify = "left"
     return table
@@ -130,43 +201,55 @@ def report_json(report: Report) -> dict[str, Any]:
     return report.to_dict()
 
 
-def batch_table(results: Sequence[FileResult]) -> Table:
-    """The Rich table ``ctx stats`` prints for several files: one row per file."""
-    from rich.table import Table
+def batch_table(results: Sequence[FileResult], width: int | None = None) -> Table:
+    """The Rich table ``ctx stats`` prints for several files: one row per file.
 
-    table = Table(title=f"{len(results):,} transcripts · tokens", title_justify="left")
-    table.add_column("file", overflow="fold")
-    table.add_column("format", no_wrap=True)
-    for name in ("messages", "before", "after", "saved"):
-        table.add_column(name, justify="right", no_wrap=True)
+    The figures keep their whole width; a file name too long for the terminal is cut
+    with an ellipsis (never folded mid-word).
+    """
+    from rich.cells import cell_len
+
+    rows: list[tuple[str, ...]] = []
+    failed: list[bool] = []
     before = after = 0
     for r in results:
         rep = r.report
+        failed.append(rep is None)
         if rep is None:
-            table.add_row(r.name or r.input, "failed", "", "", "", "", style="red")
+            rows.append((r.name or r.input, "failed", "", "", "", ""))
             continue
         before += rep.tokens_before
         after += rep.tokens_after
-        table.add_row(
-            r.name or rep.input,
-            rep.format,
-            f"{rep.messages:,}",
-            f"{rep.tokens_before:,}",
-            f"{rep.tokens_after:,}",
-            saved_pct(rep.tokens_before, rep.tokens_after),
+        rows.append(
+            (
+                r.name or rep.input,
+                rep.format,
+                f"{rep.messages:,}",
+                f"{rep.tokens_before:,}",
+                f"{rep.tokens_after:,}",
+                saved_pct(rep.tokens_before, rep.tokens_after),
+            )
         )
+    total = ("total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after))
+    table = plain_table(f"{len(results):,} transcripts · tokens")
+    names = ("format", "messages", "before", "after", "saved")
+    widths = [max(cell_len(row[i]) for row in [*rows, total, ("", *names)]) for i in range(1, 6)]
+    room = None if width is None else max(12, width - sum(widths) - 2 * len(widths))
+    table.add_column("file", no_wrap=True, overflow="ellipsis", max_width=room)
+    for i, (name, widest) in enumerate(zip(names, widths, strict=True)):
+        table.add_column(
+            name, justify="left" if i == 0 else "right", no_wrap=True, min_width=widest
+        )
+    for row, bad in zip(rows, failed, strict=True):
+        table.add_row(*row, style="red" if bad else None)
     table.add_section()
-    table.add_row(
-        "total", "", "", f"{before:,}", f"{after:,}", saved_pct(before, after), style="bold"
-    )
+    table.add_row(*total, style="bold")
     return table
 
 
 def tools_table(rows: Sequence[ToolRow]) -> Table:
     """Tokens per tool (calls and results) and per kind of other text: ``--by-tool``."""
-    from rich.table import Table
-
-    table = Table(title="tokens by tool", title_justify="left")
+    table = plain_table("tokens by tool")
     table.add_column("tool or text", no_wrap=True, min_width=20)
     for name in ("calls", "tokens before", "tokens after", "saved"):
         table.add_column(name, justify="right", no_wrap=True)
@@ -193,25 +276,42 @@ def tools_table(rows: Sequence[ToolRow]) -> Table:
 
 
 def top_table(items: Sequence[Item]) -> Table:
-    """The largest removed or shortened blocks: ``--top N``."""
-    from rich.table import Table
+    """The largest removed or shortened blocks: ``--top N``.
 
-    table = Table(title=f"the {len(items)} largest removals", title_justify="left")
+    Every column is labelled and none is cut; where each original went is
+    :func:`top_where`, printed under the table (a path is never cut).
+    """
+    table = plain_table(f"the {len(items)} largest removals")
     table.add_column("#", justify="right", no_wrap=True)
     table.add_column("saved", justify="right", no_wrap=True)
     table.add_column("message", justify="right", no_wrap=True)
     table.add_column("what", no_wrap=True)
     table.add_column("stage", no_wrap=True)
-    table.add_column("original in", overflow="fold")
     for rank, it in enumerate(items, 1):
         kind = it.kind.replace("tool_", "")
         what = f"{it.tool} {kind}" if it.tool else f"{it.role} {kind}"
         table.add_row(
-            str(rank),
-            f"{it.saved:,}",
-            f"#{it.message}",
-            f"{what} ({it.change})",
-            it.stage,
-            it.offload_path or "(restore pack)",
+            str(rank), f"{it.saved:,}", f"#{it.message}", f"{what} ({it.change})", it.stage
         )
     return table
+
+
+def top_where(items: Sequence[Item]) -> list[str]:
+    """Where the original of each block of :func:`top_table` went, one line each."""
+    return [
+        f"#{rank} original in {shown_path(it.offload_path or '(the restore pack)')}"
+        for rank, it in enumerate(items, 1)
+    ]
+
+
+def shown_path(path: str) -> str:
+    """A path as the user reaches it: relative to the working directory when under it."""
+    import os
+
+    if not os.path.isabs(path):
+        return path
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return path
+    return path if rel.startswith(os.pardir) else rel

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import orjson
 import typer
 
 from ctxcli import api
@@ -19,9 +20,11 @@ from ctxcli.cli.options import (
     EngineOpt,
     Inputs,
     JobsOpt,
+    JsonOpt,
     QuietOpt,
     one_input,
 )
+from ctxcli.cli.payload import restored_entry
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
@@ -60,6 +63,7 @@ def restore(
     engine: EngineOpt = "local",
     column: ColumnOpt = "messages",
     jobs: JobsOpt = None,
+    json: JsonOpt = False,
 ) -> None:
     """Rebuild the original transcript byte-for-byte from a reduced one.
 
@@ -74,17 +78,20 @@ def restore(
         ctx restore reduced.jsonl -o original.jsonl
         ctx restore reduced/ -o originals/
         ctx restore --session 4d5611e5 --in-place
-        ctx restore --engine ray reduced/ -o original/ --offload-dir reduced.offload
+        ctx restore --engine ray reduced/ -o original/ --offload-dir r.offload
+        ctx restore reduced.jsonl -o original.jsonl --json
     """
     with errors():
         picked = session_input(inputs, session, last, project)
+        if json and output == STDIO and not in_place:
+            raise CtxError("--json prints on stdout, where the original would go; pass -o FILE.")
         if check_engine(engine) == "ray":
             source = one_input(picked)
             restore_ray(source, output, offload_dir=offload_dir, column=column, jobs=jobs)
             return
         run = RunOptions(force=force, live_seconds=live_seconds, allow_empty=allow_empty)
         if cli_batch.is_batch(picked):
-            view = cli_batch.View(quiet=quiet)
+            view = cli_batch.View(json, quiet=quiet)
             raise typer.Exit(cli_batch.restore_batch(picked, output, in_place, run, view))
         reduced = one_input(picked)
         if in_place and output not in (STDIO, reduced):
@@ -93,5 +100,8 @@ def restore(
         restored = api.restore(reduced, dest, options=run)
         if output == STDIO and not in_place:
             console.write_stdout(restored.data)
-        if not quiet:
+        if json:
+            entry = restored_entry(reduced, reduced if in_place else output, restored)
+            console.write_json(orjson.dumps({"files": [entry], "failed": 0}) + b"\n")
+        elif not quiet:
             print_restored(reduced, restored, in_place)

@@ -156,7 +156,7 @@ def _project(path: str | None, width: int = 28) -> str:
     home = os.path.expanduser("~")
     if path.startswith(home + os.sep) or path == home:
         path = "~" + path[len(home) :]
-    return path if len(path) <= width else "…" + path[-(width - 1) :]
+    return printable(path if len(path) <= width else "…" + path[-(width - 1) :])
 
 
 def plain_title(text: str) -> str:
@@ -187,7 +187,7 @@ def _cells(row: Any, now: float | None) -> tuple[str, ...]:
     cells = (
         sid,
         agent + (" (archived)" if row.archived else ""),
-        _project(row.project),
+        _project(row.project, 10_000),
         relative_time(row.modified, now),
         f"{row.records:,}",
         _size(row.bytes),
@@ -205,39 +205,68 @@ def _cells(row: Any, now: float | None) -> tuple[str, ...]:
 def sessions_table(rows: list[Any], now: float | None = None, width: int | None = None) -> str:
     """The text table of ``ctx sessions``, fitted to ``width`` (None: as wide as it is).
 
-    Rich fits it: the figures are never cut; the project, branch and title give way
-    (cut with an ellipsis, one line per session). When even that leaves them too
-    narrow to read, the branch, the largest line and the bytes are left out in turn
-    (:data:`DROPPED`).
+    The figures are never cut; the id, project, health, branch and title give way (cut
+    with an ellipsis, the project at its start, one line per session). When even that
+    leaves them too narrow to read, the columns of :data:`DROPPED` are left out in turn.
     """
     from rich.console import Console
     from rich.table import Table
-    from rich.text import Text
 
     cells = [_cells(row, now) for row in rows]
     shown = _fitting(cells, width)
+    widths = _widths(cells, shown, width)
     table = Table(box=None, pad_edge=False, show_edge=False, header_style="", highlight=False)
     for i in shown:
         name, right = COLUMNS[i]
         table.add_column(
             name,
             justify="right" if right else "left",
-            no_wrap=name not in CUT,
-            max_width=CUT.get(name),
-            min_width=READABLE.get(name),
+            no_wrap=True,
+            min_width=widths[i],
+            max_width=widths[i],
         )
-    for row_cells in cells:
-        table.add_row(
-            *(
-                Text(row_cells[i], no_wrap=True, overflow="ellipsis")
-                if COLUMNS[i][0] in CUT
-                else row_cells[i]
-                for i in shown
-            )
-        )
+    for n, row_cells in enumerate(cells):
+        table.add_row(*(_fit_cell(rows[n], row_cells, i, widths[i]) for i in shown))
     out = io.StringIO()
     Console(file=out, width=width or 10_000, color_system=None, soft_wrap=False).print(table)
     return "".join(line.rstrip() + "\n" for line in out.getvalue().splitlines())
+
+
+def _fit_cell(row: Any, cells: tuple[str, ...], i: int, width: int) -> str:
+    """Cell ``i`` in ``width`` columns: the project cut at its start, the others at the end."""
+    from rich.cells import cell_len, set_cell_size
+
+    text = cells[i]
+    if cell_len(text) <= width:
+        return text
+    if COLUMNS[i][0] == "project":
+        return _project(row.project, width)
+    return set_cell_size(text, width - 1) + "…"
+
+
+def _widths(cells: list[tuple[str, ...]], shown: list[int], width: int | None) -> dict[int, int]:
+    """The width of each shown column: a figure its whole width, the cut columns what is left.
+
+    Each cut column first gets its :data:`READABLE` width (or less, if it needs less),
+    then what is left goes to them in the order of :data:`CUT`, each up to its cap.
+    """
+    natural = {i: _natural(cells, i) for i in shown}
+    if width is None:
+        return {i: min(natural[i], CUT.get(COLUMNS[i][0]) or natural[i]) for i in shown}
+    widths = {
+        i: min(natural[i], READABLE[COLUMNS[i][0]]) if COLUMNS[i][0] in CUT else natural[i]
+        for i in shown
+    }
+    room = width - sum(widths.values()) - 2 * (len(shown) - 1)
+    by_name = {COLUMNS[i][0]: i for i in shown}
+    for name, cap in CUT.items():
+        i = by_name.get(name)
+        if i is None or room <= 0:
+            continue
+        more = min(room, min(natural[i], cap or natural[i]) - widths[i])
+        widths[i] += max(more, 0)
+        room -= max(more, 0)
+    return widths
 
 
 def _fitting(cells: list[tuple[str, ...]], width: int | None) -> list[int]:
@@ -254,7 +283,7 @@ def _fitting(cells: list[tuple[str, ...]], width: int | None) -> list[int]:
         total = 2 * (len(shown) - 1)
         for i in shown:
             name = COLUMNS[i][0]
-            natural = max([len(name), *(len(c[i]) for c in cells)])
+            natural = _natural(cells, i)
             total += min(natural, READABLE[name]) if name in CUT else natural
         return total
 
@@ -263,6 +292,13 @@ def _fitting(cells: list[tuple[str, ...]], width: int | None) -> list[int]:
             break
         shown.remove(next(i for i, (n, _r) in enumerate(COLUMNS) if n == name))
     return shown
+
+
+def _natural(cells: list[tuple[str, ...]], i: int) -> int:
+    """The width column ``i`` takes uncut: its widest cell or its header."""
+    from rich.cells import cell_len
+
+    return max([cell_len(COLUMNS[i][0]), *(cell_len(c[i]) for c in cells)])
 
 
 COLUMNS = (
@@ -281,15 +317,35 @@ COLUMNS = (
     ("title", False),
 )
 
-CUT: dict[str, int | None] = {"project": 28, "health": 22, "branch": 20, "title": None}
+CUT: dict[str, int | None] = {
+    "project": 28,
+    "title": 60,
+    "health": 22,
+    "id": 38,
+    "branch": 20,
+}
 """The columns that give way to fit the terminal (cut with an ellipsis), each with the
-widest it gets so the title has the rest; the figures are never cut."""
+widest it gets; the room left after the figures goes to them in this order. The figures
+are never cut."""
 
-READABLE = {"project": 10, "health": 7, "branch": 8, "title": 12}
+READABLE = {"id": 10, "project": 10, "health": 7, "branch": 8, "title": 12}
 """The narrowest each cut column is still worth reading at."""
 
-DROPPED = ("branch", "largest", "bytes")
-"""The columns left out, in this order, of a table too wide for the terminal."""
+DROPPED = (
+    "branch",
+    "largest",
+    "bytes",
+    "health",
+    "agent",
+    "modified",
+    "records",
+    "project",
+    "title",
+    "tokens",
+    "spent $",
+)
+"""The columns left out, in this order, of a table too wide for the terminal: the id,
+what a resume costs and what the session spent stay longest."""
 
 
 def sessions(
@@ -330,7 +386,9 @@ def sessions(
     ] = False,
     jobs: Annotated[
         int,
-        typer.Option("--jobs", "-j", min=1, help="Processes reading sessions not yet cached."),
+        typer.Option(
+            "--jobs", "-j", metavar="N", min=1, help="Processes reading sessions not yet cached."
+        ),
     ] = 1,
 ) -> None:
     """List the Claude Code and Codex sessions on this machine.

@@ -15,7 +15,6 @@ from ctxcli.cli.options import JsonOpt
 from ctxcli.cli.sessions import LastOpt, LiveSecondsOpt, ProjectOpt, SessionOpt, session_input
 from ctxcli.core.errors import CtxError
 
-
 __all__ = ["uncompact"]
 
 

@@ -32,7 +32,7 @@ def validate(
     inputs: Annotated[
         list[str] | None,
         typer.Argument(
-            help="Transcript files, or - for stdin.", show_default=False, metavar="FILE..."
+            help="Transcript files, or - for stdin.", show_default=False, metavar="FILE"
         ),
     ] = None,
     format: FormatOpt = None,

@@ -24,9 +24,11 @@ __all__ = ["wrap"]
 
 
 def wrap(
-    client: Annotated[str, typer.Argument(help="claude or codex.", show_default=False)],
+    client: Annotated[
+        str, typer.Argument(help="claude or codex.", show_default=False, metavar="CLIENT")
+    ],
     args: Annotated[
-        list[str] | None, typer.Argument(help="Arguments for the client, after --.")
+        list[str] | None, typer.Argument(help="Arguments for the client, after --.", metavar="ARGS")
     ] = None,
     preset: PresetOpt = None,
     config: ConfigOpt = None,

@@ -41,6 +41,7 @@ from ctxcli.api.remote import (
     write_url,
 )
 from ctxcli.core.errors import CtxError, OnInvalid, RestoreError
+from ctxcli.core.install import install_command
 from ctxcli.core.io import local_path
 from ctxcli.datasets.jsonl import FileTotals, reduce_jsonl, restore_jsonl
 from ctxcli.datasets.rows import STAT_COLUMNS, RowReducer, columns_of, restore_row
@@ -74,7 +75,7 @@ def _ray() -> Any:
         import ray.data  # noqa: F401
     except ImportError:
         raise CtxError(
-            "the Ray engine needs Ray Data; install it with pip install 'ctx-lossless[ray]'."
+            f"the Ray engine needs Ray Data; install it with {install_command('ray')}."
         ) from None
     return ray
 

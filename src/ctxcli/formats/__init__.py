@@ -9,6 +9,7 @@ A format plugin imports what it needs from here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import orjson
@@ -42,6 +43,7 @@ __all__ = [
     "Collection",
     "Split",
     "FORMATS",
+    "format_names",
 ]
 
 SNIFF_RECORDS = 20
@@ -105,13 +107,21 @@ def registry() -> dict[str, Format]:
     return FORMAT_REGISTRY.items()
 
 
+def format_names(formats: Iterable[str] | None = None) -> list[str]:
+    """Every name ``--format`` takes: the formats (``formats``, else all), then the collections.
+
+    The one list the help and the error for an unknown name both show.
+    """
+    return [*(registry() if formats is None else formats), *COLLECTIONS]
+
+
 def get_format(name: str) -> Format:
     """The format called ``name``."""
     formats = registry()
     try:
         return formats[name]
     except KeyError:
-        names = ", ".join([*formats, *COLLECTIONS])
+        names = ", ".join(format_names(formats))
         raise TranscriptError(
             "format", None, f"unknown format {name!r}; choose one of {names}"
         ) from None

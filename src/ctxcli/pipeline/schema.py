@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 import math
 import re
+import textwrap
+import tomllib
+import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.json_schema import JsonSchemaMode, models_json_schema
@@ -27,6 +31,9 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
 __all__ = [
     "SCHEMA_FILE",
+    "OptionDoc",
+    "option_docs",
+    "stage_toml",
     "config_schema",
     "config_to_dict",
     "config_to_toml",
@@ -185,3 +192,80 @@ def toml_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return "[" + ", ".join(toml_value(v) for v in value if v is not None) + "]"
     raise TypeError(f"cannot write {type(value).__name__} as TOML")
+
+
+@dataclass(frozen=True)
+class OptionDoc:
+    """One option of a stage as its documentation shows it."""
+
+    name: str
+    type: str
+    """The option's type in words: ``int``, ``list[str]``, ``str | None``."""
+    default: str | None
+    """The default as a TOML value, or None when the option is unset by default."""
+    description: str
+
+
+def _type_name(tp: Any) -> str:
+    """A type as a reader writes it (``int``, ``list[str]``, ``str | None``), no module paths."""
+    origin = get_origin(tp)
+    if origin in (Union, types.UnionType):
+        return " | ".join(_type_name(a) for a in get_args(tp))
+    if origin is Literal:
+        return " | ".join(json.dumps(a) for a in get_args(tp))
+    if origin is not None:
+        args = ", ".join(_type_name(a) for a in get_args(tp))
+        return f"{getattr(origin, '__name__', str(origin))}[{args}]"
+    if tp is type(None):
+        return "None"
+    return tp.__name__ if isinstance(tp, type) else str(tp)
+
+
+def option_docs(spec: StageSpec) -> list[OptionDoc]:
+    """The options of ``spec``: name, type, default as TOML, description."""
+    from pydantic_core import to_jsonable_python
+
+    docs = []
+    for name, info in spec.options.model_fields.items():
+        default = None
+        if not info.is_required():
+            value = to_jsonable_python(info.get_default(call_default_factory=True))
+            default = None if value is None else toml_value(value)
+        docs.append(OptionDoc(name, _type_name(info.annotation), default, info.description or ""))
+    return docs
+
+
+def stage_toml(spec: StageSpec, *, width: int = 79) -> str:
+    """The stage as a ``[[stages]]`` table of ``ctx.toml``, each option at its default.
+
+    Each option follows its description as a comment; an option unset by default is a
+    comment too, so the text loads as it is (``ctx config check`` accepts it).
+    """
+    lines = ["[[stages]]", f"use = {toml_value(spec.name)}"]
+    for doc in option_docs(spec):
+        lines += textwrap.wrap(
+            f"{doc.type}: {doc.description}", width, initial_indent="# ", subsequent_indent="# "
+        )
+        if doc.default is None:
+            lines.append(f"# {_key(doc.name)} = (unset)")
+        else:
+            lines.append(_fitted(f"{_key(doc.name)} = ", doc.default, width))
+    return "\n".join(lines) + "\n"
+
+
+def _fitted(key: str, value: str, width: int) -> str:
+    """``key value`` in lines of at most ``width``, read back as the same value.
+
+    An array goes one item a line; a string is cut at spaces with TOML's line-ending
+    backslash.
+    """
+    if len(key) + len(value) <= width:
+        return key + value
+    parsed = tomllib.loads(f"v = {value}")["v"]
+    if isinstance(parsed, list):
+        items = "".join(f"    {toml_value(v)},\n" for v in parsed)
+        return f"{key}[\n{items}]"
+    if isinstance(parsed, str) and "  " not in parsed and "\n" not in parsed:
+        body = textwrap.wrap(_string(parsed)[1:-1], width - 2, break_long_words=False)
+        return key + '"""\\\n' + " \\\n".join(body) + '"""'
+    return key + value

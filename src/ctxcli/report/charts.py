@@ -11,13 +11,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctxcli.core.errors import CtxError
+from ctxcli.core.install import install_command
 from ctxcli.report.data import MessageRow, ReportData
 
 __all__ = [
     "MAX_BARS",
     "MAX_COLOURS",
     "MAX_TOOL_ROWS",
-    "MISSING",
+    "missing",
     "monitors_spec",
     "stages_spec",
     "timeline_rows",
@@ -25,10 +26,14 @@ __all__ = [
     "tools_spec",
 ]
 
-MISSING = (
-    "the HTML report needs altair and vl-convert-python; install them with "
-    "pip install 'ctx-lossless[report]'."
-)
+
+def missing() -> str:
+    """The error when the report's packages are missing, with the install that adds them."""
+    return (
+        "the HTML report needs altair and vl-convert-python; install them with "
+        f"{install_command('report')}."
+    )
+
 
 MAX_BARS = 1200
 """Timeline bars at most: a longer session is shown in bins of consecutive messages."""
@@ -41,7 +46,7 @@ def _alt() -> Any:
     try:
         import altair as alt  # heavy: only when a page is rendered
     except ImportError:
-        raise CtxError(MISSING) from None
+        raise CtxError(missing()) from None
     return alt
 
 

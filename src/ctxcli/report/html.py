@@ -19,7 +19,7 @@ from typing import Any
 from ctxcli.core.errors import CtxError
 from ctxcli.core.monitors import MONITOR_HELP, StuckRule, looks_stuck
 from ctxcli.report.charts import (
-    MISSING,
+    missing,
     monitors_spec,
     stages_spec,
     timeline_rows,
@@ -45,7 +45,7 @@ def vega_bundle() -> str:
     try:
         import vl_convert
     except ImportError:
-        raise CtxError(MISSING) from None
+        raise CtxError(missing()) from None
 
     bundle: str = vl_convert.javascript_bundle()  # type: ignore[call-arg]  # stub lacks the default
     return bundle
