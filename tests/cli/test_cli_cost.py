@@ -90,7 +90,7 @@ def test_why_and_compare_print_their_tables_and_json(tmp_path: Path) -> None:
     result = invoke(["cost", path, "--why", "--compare"])
     assert "Why the cache was written" in result.stderr
     assert "ttl_expired" in result.stderr and "cold_start" in result.stderr
-    assert result.stderr.count("alternative:") == 4
+    assert result.stderr.count("alt: ") == 4
     assert "observation_masking" in result.stderr and "client_compaction" in result.stderr
     data = orjson.loads(invoke(["cost", path, "--compare", "--json"]).stdout)
     names = [a["name"] for a in data["alternatives"]]
@@ -99,5 +99,5 @@ def test_why_and_compare_print_their_tables_and_json(tmp_path: Path) -> None:
     causes = {c["cause"]: c["tokens"] for c in data["why"]["causes"]}
     assert causes == {"new_content": 3_097, "cold_start": 3_000, "ttl_expired": 6_003}
     plain = invoke(["cost", path])
-    assert "alternative:" not in plain.stderr and "Why the cache" not in plain.stderr
+    assert "alt: " not in plain.stderr and "Why the cache" not in plain.stderr
     assert orjson.loads(invoke(["cost", path, "--json"]).stdout)["alternatives"] == []

@@ -128,18 +128,7 @@ def cost_table(result: Any, width: int | None = None) -> Any:
     from ctxcli.cli.render import fitting_columns, plain_table
 
     s = result.session
-    c = s.replay.calibration
-    a = result.anchoring
-    usd = a.distribution("usd")
-    notes = [
-        f"The client's hidden prompt (system prompt, tools) is ~{c.overhead_tokens:,} tokens; "
-        f"the provider counts {c.token_ratio:.3f} tokens per token ctx counts "
-        "(provider/ours). Both are fitted to the recorded usage and scale the replay.",
-        f"{a.within}/{len(a.checks)} requests within {a.tolerance:.0%} of their record; "
-        f"price error per request median {usd['median']:.1%}, p90 {usd['p90']:.1%}.",
-        "from records: the recorded bill plus the model's price of what the row changes, "
-        "± the replay's error on that change" + _horizons(result) + ".",
-    ]
+    notes = _cost_notes(result)
     rows: list[tuple[str, Any, int | None, Any]] = [
         ("as recorded", s.recorded, None, None),
         ("as replayed", s.replay, s.replay.busts, None),
@@ -187,6 +176,22 @@ def cost_table(result: Any, width: int | None = None) -> Any:
     return table
 
 
+def _cost_notes(result: Any) -> list[str]:
+    """Return the lines under the cost table: the calibration, the per-request check, the band."""
+    c = result.session.replay.calibration
+    a = result.anchoring
+    usd = a.distribution("usd")
+    return [
+        f"The client's hidden prompt (system prompt, tools) is ~{c.overhead_tokens:,} tokens; "
+        f"the provider counts {c.token_ratio:.3f} tokens per token ctx counts "
+        "(provider/ours). Both are fitted to the recorded usage and scale the replay.",
+        f"{a.within}/{len(a.checks)} requests within {a.tolerance:.0%} of their record; "
+        f"price error per request median {usd['median']:.1%}, p90 {usd['p90']:.1%}.",
+        "from records: the recorded bill plus the model's price of what the row changes, "
+        "± the replay's error on that change" + _horizons(result) + ".",
+    ]
+
+
 def _horizons(result: Any) -> str:
     """The payback horizons of the first chain's changes to sent prefixes, as a sentence."""
     from ctxcli.cost.horizon import horizon_summary
@@ -206,10 +211,7 @@ def why_table(result: Any) -> Any:
 
     why = result.why()
     table = plain_table("Why the cache was written")
-    table.caption = (
-        f"{why.diagnosed} requests explained by the file's diagnostics;\n"
-        "the rest inferred from the rebuilt requests"
-    )
+    table.caption = f"{why.diagnosed} explained by the file's diagnostics, the rest inferred"
     table.caption_justify = "left"
     for name in ("cause", "tokens", "USD", "source"):
         table.add_column(
