@@ -74,7 +74,7 @@ def test_a_deeply_nested_price_file_is_exit_2_naming_it(
 ) -> None:
     prices = tmp_path / "prices.toml"
     prices.write_text("x = " + "[" * depth + "]" * depth + "\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"prices\.toml: invalid TOML \(.*nested too deeply"):
+    with pytest.raises(ConfigError, match=r"prices\.toml: invalid TOML: .*nested too deeply"):
         load_price_table(prices)
     monkeypatch.setenv("CTX_PRICES", str(prices))
     result = invoke(["cost", str(session(tmp_path))], code=2)

@@ -168,7 +168,7 @@ def test_ctx_prices_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None
             "tokens).",
         ),
         ("prices = [1, 2]\n", "prices.toml: prices = [1, 2] is invalid: must be a table of"),
-        ("prices = \n", "prices.toml: invalid TOML (Invalid value (at line 1, column 10))"),
+        ("prices = \n", "prices.toml: invalid TOML: Invalid value (at line 1, column 10)"),
     ],
 )
 def test_errors_name_file_key_value_and_fix(

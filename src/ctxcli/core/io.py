@@ -2,14 +2,18 @@
 
 A location is a local path or a URL; :func:`local_path` is the one rule for which URLs
 name local files, for every layer that opens one (the file API, object storage, the
-live offload of the in-process reducer).
+live offload of the in-process reducer). :func:`parse_toml` reads every TOML file ctx
+reads (configs, the price table) with one error rule.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-from typing import TYPE_CHECKING
+import tomllib
+from typing import TYPE_CHECKING, Any
+
+from ctxcli.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from hashlib import _Hash as Hash
@@ -22,6 +26,7 @@ __all__ = [
     "hash_input",
     "is_url",
     "local_path",
+    "parse_toml",
     "release",
 ]
 
@@ -121,3 +126,20 @@ def local_path(location: str | os.PathLike[str]) -> str | None:
         if text.startswith(scheme):
             return text[len(scheme) :]
     return None if is_url(text) else text
+
+
+def parse_toml(text: str, where: str) -> dict[str, Any]:
+    """Parse ``text`` as TOML; ``where`` names the file in the error (every TOML file ctx reads).
+
+    Raises:
+        ConfigError: invalid TOML, or arrays and tables nested too deeply for the parser
+            (it recurses once per level: ~500 levels exhaust Python's stack).
+    """
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{where}: invalid TOML: {exc}.") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{where}: invalid TOML: arrays or tables nested too deeply to read; flatten the value."
+        ) from None

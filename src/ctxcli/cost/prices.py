@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import os
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from functools import reduce
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 from ctxcli.core.errors import ConfigError
+from ctxcli.core.io import parse_toml
 
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
@@ -257,15 +257,10 @@ def load_price_table(path: str | Path | None = None) -> PriceTable:
     if not source:
         return PriceTable(table)
     try:
-        data = tomllib.loads(Path(source).read_text(encoding="utf-8"))
+        text = Path(source).read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{source}: cannot read the price table ({exc.strerror}).") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{source}: invalid TOML ({exc}); fix the file.") from None
-    except RecursionError:
-        raise ConfigError(
-            f"{source}: invalid TOML (arrays or tables nested too deeply to read); fix the file."
-        ) from None
+    data = parse_toml(text, source)
     prices = data.get("prices", data)
     if not isinstance(prices, dict):
         raise ConfigError(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import difflib
 import os
-import tomllib
 import types
 import typing
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ctxcli.core.errors import ConfigError, Remedy
-from ctxcli.core.io import is_url
+from ctxcli.core.io import is_url, parse_toml
 from ctxcli.formats import registry as format_registry
 from ctxcli.pipeline.locate import CONFIG_NAME as CONFIG_NAME
 from ctxcli.pipeline.locate import find_config as find_config
@@ -151,23 +150,6 @@ DEFAULT_STAGES: tuple[dict[str, Any], ...] = (
 def default_config() -> Config:
     """The configuration used when no file is found: Eino's two stages with its defaults."""
     return build_config({"stages": [dict(s) for s in DEFAULT_STAGES]}, "defaults")
-
-
-def parse_toml(text: str, where: str) -> dict[str, Any]:
-    """``text`` parsed as TOML; ``where`` names the file in the error.
-
-    Raises:
-        ConfigError: invalid TOML, or arrays and tables nested too deeply for the parser
-            (it recurses once per level: ~500 levels exhaust Python's stack).
-    """
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{where}: invalid TOML: {exc}.") from None
-    except RecursionError:
-        raise ConfigError(
-            f"{where}: invalid TOML: arrays or tables nested too deeply to read; flatten the value."
-        ) from None
 
 
 def load_config(
