@@ -444,3 +444,14 @@ def test_run_into_a_directory_a_stdout_output_restores_from_keeps_it(w: World) -
     w.append(CODEX_SESSION, 1)
     w.reduce(CODEX_SESSION, "file", output="a/r.jsonl", offload_dir="D")
     w.check()
+
+
+@_new(
+    "restore of an output made from a session reduced in place, after doctor --fix, adds the torn tail twice"
+)
+def test_output_of_a_reduced_session_restores_after_its_torn_tail_is_repaired(w: World) -> None:
+    w.append(CODEX_SESSION, 1, torn=True)
+    w.reduce(CODEX_SESSION, "inplace", preset="claude-code-resume")
+    w.reduce(CODEX_SESSION, "file", output="r.jsonl")
+    w.doctor(CODEX_SESSION)
+    w.check()

@@ -393,10 +393,20 @@ def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: s
 def _first_match(
     data: bytes, candidates: list[Path], used: set[str]
 ) -> tuple[Path, dict[str, Any], int] | None:
+    """Return the first record that made ``data`` (its output, then lines appended).
+
+    A record made *from* ``data`` is a later change, never the one to undo, even when
+    its output is a start of ``data`` (a repair that dropped a torn last line).
+    """
+    made_from_here = sha256(data)
     for path in candidates:
         if str(path.resolve()) in used:
             continue
         hit = match_reduction(data, path)
-        if hit is not None:
-            return path, hit[0], hit[1]
+        if hit is None:
+            continue
+        source = hit[0].get("input")
+        if hit[1] and isinstance(source, dict) and source.get("sha256") == made_from_here:
+            continue
+        return path, hit[0], hit[1]
     return None
