@@ -343,6 +343,7 @@ def test_malformed_payload_passes_and_logs_one_line(raw: bytes) -> None:
     assert stat.S_IMODE(log_path().stat().st_mode) == 0o600
 
 
+@pytest.mark.may_skip(reason="a platform property: root writes into a read-only directory")
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
 def test_an_unwritable_offload_dir_passes_the_output_through(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
