@@ -455,3 +455,12 @@ def test_output_of_a_reduced_session_restores_after_its_torn_tail_is_repaired(w:
     w.reduce(CODEX_SESSION, "file", output="r.jsonl")
     w.doctor(CODEX_SESSION)
     w.check()
+
+
+@_new("a run into D replaces D although a reduction made from D's output restores through it")
+def test_run_into_a_directory_another_reductions_chain_goes_through_keeps_it(w: World) -> None:
+    w.reduce("work/tau.jsonl", "file", output="q.jsonl", preset="keep-terms", offload_dir="D")
+    w.reduce("work/q.jsonl", "file", output="r.jsonl")
+    w.restore("work/r.jsonl", "stdout", output="q.jsonl")
+    w.reduce("work/q.jsonl", "file", output="out/r.jsonl", offload_dir="D")
+    w.check()

@@ -476,14 +476,21 @@ def _output_elsewhere(manifest: dict[str, Any], base: Path, output: Path) -> str
     """Another file the record at ``base`` still restores (the index knows where it wrote).
 
     A record written beside standard output restores a file ctx never saw named: it may
-    be anywhere, so it is one.
+    be anywhere, so it is one. So is a reduction made from the record's output (a chain
+    of outputs restores through every record in it).
     """
     digest = _field(manifest, "output", "sha256")
     if digest is None:
         return None
     here = os.path.realpath(base)
     mine = os.path.realpath(output)
-    for entry in ReductionIndex().find(output_sha256=digest):
+    index = ReductionIndex()
+    for made in index.find(input_sha256=digest):
+        # A reduction made from this record's output restores through it, wherever that
+        # output is now: the record stays while that reduction's own record does.
+        if made.offload_dir != here and Path(made.offload_dir).is_dir():
+            return f"the reduction recorded in {made.offload_dir}"
+    for entry in index.find(output_sha256=digest):
         if entry.offload_dir != here or entry.path == mine:
             continue
         if not entry.path:
