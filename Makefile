@@ -64,7 +64,8 @@ test-all: test test-slow fuzz test-network test-browser test-ray e2e-proxy e2e d
 # sequences of commands for CTX_FUZZ_SECONDS (default 600; `make test` runs a short,
 # derandomized search). Hypothesis keeps what it found in .hypothesis/ctx-fuzz
 # (CTX_FUZZ_DB elsewhere) and tries it first next time; a failure prints the shrunk
-# sequence of commands.
+# sequence of commands. With CTX_FUZZ_DERANDOMIZE=1 (as .ci/run sets) it is instead one fixed
+# search of CTX_FUZZ_EXAMPLES sequences, the same on every machine.
 fuzz: $(STAMP)
 	CTX_FUZZ_SECONDS=$${CTX_FUZZ_SECONDS:-600} $(BIN)/python -m pytest -m fuzz -p no:cacheprovider \
 		tests/api/test_user_surface_model.py
