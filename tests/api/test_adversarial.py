@@ -22,11 +22,13 @@ from typing import Any
 
 import pytest
 
-from ctxcli.api import RunOptions, reduce_file, restore_file
+from ctxcli.api import Destination, RunOptions, reduce, reduce_file, restore, restore_file
 from ctxcli.core.errors import CtxError, OffloadError, RestoreError
+from ctxcli.store.history import changes, changes_dir
 from ctxcli.store.manifest import MANIFEST
 from support.cli import invoke
 from support.paths import SAMPLE
+from support.session_layout import build as build_layout
 from support.transcript_builders import build, to_jsonl, tool_session, write_sessions
 
 TRUNCATE = '[[stages]]\nuse = "truncate_tool_output"\nmax_length = 300\n'
@@ -531,6 +533,26 @@ def test_stale_output_temp_files_are_swept(tmp_path: Path) -> None:
     reduce_file(SAMPLE, "out.jsonl")
     assert not Path(f".out.jsonl.ctx-tmp-{dead}-abcd1234").exists()
     assert Path(f".out.jsonl.ctx-tmp-{os.getpid()}-live0000").exists()
+
+
+def test_a_restore_in_place_sweeps_what_a_killed_reduction_left_beside_the_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A run killed while staging its record leaves ".0002-reduce.ctx-tmp-PID-HEX" in the
+    # session's change folder; when the next run is a restore (not a reduction), that
+    # restore sweeps it (found by the SIGKILL test in CI).
+    path = build_layout(tmp_path / "home", monkeypatch).spotter
+    original = path.read_bytes()
+    reduce(path, Destination(in_place=True))
+    assert changes(path)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    leftover = changes_dir(path) / f".0002-reduce.ctx-tmp-{dead}-abcd1234"
+    leftover.mkdir()
+    (leftover / "pack").write_bytes(b"half")
+    restore(path, Destination(in_place=True))
+    assert path.read_bytes() == original
+    assert list(changes_dir(path).glob(".*ctx-tmp*")) == []
 
 
 # -- 11. offload files are UTF-8 -----------------------------------------------------

@@ -37,7 +37,7 @@ from ctxcli.core.errors import OffloadError, Remedy
 from ctxcli.core.io import Input, hash_input
 from ctxcli.services.lock import commit_lock
 from ctxcli.store import history
-from ctxcli.store.disk import OffloadStore, check_offload_target, holds_records
+from ctxcli.store.disk import OffloadStore, check_offload_target, holds_records, remove_stale
 from ctxcli.store.index import HEAD_BYTES, ReductionIndex, head_digest, remember
 from ctxcli.store.inplace import InPlace, Staged
 from ctxcli.store.manifest import Header, manifest_for_rerun
@@ -329,8 +329,12 @@ def _use_up(used: list[Path]) -> None:
 
     A record is still needed when a reduction was made from its output (the input of
     that reduction is the output, or starts with it: lines appended since): that
-    reduction's output restores through it.
+    reduction's output restores through it. What killed runs left beside the records
+    (staging directories of changes never committed) is swept too: a restore is the
+    next run in that folder as much as a reduction is.
     """
+    for folder in {p.parent for p in used}:
+        remove_stale(folder, None, "tmp")
     if not used:
         return
     index = ReductionIndex()
