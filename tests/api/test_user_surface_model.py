@@ -474,3 +474,32 @@ def test_run_into_a_directory_another_reductions_chain_goes_through_keeps_it(w: 
     w.restore("work/r.jsonl", "stdout", output="q.jsonl")
     w.reduce("work/q.jsonl", "file", output="out/r.jsonl", offload_dir="D")
     w.check()
+
+
+@_new(
+    "an output restored from a repaired session (its torn tail back), reduced in place, "
+    "names the repair as what it was made from and no longer restores"
+)
+def test_an_original_restored_from_a_repair_is_not_taken_for_the_repair_plus_lines(
+    w: World,
+) -> None:
+    w.append(CODEX_SESSION, 1, torn=True)
+    w.doctor(CODEX_SESSION)
+    w.restore(CODEX_SESSION, "file", output="r.jsonl")
+    w.reduce("work/r.jsonl", "inplace", preset="reasonblocks")
+    w.check()
+
+
+@_new(
+    "an output restored from a repaired session that grew since, reduced again, "
+    "restores with the torn tail twice"
+)
+def test_a_restored_original_that_grew_is_not_undone_through_the_repair_again(
+    w: World,
+) -> None:
+    w.append(CODEX_SESSION, 1, torn=True)
+    w.doctor(CODEX_SESSION)
+    w.append(CODEX_SESSION, 1)
+    w.restore(CODEX_SESSION, "stdout", output="out/r.jsonl")
+    w.reduce("work/out/r.jsonl", "file", output="r.jsonl", preset="synaptic")
+    w.check()

@@ -226,7 +226,11 @@ def prune(path: Path) -> None:
 def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int] | None:
     """``(manifest, appended bytes)`` if ``data`` is this directory's output, or it plus lines.
 
-    Only hashes are compared; nothing is rebuilt.
+    Only hashes are compared; nothing is rebuilt. ``data`` that starts with the
+    record's own input (a change that dropped a torn last line: its input is its output
+    plus that line) was made from that input, or restored to it: it is never the
+    record's output with lines appended, and undoing the record again would add what
+    the record took out a second time.
     """
     manifest = read_manifest(offload_dir)
     if manifest is None:
@@ -244,9 +248,29 @@ def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int
         and len(data) > size
         and (size == 0 or data[size - 1 : size] == b"\n")
         and sha256(memoryview(data)[:size]) == digest
+        and not _starts_with_input(data, manifest)
     ):
         return manifest, len(data) - size
     return None
+
+
+def _reached(data: bytes, record: Path) -> bool:
+    """True if ``data`` starts with the input of ``record`` (see :func:`match_reduction`)."""
+    manifest = read_manifest(record)
+    return manifest is not None and _starts_with_input(data, manifest)
+
+
+def _starts_with_input(data: bytes, manifest: dict[str, Any]) -> bool:
+    """True if ``data`` starts with the input of a record that changed something."""
+    source, made = manifest.get("input"), manifest.get("output")
+    if not isinstance(source, dict) or not isinstance(made, dict):
+        return False
+    size, digest = source.get("bytes"), source.get("sha256")
+    if not isinstance(size, int) or not isinstance(digest, str) or size > len(data):
+        return False
+    if size == made.get("bytes") and digest == made.get("sha256"):
+        return False  # a record that changed nothing: undoing it changes nothing either
+    return sha256(memoryview(data)[:size]) == digest
 
 
 def match_reduction_at(path: Path, offload_dir: Path) -> bool:
@@ -299,6 +323,10 @@ def restore_chain(
         if found is None:
             if not steps:
                 return _unmatched(current, candidates, own, name)
+            # A record the last step was made from whose own input ``current`` already
+            # is (a repair's output plus the torn line it dropped, carried by the run
+            # over it): its original is reached; undoing it would add that line twice.
+            wanted = [p for p in wanted if not _reached(current, p)]
             break
         path, manifest, appended = found
         used.add(str(path.resolve()))
@@ -393,20 +421,11 @@ def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: s
 def _first_match(
     data: bytes, candidates: list[Path], used: set[str]
 ) -> tuple[Path, dict[str, Any], int] | None:
-    """Return the first record that made ``data`` (its output, then lines appended).
-
-    A record made *from* ``data`` is a later change, never the one to undo, even when
-    its output is a start of ``data`` (a repair that dropped a torn last line).
-    """
-    made_from_here = sha256(data)
+    """Return the first record that made ``data`` (its output, then lines appended)."""
     for path in candidates:
         if str(path.resolve()) in used:
             continue
         hit = match_reduction(data, path)
-        if hit is None:
-            continue
-        source = hit[0].get("input")
-        if hit[1] and isinstance(source, dict) and source.get("sha256") == made_from_here:
-            continue
-        return path, hit[0], hit[1]
+        if hit is not None:
+            return path, hit[0], hit[1]
     return None
