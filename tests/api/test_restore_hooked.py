@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -265,3 +266,12 @@ def test_a_reduction_on_top_of_a_hook_written_session_is_undone_first(tmp_path: 
     session, direct = _write(tmp_path)
     api.reduce(session, Destination(None, in_place=True), options=RunOptions(force=True))
     assert api.restore(session).data == direct
+
+
+def test_a_hook_output_offloaded_before_notes_existed_is_refused(tmp_path: Path) -> None:
+    """An older ctx's hook wrote no notes: its cuts are never left in place unsaid."""
+    session, _ = _write(tmp_path)
+    cited = _cited(session)[0]
+    shutil.rmtree(cited.parent.parent / "cuts")
+    with pytest.raises(RestoreError, match="note of this offloaded output is missing"):
+        api.restore(session)

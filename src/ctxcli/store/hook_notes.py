@@ -25,6 +25,7 @@ from typing import Any
 
 from ctxcli.core.errors import RestoreError
 from ctxcli.core.protocols import safe_name, sha256
+from ctxcli.services.dirs import data_dir
 from ctxcli.store.live import LiveOffload
 from ctxcli.store.naming import agent_text
 
@@ -87,8 +88,13 @@ def note_cut(store: LiveOffload, cut: Cut, original: str) -> str:
 
 
 def is_hook_file(cited: str) -> bool:
-    """True if ``cited`` lies in an offload directory the hook keeps notes in."""
-    return Path(cited).parent.parent.joinpath(CUTS).is_dir()
+    """True if ``cited`` lies where the hook offloads: a folder with notes, or ctx's own.
+
+    ``<data>/hooks/<session>/trunc/<name>`` is the hook's without a note too (a ctx before
+    the notes wrote it): never taken for another hint and left in place unsaid.
+    """
+    root = Path(cited).parent.parent
+    return root.joinpath(CUTS).is_dir() or root.parent == data_dir() / "hooks"
 
 
 def _notes(cited: str) -> list[dict[str, Any]]:
