@@ -10,6 +10,7 @@ against sessions the real CLI wrote with and without the hook.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -265,7 +266,12 @@ def test_another_ctx_hint_in_a_tool_output_is_not_the_hooks(tmp_path: Path) -> N
 def test_a_reduction_on_top_of_a_hook_written_session_is_undone_first(tmp_path: Path) -> None:
     session, direct = _write(tmp_path)
     api.reduce(session, Destination(None, in_place=True), options=RunOptions(force=True))
-    assert api.restore(session).data == direct
+    restored = api.restore(session)
+    assert restored.data == direct
+    # The reduction first, the hook's cuts last: the last step holds the original.
+    assert len(restored.steps) == 2
+    assert restored.steps[-1].restored_sha256 == hashlib.sha256(direct).hexdigest()
+    assert restored.steps[-1].restored_bytes == len(direct)
 
 
 def test_a_hook_output_offloaded_before_notes_existed_is_refused(tmp_path: Path) -> None:

@@ -52,8 +52,10 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
     rebuilt, count = put_back(restored.data, original, name)
     if not count:
         return restored if restored.steps else _recorded(data, name, offload_dir)
+    # Undone last (the hook cut before any reduction was made): the last step, whose
+    # bytes are the original's.
     step = RestoreStep(roots[0], len(rebuilt), sha256(rebuilt), 0)
-    return Restored(rebuilt, (step, *restored.steps))
+    return Restored(rebuilt, (*restored.steps, step))
 
 
 def _recorded(
