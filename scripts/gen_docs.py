@@ -46,6 +46,7 @@ PAGES = (
     "python.md",
     "plugins.md",
     "development.md",
+    "hooks.md",
 )
 """The manual's pages whose console examples run after the README's, in this order."""
 SOURCES = (README, *(ROOT / "docs" / page for page in PAGES))

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -255,3 +256,133 @@ def test_priced_cost_direct_and_with_hooks(claude: str, tmp_path: Path) -> None:
     for before, after in zip(main, main[1:], strict=False):
         sent = _plain(before["messages"])
         assert _plain(after["messages"][: len(sent)])[:-1] == sent[:-1]
+
+
+def _cut_script(project: Path) -> list[Step]:
+    """Every tool the hook cuts that runs offline, each over ``max_chars`` (4,000)."""
+    project.mkdir(parents=True)
+    # Under Claude Code's own 30,000-character Bash limit, so the run without the hook
+    # keeps it inline too; with quotes, a backslash, tabs and non-ASCII to escape.
+    mid = "".join(f'line {i}: output \u00e9\u4e2d "q" \\ tab\there\n' for i in range(700))
+    (project / "mid.txt").write_text(mid)
+    (project / "big.py").write_text(
+        "".join(f"def f_{i}(x):\n    return x * {i}\n" for i in range(900))
+    )
+    data = project / "data"
+    data.mkdir()
+    for i in range(120):
+        (data / f"{i:03d}-a-file-name-long-enough-for-the-glob-list-to-be-cut.txt").write_text("x")
+    (project / "ctx.toml").write_text(
+        '[[stages]]\nuse = "truncate_tool_output"\nmax_chars = 4000\n'
+    )
+    return [
+        Step("Bash", {"command": f"cat {project / 'mid.txt'}", "description": "Show the file"}),
+        Step("Read", {"file_path": str(project / "big.py")}, "Reading the module."),
+        Step("Grep", {"pattern": "return x", "path": str(project), "output_mode": "content"}),
+        Step("Glob", {"pattern": "data/*.txt", "path": str(project)}),
+    ]
+
+
+def _tool_records(session: Path) -> dict[str, tuple[str, dict[str, str]]]:
+    """Each tool call's record: its line, and the exact text of its message and result."""
+    from ctxcli.formats.jsontext import member_span
+
+    out = {}
+    for line in session.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if "toolUseResult" not in record:
+            continue
+        spans = {}
+        for key in ("message", "toolUseResult"):
+            span = member_span(line, key)
+            assert span is not None
+            # How long the tool took differs between two runs; nothing else may.
+            spans[key] = re.sub(r'"durationMs":\d+', '"durationMs":0', line[span[0] : span[1]])
+        out[record["message"]["content"][0]["tool_use_id"]] = (line, spans)
+    return out
+
+
+def _outside(line: str) -> str:
+    """A record's line without its message and toolUseResult."""
+    from ctxcli.formats.jsontext import member_span
+
+    for key in ("toolUseResult", "message"):
+        span = member_span(line, key)
+        assert span is not None
+        line = line[: span[0]] + "0" + line[span[1] :]
+    return line
+
+
+def test_restore_gives_a_hook_written_session_the_tools_real_outputs(
+    claude: str, tmp_path: Path
+) -> None:
+    """The same script without and with the hook; restore makes the second the first.
+
+    Both runs use the same project and home paths, so every path in the records agrees:
+    each tool call's message and ``toolUseResult`` after ``ctx restore`` are byte for byte
+    what Claude Code wrote without the hook.
+    """
+    work, project, home = tmp_path / "run", tmp_path / "run" / "project", tmp_path / "run" / "home"
+    sessions = {}
+    for hooks in (False, True):
+        shutil.rmtree(work, ignore_errors=True)
+        steps = _cut_script(project)
+        home.mkdir(parents=True)
+        if hooks:
+            subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "ctxcli",
+                    "hooks",
+                    "install",
+                    "claude",
+                    "--dir",
+                    str(project),
+                ],
+                check=True,
+                capture_output=True,
+                env={**os.environ, "PATH": "/usr/bin:/bin"},
+            )
+        fake = ScriptedAgent(steps, offload_dir="", readback_tool="Read")
+        with fake.serve() as server:
+            args = ["-p", "Look.", "--allowedTools", "Read", "Bash(cat:*)", "Grep", "Glob"]
+            args += ["--output-format", "json", "--model", "claude-sonnet-4-5"]
+            done = _run(claude, project, home, server.base_url, *args)
+        assert done.returncode == 0, done.stderr[-2000:]
+        sessions[hooks] = _session(home)
+        if not hooks:
+            kept = tmp_path / "direct.jsonl"
+            shutil.copy(sessions[hooks], kept)
+            sessions[hooks] = kept
+    direct, hooked = _tool_records(sessions[False]), _tool_records(sessions[True])
+    assert sorted(direct) == sorted(hooked) == [f"toolu_{i:04d}" for i in range(4)]
+    cut = [i for i in hooked if truncated_path(hooked[i][1]["toolUseResult"]) is not None]
+    assert sorted(cut) == sorted(hooked), "the hook cut every one of the four outputs"
+
+    # ctx restore --session ID, to stdout: the session's own route.
+    env = {**os.environ, "HOME": str(home), "CLAUDE_CONFIG_DIR": str(home / ".claude")}
+    ctx = [sys.executable, "-m", "ctxcli"]
+    sid = sessions[True].stem
+    done = subprocess.run([*ctx, "restore", "--session", sid], capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    out = tmp_path / "restored.jsonl"
+    out.write_bytes(done.stdout)
+    restored = _tool_records(out)
+    for call, (line, spans) in restored.items():
+        assert spans == direct[call][1], call  # byte for byte, message and toolUseResult
+        hooked_line, hooked_spans = hooked[call]
+        assert _outside(line) == _outside(hooked_line), call  # the rest of the record as it was
+    # Every other line of the session is untouched.
+    kept = [x for x in out.read_text().splitlines() if '"toolUseResult"' not in x]
+    assert kept == [
+        x for x in sessions[True].read_text().splitlines() if '"toolUseResult"' not in x
+    ]
+
+    # In place, then a restore of the restored file says there is nothing to undo.
+    in_place = [*ctx, "restore", "--session", sid, "--in-place", "--force"]  # just written
+    done = subprocess.run(in_place, capture_output=True, env=env)
+    assert done.returncode == 0, done.stderr.decode()
+    assert sessions[True].read_bytes() == out.read_bytes()
+    done = subprocess.run(in_place, capture_output=True, env=env)
+    assert done.returncode == 2 and b"nothing to restore" in done.stderr, done.stderr

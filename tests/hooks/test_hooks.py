@@ -403,3 +403,18 @@ def test_the_hook_command_answers_without_the_cli(tmp_path: Path) -> None:
     )
     reply = json.loads(done.stdout)
     assert _cited(reply["hookSpecificOutput"]["updatedToolOutput"]["stdout"]) == LONG
+
+
+def test_scope_options_are_the_shared_ones_of_cli_options() -> None:
+    """--project/--local/--global are declared once, in cli/options.py, and used as they are."""
+    import typing
+
+    from ctxcli.cli import hooks as cli_hooks
+    from ctxcli.cli import options
+
+    for command in (cli_hooks.install, cli_hooks.uninstall):
+        hints = typing.get_type_hints(command, include_extras=True)
+        assert hints["project"] is options.ScopeProjectOpt
+        assert hints["local"] is options.ScopeLocalOpt
+        assert hints["glob"] is options.ScopeGlobalOpt
+    assert not hasattr(cli_hooks, "GlobalOpt")

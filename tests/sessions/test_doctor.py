@@ -354,3 +354,14 @@ def test_a_codex_record_over_16_mib_is_found_and_cut(tmp_path: Path) -> None:
     assert {"codex_record_over_16mib", "oversized_line"} <= {p.kind for p in repair.fixed}
     assert max(len(line) for line in repair.output.splitlines()) < 1_000_000
     assert diagnose(repair.output).problems == []
+
+
+def test_a_session_the_hook_wrote_is_healthy(tmp_path: Path) -> None:
+    """The hook's previews (ctx hints in the output and toolUseResult) are no problem."""
+    from support.hooked_sessions import hooked_session
+
+    session = hooked_session(tmp_path, hooks=True)
+    assert "[ctx: output truncated" in session.read_text()
+    result = invoke(["doctor", str(session)])
+    assert "healthy" in result.stdout + result.stderr
+    assert "problem" not in (result.stdout + result.stderr).lower()

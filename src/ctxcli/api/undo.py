@@ -13,22 +13,63 @@ from pathlib import Path
 from ctxcli.api.local import STDIO, per_input_dirs
 from ctxcli.api.location import stdout_root
 from ctxcli.core.errors import CtxError
+from ctxcli.core.protocols import sha256
+from ctxcli.formats.hooked import has_hook_cuts, put_back
 from ctxcli.pipeline.config import load_config
 from ctxcli.services.session_files import is_session_path
 from ctxcli.store import history
 from ctxcli.store.change import Transaction
-from ctxcli.store.history import Restored
+from ctxcli.store.history import Restored, RestoreStep
+from ctxcli.store.hook_notes import original_for
 from ctxcli.store.inplace import InPlace
 
 __all__ = ["original_of", "restore_in_place"]
 
 
 def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Restored:
-    """Undo every reduction of ``data`` (the bytes of ``name``) that a record explains."""
+    """Undo every reduction of ``data`` (the bytes of ``name``), then the hook's cuts.
+
+    Reductions and changes are undone through their records (:mod:`ctxcli.store.history`);
+    what is left is a session as its client wrote it, where the Claude Code hook may have
+    replaced long tool outputs by previews: each is put back from the file its hint
+    cites, verified against the hook's note (:func:`ctxcli.formats.hooked.put_back`).
+
+    Raises:
+        RestoreError: nothing is recorded and nothing was cut, or something is missing,
+            altered or does not belong together.
+    """
+    if not has_hook_cuts(data):
+        return _recorded(data, name, offload_dir)
+    restored = _recorded(data, name, offload_dir, unrecorded_ok=True)
+    roots: list[str] = []
+
+    def original(cited: str, preview: str, at: tuple[str | int, ...], lines: bool) -> str | None:
+        text = original_for(cited, preview, at, lines)
+        if text is not None:
+            roots.append(str(Path(cited).parent.parent))
+        return text
+
+    rebuilt, count = put_back(restored.data, original, name)
+    if not count:
+        return restored if restored.steps else _recorded(data, name, offload_dir)
+    # Undone last (the hook cut before any reduction was made): the last step, whose
+    # bytes are the original's.
+    step = RestoreStep(roots[0], len(rebuilt), sha256(rebuilt), 0)
+    return Restored(rebuilt, (*restored.steps, step))
+
+
+def _recorded(
+    data: bytes, name: str, offload_dir: str | Path | None, *, unrecorded_ok: bool = False
+) -> Restored:
+    """Undo every reduction of ``data`` that a record explains."""
     if offload_dir is not None:
         first = [*history.siblings(str(offload_dir)), *per_input_dirs(Path(offload_dir))]
         return history.restore_chain(
-            data, first, lambda content: history.index_dirs(content, None), name=name
+            data,
+            first,
+            lambda content: history.index_dirs(content, None),
+            name=name,
+            unrecorded_ok=unrecorded_ok,
         )
     if name == STDIO:
         root = Path(stdout_root(load_config()))
@@ -37,10 +78,14 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
             *history.siblings(str(root)),
             *history.index_dirs(data, None),
         ]
-        if not first:
+        if not first and not unrecorded_ok:
             raise CtxError("restoring from stdin needs the offload directory to be named.")
         return history.restore_chain(
-            data, first, lambda content: history.index_dirs(content, None), name=name
+            data,
+            first,
+            lambda content: history.index_dirs(content, None),
+            name=name,
+            unrecorded_ok=unrecorded_ok,
         )
     path = Path(name)
     real = os.path.realpath(path)
@@ -60,6 +105,7 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
         lambda content: [*changes, *history.index_dirs(content, real, grown=True)],
         name=name,
         own=own,
+        unrecorded_ok=unrecorded_ok,
     )
 
 

@@ -11,6 +11,7 @@ import typer
 
 from ctxcli.cli import console
 from ctxcli.cli.boundary import errors as _errors
+from ctxcli.cli.options import JsonOpt, ScopeGlobalOpt, ScopeLocalOpt, ScopeProjectOpt
 from ctxcli.cli.proxy import note
 from ctxcli.hooks import settings as hooks_settings
 from ctxcli.hooks.settings import Scope
@@ -31,16 +32,6 @@ CODEX_NOTE = (
 )
 
 ClientArg = Annotated[str, typer.Argument(help="claude or codex.", show_default=False)]
-ProjectOpt = Annotated[
-    bool, typer.Option("--project", help="The project's .claude/settings.json (the default).")
-]
-LocalOpt = Annotated[
-    bool, typer.Option("--local", help="The project's .claude/settings.local.json (personal).")
-]
-GlobalOpt = Annotated[
-    bool,
-    typer.Option("--global", help="Your own settings ($CLAUDE_CONFIG_DIR or ~/.claude; ~/.codex)."),
-]
 DirOpt = Annotated[
     Path, typer.Option("--dir", help="The project's root.", file_okay=False, show_default=".")
 ]
@@ -56,9 +47,9 @@ def _scope(project: bool, local: bool, glob: bool) -> Scope:
 @hooks_app.command()
 def install(
     client: ClientArg,
-    project: ProjectOpt = False,
-    local: LocalOpt = False,
-    glob: GlobalOpt = False,
+    project: ScopeProjectOpt = False,
+    local: ScopeLocalOpt = False,
+    glob: ScopeGlobalOpt = False,
     directory: DirOpt = Path("."),
 ) -> None:
     """Write ctx's hooks into the client's settings, keeping everything already there.
@@ -84,9 +75,9 @@ def install(
 @hooks_app.command()
 def uninstall(
     client: ClientArg,
-    project: ProjectOpt = False,
-    local: LocalOpt = False,
-    glob: GlobalOpt = False,
+    project: ScopeProjectOpt = False,
+    local: ScopeLocalOpt = False,
+    glob: ScopeGlobalOpt = False,
     directory: DirOpt = Path("."),
 ) -> None:
     """Take ctx's hooks out: the file's original bytes come back if it was not edited since.
@@ -111,7 +102,7 @@ def uninstall(
 @hooks_app.command()
 def status(
     directory: DirOpt = Path("."),
-    json: Annotated[bool, typer.Option("--json", help="Print one JSON object on stdout.")] = False,
+    json: JsonOpt = False,
 ) -> None:
     """Say which settings files hold ctx's hooks, and which Claude Code and Codex are on PATH.
 

@@ -31,6 +31,9 @@ __all__ = [
     "OnInvalidOpt",
     "PresetOpt",
     "QuietOpt",
+    "ScopeGlobalOpt",
+    "ScopeLocalOpt",
+    "ScopeProjectOpt",
     "TokenizerOpt",
     "command_config",
     "one_input",
@@ -137,6 +140,17 @@ OffloadDirOpt = Annotated[
     str | None, typer.Option("--offload-dir", metavar="DIR", help="Where removed text goes.")
 ]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="Print only errors.")]
+# Which settings file of a client (ctx hooks): the project's, the personal one, or the user's.
+ScopeProjectOpt = Annotated[
+    bool, typer.Option("--project", help="The project's .claude/settings.json (the default).")
+]
+ScopeLocalOpt = Annotated[
+    bool, typer.Option("--local", help="The project's .claude/settings.local.json (personal).")
+]
+ScopeGlobalOpt = Annotated[
+    bool,
+    typer.Option("--global", help="Your own settings ($CLAUDE_CONFIG_DIR or ~/.claude; ~/.codex)."),
+]
 EngineOpt = Annotated[
     str,
     typer.Option(

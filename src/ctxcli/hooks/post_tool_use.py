@@ -42,10 +42,10 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from ctxcli.core.hints import is_ctx_marked, truncation_preview
-from ctxcli.core.protocols import safe_name
+from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.services.dirs import cache_dir, data_dir, private_dir
 
 __all__ = [
@@ -64,7 +64,8 @@ READ_TOOL = "Read"
 DEFAULT_MAX_CHARS = 50_000
 """``truncate_tool_output``'s own default (used when no configuration file exists)."""
 
-Cut = Callable[[str, str, bool], "str | None"]
+At = tuple[str | int, ...]
+Cutter = Callable[[str, str, At, bool, bool], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -166,7 +167,7 @@ def respond(payload: dict[str, Any], limits: Limits, root: Path) -> dict[str, An
     call_id = str(payload.get("tool_use_id") or "call")
     store: Any = None
 
-    def cut(text: str, suffix: str, tail: bool = True) -> str | None:
+    def cut(text: str, suffix: str, at: At, tail: bool = True, lines: bool = False) -> str | None:
         nonlocal store
         if len(text) <= limit or is_ctx_marked(text):
             return None
@@ -175,8 +176,14 @@ def respond(payload: dict[str, Any], limits: Limits, root: Path) -> dict[str, An
 
             private_dir(root)
             store = LiveOffload(root)
+        from ctxcli.store.hook_notes import Cut, exact_bytes, note_cut
+
         path = store.put("trunc", call_id + suffix, text)
-        return truncation_preview(text, limit, path, READ_TOOL, limits.language, tail=tail)
+        short = truncation_preview(text, limit, path, READ_TOOL, limits.language, tail=tail)
+        # The note lets ctx restore verify the file and put the original back.
+        digests = (sha256(exact_bytes(text)), sha256(exact_bytes(short)))
+        note_cut(store, Cut(call_id, tool, at, lines, path, *digests), text)
+        return short
 
     if tool.startswith("mcp__"):
         mcp = _mcp(response, cut)
@@ -201,6 +208,15 @@ def _answer(key: str, value: Any) -> dict[str, Any]:
     return {"hookSpecificOutput": {"hookEventName": "PostToolUse", key: value}}
 
 
+def _is_lines(value: Any) -> TypeGuard[list[str]]:
+    """A non-empty list of one-line strings: joined by line breaks, split back exactly."""
+    return (
+        isinstance(value, list)
+        and bool(value)
+        and all(isinstance(v, str) and "\n" not in v for v in value)
+    )
+
+
 def _long_somewhere(value: Any, limit: int) -> bool:
     """True if ``value`` holds a string, or a list of strings, longer than ``limit``."""
     if isinstance(value, str):
@@ -214,55 +230,55 @@ def _long_somewhere(value: Any, limit: int) -> bool:
     return False
 
 
-def _fields(response: dict[str, Any], cut: Cut, names: tuple[str, ...]) -> dict[str, Any] | None:
+def _fields(response: dict[str, Any], cut: Cutter, names: tuple[str, ...]) -> dict[str, Any] | None:
     """``response`` with each named text (or list of lines) field cut; None if none was."""
     new = dict(response)
     for name in names:
         value = response.get(name)
         suffix = "" if name == names[0] else f"-{name}"
         if isinstance(value, str):
-            short = cut(value, suffix, True)
+            short = cut(value, suffix, (name,), True, False)
             if short is not None:
                 new[name] = short
-        elif isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            short = cut("\n".join(value), suffix, True)
+        elif _is_lines(value):
+            short = cut("\n".join(value), suffix, (name,), True, True)
             if short is not None:
                 new[name] = short.split("\n")
     return new if new != response else None
 
 
-def _bash(response: dict[str, Any], cut: Cut) -> dict[str, Any] | None:
+def _bash(response: dict[str, Any], cut: Cutter) -> dict[str, Any] | None:
     if not isinstance(response.get("stdout"), str) or response.get("persistedOutputPath"):
         return None
     return _fields(response, cut, ("stdout", "stderr"))
 
 
-def _read(response: dict[str, Any], cut: Cut) -> dict[str, Any] | None:
+def _read(response: dict[str, Any], cut: Cutter) -> dict[str, Any] | None:
     file = response.get("file")
     if response.get("type") != "text" or not isinstance(file, dict):
         return None
     content = file.get("content")
     if not isinstance(content, str):
         return None
-    short = cut(content, "", False)
+    short = cut(content, "", ("file", "content"), False, False)
     if short is None:
         return None
     return {**response, "file": {**file, "content": short}}
 
 
-def _grep(response: dict[str, Any], cut: Cut) -> dict[str, Any] | None:
+def _grep(response: dict[str, Any], cut: Cutter) -> dict[str, Any] | None:
     return _fields(response, cut, ("content", "filenames"))
 
 
-def _glob(response: dict[str, Any], cut: Cut) -> dict[str, Any] | None:
+def _glob(response: dict[str, Any], cut: Cutter) -> dict[str, Any] | None:
     return _fields(response, cut, ("filenames",))
 
 
-def _web_fetch(response: dict[str, Any], cut: Cut) -> dict[str, Any] | None:
+def _web_fetch(response: dict[str, Any], cut: Cutter) -> dict[str, Any] | None:
     return _fields(response, cut, ("result",))
 
 
-_SHAPES: dict[str, Callable[[dict[str, Any], Cut], dict[str, Any] | None]] = {
+_SHAPES: dict[str, Callable[[dict[str, Any], Cutter], dict[str, Any] | None]] = {
     "Bash": _bash,
     "Read": _read,
     "Grep": _grep,
@@ -271,24 +287,26 @@ _SHAPES: dict[str, Callable[[dict[str, Any], Cut], dict[str, Any] | None]] = {
 }
 
 
-def _mcp(response: Any, cut: Cut) -> Any:
+def _mcp(response: Any, cut: Cutter) -> Any:
     """An MCP tool's result with its long texts cut: a string, blocks, or ``{content: blocks}``."""
     if isinstance(response, str):
-        return cut(response, "", True)
+        return cut(response, "", (), True, False)
     if isinstance(response, dict) and isinstance(response.get("content"), list):
-        blocks = _mcp_blocks(response["content"], cut)
+        blocks = _mcp_blocks(response["content"], cut, ("content",))
         return None if blocks is None else {**response, "content": blocks}
     if isinstance(response, list):
-        return _mcp_blocks(response, cut)
+        return _mcp_blocks(response, cut, ())
     return None
 
 
-def _mcp_blocks(blocks: list[Any], cut: Cut) -> list[Any] | None:
+def _mcp_blocks(blocks: list[Any], cut: Cutter, at: At) -> list[Any] | None:
     new = list(blocks)
     for i, block in enumerate(blocks):
         if isinstance(block, dict) and block.get("type") == "text":
             text = block.get("text")
-            short = cut(text, "" if i == 0 else f"-{i}", True) if isinstance(text, str) else None
+            where = (*at, i, "text")
+            suffix = "" if i == 0 else f"-{i}"
+            short = cut(text, suffix, where, True, False) if isinstance(text, str) else None
             if short is not None:
                 new[i] = {**block, "text": short}
     return new if new != blocks else None

@@ -303,6 +303,7 @@ def restore_chain(
     *,
     name: str = "input",
     own: Sequence[Path] = (),
+    unrecorded_ok: bool = False,
 ) -> Restored:
     """Undo the newest reduction of ``data`` found in ``first``, then every older one.
 
@@ -311,6 +312,8 @@ def restore_chain(
     a manifest lists are tried first. ``own`` are the file's change directories,
     oldest first: they tell, when nothing matches, whether the file is as the newest
     of them found it (a change that never replaced the file) or was edited.
+    ``unrecorded_ok``: a file no record explains comes back as it is, with no step (the
+    caller has another way to undo it: the hook's cuts), instead of an error.
     """
     candidates = list(dict.fromkeys(Path(p) for p in first))
     steps: list[RestoreStep] = []
@@ -322,7 +325,7 @@ def restore_chain(
         found = _first_match(current, candidates, used)
         if found is None:
             if not steps:
-                return _unmatched(current, candidates, own, name)
+                return _unmatched(current, candidates, own, name, unrecorded_ok)
             # A record the last step was made from whose own input ``current`` already
             # is (a repair's output plus the torn line it dropped, carried by the run
             # over it): its original is reached; undoing it would add that line twice.
@@ -385,7 +388,9 @@ def _check_complete(
         )
 
 
-def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: str) -> Restored:
+def _unmatched(
+    data: bytes, candidates: list[Path], own: Sequence[Path], name: str, unrecorded_ok: bool
+) -> Restored:
     """What a file that is no recorded output is: unchanged, edited, or never reduced."""
     if own:
         digest = sha256(data)
@@ -410,6 +415,8 @@ def _unmatched(data: bytes, candidates: list[Path], own: Sequence[Path], name: s
         rebuilt = restore_bytes(data, candidates[0], reduced_name=name)
         step = RestoreStep(str(candidates[0]), len(rebuilt), sha256(rebuilt), 0)
         return Restored(rebuilt, (step,))
+    if unrecorded_ok:
+        return Restored(data, ())
     where = candidates[0] if candidates else "ctx's index"
     raise RestoreError(
         f"{name}: nothing to restore: no reduction or change of it is recorded ({where} "
