@@ -43,6 +43,17 @@ def test_a_path_under_here_and_home_is_shown_from_here(
     monkeypatch.setenv("HOME", str(tmp_path))  # the working directory is under HOME
     assert shown_path(tmp_path / "work" / "f") == "f"
     assert shown_path(tmp_path / "other" / "f") == "~/other/f"
+    monkeypatch.setenv("HOME", str(tmp_path / "work"))  # the working directory is HOME
+    assert shown_path(tmp_path / "work" / "f") == "f"
+
+
+def test_a_home_under_here_is_shown_from_home(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A HOME set under the working directory (as docs/sessions.md does) reads as ``~``."""
+    monkeypatch.setenv("HOME", str(tmp_path / "work" / "scratch-home"))
+    assert shown_path(tmp_path / "work" / "scratch-home" / ".claude") == "~/.claude"
+    assert shown_path(tmp_path / "work" / "f") == "f"
 
 
 def test_reduce_and_restore_print_relative_paths_json_and_hints_keep_absolute(

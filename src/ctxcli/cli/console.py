@@ -47,10 +47,10 @@ def err_console() -> Any:
 def shown_path(path: str | os.PathLike[str]) -> str:
     """A path as ctx prints it: the same text wherever the user runs the command.
 
-    Under the working directory, relative to it (``out.jsonl.offload``); else under the
-    home directory, from ``~`` (``~/.claude/projects/…``); else as given. Only what is
-    printed for a person reads so: JSON payloads and the hints in a transcript keep
-    absolute paths (a hint is read from wherever the agent runs).
+    Under the working directory, relative to it (``out.jsonl.offload``); under the home
+    directory, from ``~`` (``~/.claude/projects/…``); under both, from the nearer of the
+    two; else as given. Only what is printed for a person reads so: JSON payloads and the
+    hints in a transcript keep absolute paths (a hint is read from wherever the agent runs).
     """
     text = os.fspath(path)
     if not os.path.isabs(text):
@@ -58,17 +58,19 @@ def shown_path(path: str | os.PathLike[str]) -> str:
     try:
         here = os.getcwd()
     except OSError:  # the working directory was removed
-        return text
-    for base, shown in ((here, None), (os.path.expanduser("~"), "~")):
+        here = ""
+    best: tuple[int, str] | None = None
+    for base, prefix in ((here, ""), (os.path.expanduser("~"), "~")):
         if not os.path.isabs(base) or base == os.sep:
             continue
         rel = os.path.relpath(text, base)
         if rel == os.pardir or rel.startswith(os.pardir + os.sep):
             continue
-        if shown is None:
-            return rel
-        return shown if rel == os.curdir else os.path.join(shown, rel)
-    return text
+        if prefix:
+            rel = prefix if rel == os.curdir else os.path.join(prefix, rel)
+        if best is None or len(base) > best[0]:  # the nearer base; the working directory on a tie
+            best = (len(base), rel)
+    return text if best is None else best[1]
 
 
 def width() -> int:
