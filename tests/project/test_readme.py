@@ -158,6 +158,24 @@ def _unlocated(page: str, text: str) -> str:
     return text
 
 
+def test_the_readme_preview_prints_what_reduce_then_prints() -> None:
+    """`ctx stats F -o X` and `ctx reduce F -o X`: one total (issue 45).
+
+    The hints cite the offload directory, so a preview without the reduce's -o cites
+    another one (./ctx-offload/...) and counts other tokens; the README previews with it.
+    """
+    text = README.read_text(encoding="utf-8")
+    stats = re.search(
+        r"^\$ ctx stats (\S+) (-o \S+)\n.*?^ total .*? ([\d,]+) +[\d.]+%$", text, re.M | re.S
+    )
+    assert stats, "the README previews a reduction with the -o it then reduces into"
+    reduce = re.search(
+        rf"^\$ ctx reduce {stats[1]} {stats[2]} .*\nctx: .*?→ ([\d,]+) tokens", text, re.M
+    )
+    assert reduce, "the README shows what that reduction prints"
+    assert reduce[1] == stats[3]
+
+
 def test_readme_is_a_front_door() -> None:
     """At most 300 lines, no path outside the checkout, links into the manual."""
     text = README.read_text(encoding="utf-8")
