@@ -83,3 +83,10 @@ def test_a_path_outside_here_is_printed_whole(tmp_path: Path) -> None:
     err = invoke(["reduce", str(src), "-o", str(elsewhere / "out.jsonl")]).stderr
     assert err.startswith(f"ctx: {src}: ")
     assert err.endswith(f"; offload in {elsewhere}/out.jsonl.offload\n")
+
+
+def test_report_names_its_input_from_here(tmp_path: Path) -> None:
+    src = tmp_path / "work" / "session.jsonl"
+    src.write_bytes(SAMPLE.read_bytes())
+    err = invoke(["report", str(src), "-o", "page.html", "--no-cost"]).stderr
+    assert err.startswith("ctx: session.jsonl: report in page.html ")
