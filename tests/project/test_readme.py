@@ -176,6 +176,17 @@ def test_the_readme_preview_prints_what_reduce_then_prints() -> None:
     assert reduce[1] == stats[3]
 
 
+def test_the_readme_shows_the_report_drawn_from_the_sample() -> None:
+    """One picture, the report (issue 45): committed, and made by `make report-png`."""
+    text = README.read_text(encoding="utf-8")
+    assert "](docs/report.png)" in text
+    assert (REPO / "docs" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^report-png:.*\n\t\$\(BIN\)/python scripts/report_png.py$", makefile, re.M)
+    script = (REPO / "scripts" / "report_png.py").read_text(encoding="utf-8")
+    assert "claude_code_session.jsonl" in script
+
+
 def test_readme_is_a_front_door() -> None:
     """At most 300 lines, no path outside the checkout, links into the manual."""
     text = README.read_text(encoding="utf-8")
