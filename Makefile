@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_VENV := .venv-demo
 
-.PHONY: docs-site setup demo test test-slow test-all fuzz test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
+.PHONY: report-png docs-site setup demo test test-slow test-all fuzz test-network test-browser test-ray e2e e2e-proxy bench-proxy lint fix bench eval eval-peers clean schema docs dist
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -76,6 +76,11 @@ fuzz: $(STAMP)
 $(VENV)/.browser-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,browser]'
 	touch $@
+
+# The README's picture (docs/report.png): ctx report of the bundled Claude Code sample,
+# drawn in the same headless Chromium (scripts/report_png.py).
+report-png: $(VENV)/.browser-installed
+	$(BIN)/python scripts/report_png.py
 
 test-browser: $(VENV)/.browser-installed
 	@command -v chromium >/dev/null 2>&1 || { apt-get update -qq && \

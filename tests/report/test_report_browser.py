@@ -191,3 +191,26 @@ def test_report_with_the_resume_preset_in_chromium(browser: Any, tmp_path: Path)
     invoke(["report", str(path), "-o", str(out), *flags])
     stats = check_page(browser, out, path, flags)
     assert len(stats["stages"]) == len(load_config(preset="claude-code-resume").stages)
+
+
+def test_the_readme_picture_is_drawn_by_its_script(browser: Any, tmp_path: Path) -> None:
+    """scripts/report_png.py (make report-png) draws the README's picture from the sample.
+
+    Not compared byte for byte with the committed docs/report.png (Chromium and fonts
+    change pixels): the same size, and a PNG.
+    """
+    import struct
+    import subprocess
+    import sys
+
+    png = tmp_path / "report.png"
+    script = REPO / "scripts" / "report_png.py"
+    subprocess.run([sys.executable, str(script), "-o", str(png)], check=True, timeout=600)
+
+    def size(path: Path) -> tuple[int, int]:
+        head = path.read_bytes()[:24]
+        assert head[:8] == b"\x89PNG\r\n\x1a\n", path
+        width, height = struct.unpack(">II", head[16:24])
+        return width, height
+
+    assert size(png) == size(REPO / "docs" / "report.png") == (1200, 1250)

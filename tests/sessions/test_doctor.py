@@ -66,7 +66,8 @@ def test_reduce_points_a_broken_session_to_doctor(layout: Layout) -> None:
     """The bad line is kept (the client skips it too), named, and doctor is pointed to."""
     err = invoke(["reduce", "--session", "c76e", "--in-place"]).stderr
     assert f"{layout.mclaude}:859: not valid JSON" in err
-    assert f"repair such lines with: ctx doctor {layout.mclaude} --fix" in err
+    shown = layout.shown(layout.mclaude)
+    assert f"repair such lines with: ctx doctor {shown} --fix" in err
     invoke(["restore", "--session", "c76e", "--in-place", "--force"])
     assert layout.mclaude.read_bytes() == (SHARED / "cc_mclaude_c76e5be5.jsonl").read_bytes()
 

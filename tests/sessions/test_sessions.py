@@ -261,8 +261,9 @@ def test_reduce_in_place_and_restore_a_claude_session(layout: Layout) -> None:
     result = invoke(["reduce", "--session", "4d56", "--in-place", "--preset", "claude-code-resume"])
     layer = changes_dir(layout.spotter) / "0001-reduce"
     assert str(layer).startswith(str(layout.data))
-    assert f"offload in {layer}" in result.stderr
-    assert f"undo with: ctx restore {layout.spotter} --in-place" in result.stderr
+    # What is printed reads the same wherever ctx runs (issue 45): from ~, not absolute.
+    assert f"offload in {layout.shown(layer)}\n" in result.stderr
+    assert f"undo with: ctx restore {layout.shown(layout.spotter)} --in-place" in result.stderr
     reduced = layout.spotter.read_bytes()
     assert len(reduced) < len(original) // 2
     # The hints the agent reads cite the absolute offload path.

@@ -35,6 +35,10 @@ class Layout:
         """ctx's data directory under this HOME."""
         return self.home / ".local" / "share" / "ctx"
 
+    def shown(self, path: Path) -> str:
+        """``path`` as ctx prints it for a person: from ``~`` (the tests run outside HOME)."""
+        return f"~/{path.relative_to(self.home)}"
+
 
 def age(path: Path, seconds: float) -> None:
     """Set a file's modification time ``seconds`` into the past."""

@@ -17,6 +17,7 @@ __all__ = [
     "error",
     "progress",
     "redact",
+    "shown_path",
     "warn",
     "width",
     "write_json",
@@ -41,6 +42,35 @@ def err_console() -> Any:
         color_system=None if plain else "auto",
         width=width,
     )
+
+
+def shown_path(path: str | os.PathLike[str]) -> str:
+    """A path as ctx prints it: the same text wherever the user runs the command.
+
+    Under the working directory, relative to it (``out.jsonl.offload``); under the home
+    directory, from ``~`` (``~/.claude/projects/…``); under both, from the nearer of the
+    two; else as given. Only what is printed for a person reads so: JSON payloads and the
+    hints in a transcript keep absolute paths (a hint is read from wherever the agent runs).
+    """
+    text = os.fspath(path)
+    if not os.path.isabs(text):
+        return text  # as the user gave it (or a URL)
+    try:
+        here = os.getcwd()
+    except OSError:  # the working directory was removed
+        here = ""
+    best: tuple[int, str] | None = None
+    for base, prefix in ((here, ""), (os.path.expanduser("~"), "~")):
+        if not os.path.isabs(base) or base == os.sep:
+            continue
+        rel = os.path.relpath(text, base)
+        if rel == os.pardir or rel.startswith(os.pardir + os.sep):
+            continue
+        if prefix:
+            rel = prefix if rel == os.curdir else os.path.join(prefix, rel)
+        if best is None or len(base) > best[0]:  # the nearer base; the working directory on a tie
+            best = (len(base), rel)
+    return text if best is None else best[1]
 
 
 def width() -> int:

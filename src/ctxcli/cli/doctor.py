@@ -140,12 +140,13 @@ def doctor(
 def _render(
     path: str, fixed: list[Problem], problems: list[Problem], entry: dict[str, Any]
 ) -> None:
+    path = console.shown_path(path)
     lines = [f"ctx: fixed: {p.render(path)}" for p in fixed]
     lines += [f"ctx: {path}: {note}" for note in entry.get("notes", [])]
     lines += [p.render(path) + _warning(p) for p in problems]
     if entry.get("offload_dir"):
         lines.append(
-            f"ctx: {path}: repaired; the originals are in {entry['offload_dir']}; "
+            f"ctx: {path}: repaired; the originals are in {console.shown_path(entry['offload_dir'])}; "
             f"undo with: ctx restore {path} --in-place"
         )
     elif entry["valid"]:

@@ -67,7 +67,7 @@ def install(
     """
     with _errors():
         done = hooks_settings.install(client, _scope(project, local, glob), directory.resolve())
-    note("ctx hooks")(f"{done.action}: {', '.join(done.events)} in {done.path}")
+    note("ctx hooks")(f"{done.action}: {', '.join(done.events)} in {console.shown_path(done.path)}")
     if client == "codex":
         note("ctx hooks")(CODEX_NOTE)
 
@@ -89,14 +89,15 @@ def uninstall(
     """
     with _errors():
         done = hooks_settings.uninstall(client, _scope(project, local, glob), directory.resolve())
+    path = console.shown_path(done.path)
     said = {
-        "restored": f"restored {done.path} as it was before ctx hooks install",
-        "removed": f"removed {done.path} (ctx hooks install had created it)",
-        "cleaned": f"took {', '.join(done.events)} out of {done.path} "
+        "restored": f"restored {path} as it was before ctx hooks install",
+        "removed": f"removed {path} (ctx hooks install had created it)",
+        "cleaned": f"took {', '.join(done.events)} out of {path} "
         "(it was edited since ctx wrote it: the edits are kept)",
-        "absent": f"no ctx hooks in {done.path}",
+        "absent": f"no ctx hooks in {path}",
     }
-    note("ctx hooks")(said.get(done.action, f"{done.action}: {done.path}"))
+    note("ctx hooks")(said.get(done.action, f"{done.action}: {path}"))
 
 
 @hooks_app.command()
@@ -132,7 +133,7 @@ def status(
     lines = []
     for f in found.files:
         what = ", ".join(f.events) if f.events else ("no ctx hooks" if f.exists else "no file")
-        lines.append(f"{f.client:<6} {f.scope!s:<7} {what:<24} {f.path}")
+        lines.append(f"{f.client:<6} {f.scope!s:<7} {what:<24} {console.shown_path(f.path)}")
     for client, version in found.versions.items():
         lines.append(f"{client} on PATH: {version or 'not found'}")
     lines.append(CODEX_NOTE)

@@ -9,6 +9,7 @@ import orjson
 
 from ctxcli import api
 from ctxcli.cli import console
+from ctxcli.cli.console import shown_path
 from ctxcli.cli.payload import saved, single_payload
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: b
         return
     if done.no_gain and done.change is not None:
         sys.stderr.write(
-            f"ctx: {done.change.path}: nothing to gain ({_sends(report)}, and the file "
+            f"ctx: {shown_path(done.change.path)}: nothing to gain ({_sends(report)}, and the file "
             "would not shrink to half its size); the file is unchanged\n"
         )
         return
@@ -59,7 +60,7 @@ def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: b
         sys.stderr.write(f"ctx: {done.moved}: this run's record goes beside it\n")
     if done.size_only and done.change is not None:
         sys.stderr.write(
-            f"ctx: {done.change.path}: written for its size ({report.bytes_before:,} → "
+            f"ctx: {shown_path(done.change.path)}: written for its size ({report.bytes_before:,} → "
             f"{report.bytes_after:,} bytes: its client loads it faster), though "
             f"{_sends(report)}\n"
         )
@@ -68,24 +69,25 @@ def print_reduction(done: api.Reduction, config: Config, *, json: bool, quiet: b
         return
     if done.change is not None and done.change.record is None:
         sys.stderr.write(
-            f"ctx: {done.change.path}: nothing to change (it is already what this chain "
+            f"ctx: {shown_path(done.change.path)}: nothing to change (it is already what this chain "
             "makes); the file is unchanged\n"
         )
         return
+    name = shown_path(report.input)
     sys.stderr.write(
-        f"ctx: {report.input}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
+        f"ctx: {name}: {report.tokens_before:,} → {report.tokens_after:,} tokens "
         f"({saved(report.tokens_before, report.tokens_after)}); "
-        f"offload in {report.offload_dir}\n"
+        f"offload in {shown_path(str(report.offload_dir))}\n"
     )
     if report.kept_lines:
         sys.stderr.write(
-            f"ctx: {report.input}: the first {report.kept_lines:,} lines kept from the "
+            f"ctx: {name}: the first {report.kept_lines:,} lines kept from the "
             "previous run (the file grew); the rest reduced\n"
         )
     before, after = report.resume_tokens_before, report.resume_tokens_after
     if before is not None and after is not None:
         sys.stderr.write(
-            f"ctx: {report.input}: a resume sends {before:,} → {after:,} tokens "
+            f"ctx: {name}: a resume sends {before:,} → {after:,} tokens "
             f"({saved(before, after)}); file {report.bytes_before:,} → "
             f"{report.bytes_after:,} bytes\n"
         )
@@ -103,20 +105,21 @@ def _print_session_change(done: api.Reduction) -> None:
     """A session reduced in place: what a resume now sends, and how to undo it."""
     report, change = done.report, done.change
     assert change is not None  # a session is only ever changed in place
+    path = shown_path(change.path)
     if any("not valid JSON" in w for w in report.warnings):
         # Kept as the client keeps them (it skips them); doctor can repair them losslessly.
-        console.warn(f"{change.path}: repair such lines with: ctx doctor {change.path} --fix")
+        console.warn(f"{path}: repair such lines with: ctx doctor {path} --fix")
     if change.record is None:
-        sys.stderr.write(f"ctx: {change.path}: nothing to change; the file is unchanged\n")
+        sys.stderr.write(f"ctx: {path}: nothing to change; the file is unchanged\n")
         return
     before, after = report.resume_tokens_before, report.resume_tokens_after
     if before is None or after is None:
         before, after = report.tokens_before, report.tokens_after
     sys.stderr.write(
-        f"ctx: {change.path}: reduced in place; {change.bytes_before:,} → "
+        f"ctx: {path}: reduced in place; {change.bytes_before:,} → "
         f"{change.bytes_after:,} bytes; a resume sends {before:,} → {after:,} tokens "
-        f"({saved(before, after)})\nctx: offload in {change.record}\n"
-        f"ctx: undo with: ctx restore {change.path} --in-place\n"
+        f"({saved(before, after)})\nctx: offload in {shown_path(change.record)}\n"
+        f"ctx: undo with: ctx restore {path} --in-place\n"
     )
 
 
@@ -166,11 +169,12 @@ def print_stats(
 
 def print_restored(name: str, restored: api.Restored, in_place: bool) -> None:
     """What ``ctx restore`` says: each reduction undone; in place, the outcome."""
+    name = shown_path(name)
     for step in restored.steps:
         carried = f", {step.appended_bytes:,} appended bytes kept" if step.appended_bytes else ""
         sys.stderr.write(
             f"ctx: {name}: restored {step.restored_bytes:,} bytes "
-            f"(sha256 {step.restored_sha256[:12]}) from {step.offload_dir}{carried}\n"
+            f"(sha256 {step.restored_sha256[:12]}) from {shown_path(step.offload_dir)}{carried}\n"
         )
     if not in_place:
         return

@@ -179,7 +179,8 @@ def _serve(mod: Any, chosen: Any, host: str, port: int, verbose: bool) -> None:
 
     def listening(url: str) -> None:
         say(
-            f"listening on {url} (upstream {chosen.upstream}); offloaded text goes to {core.offload_dir}"
+            f"listening on {url} (upstream {chosen.upstream}); offloaded text goes to "
+            f"{console.shown_path(core.offload_dir)}"
         )
 
     kept = mod.serve(core, host=host, port=port, on_listening=listening)

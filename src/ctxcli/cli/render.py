@@ -25,7 +25,6 @@ __all__ = [
     "fitting_columns",
     "plain_table",
     "print_table",
-    "shown_path",
     "monitors_fired",
     "monitors_table",
     "report_json",
@@ -137,7 +136,7 @@ def report_table(report: Report) -> Table:
     from rich.table import Table
 
     title = (
-        f"{shown_path(report.input)} · {report.format} · {report.messages:,} messages · "
+        f"{console.shown_path(report.input)} · {report.format} · {report.messages:,} messages · "
         f"tokens ({report.tokenizer})"
     )
     table = Table(
@@ -299,19 +298,6 @@ def top_table(items: Sequence[Item]) -> Table:
 def top_where(items: Sequence[Item]) -> list[str]:
     """Where the original of each block of :func:`top_table` went, one line each."""
     return [
-        f"#{rank} original in {shown_path(it.offload_path or '(the restore pack)')}"
+        f"#{rank} original in {console.shown_path(it.offload_path or '(the restore pack)')}"
         for rank, it in enumerate(items, 1)
     ]
-
-
-def shown_path(path: str) -> str:
-    """A path as the user reaches it: relative to the working directory when under it."""
-    import os
-
-    if not os.path.isabs(path):
-        return path
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        return path
-    return path if rel.startswith(os.pardir) else rel

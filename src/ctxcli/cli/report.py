@@ -102,6 +102,6 @@ def report(
         else:
             rep = data.report
             sys.stderr.write(
-                f"ctx: {rep.input}: report in {output} ({len(page):,} bytes; "
+                f"ctx: {console.shown_path(rep.input)}: report in {output} ({len(page):,} bytes; "
                 f"{rep.tokens_before:,} → {rep.tokens_after:,} tokens)\n"
             )

@@ -110,14 +110,14 @@ def _entry(path: Path, result: Any) -> dict[str, Any]:
 
 
 def _render(entry: dict[str, Any]) -> None:
-    out = entry["output"]
+    out, name = console.shown_path(entry["output"]), console.shown_path(entry["input"])
     for line in entry["partial"]:
         sys.stderr.write(
-            f"ctx: {entry['input']}:{line}: a partial compaction (it preserves earlier "
+            f"ctx: {name}:{line}: a partial compaction (it preserves earlier "
             "messages) is left as it is\n"
         )
     if not entry["compactions"]:
-        sys.stderr.write(f"ctx: {entry['input']}: no compaction found; nothing written\n")
+        sys.stderr.write(f"ctx: {name}: no compaction found; nothing written\n")
         return
     lines = ", ".join(str(n) for n in entry["compactions"])
     sys.stderr.write(
@@ -125,7 +125,9 @@ def _render(entry: dict[str, Any]) -> None:
         f"a resume sends {entry['resume_tokens']:,} tokens (budget {entry['budget_tokens']:,})\n"
     )
     if entry["snapshot"]:
-        sys.stderr.write(f"ctx: rebuilt from the snapshot {entry['snapshot']}\n")
+        sys.stderr.write(
+            f"ctx: rebuilt from the snapshot {console.shown_path(entry['snapshot'])}\n"
+        )
     for note in entry["left_out"]:
         sys.stderr.write(f"ctx: left out to fit the budget: {note}\n")
     if entry["resume_tokens"] > entry["budget_tokens"]:

@@ -108,9 +108,9 @@ def _show(results: list[tuple[str, Diagnosis | CtxError]], *, json: bool) -> int
             code = max(code, ExitCode.CHECK_FAILED)
         if not json:
             for p in found.problems:
-                sys.stderr.write(printable(p.render(path)) + "\n")
+                sys.stderr.write(printable(p.render(console.shown_path(path))) + "\n")
             if found.valid:
-                sys.stderr.write(f"ctx: {printable(path)}: valid\n")
+                sys.stderr.write(f"ctx: {printable(console.shown_path(path))}: valid\n")
     if json:
         console.write_stdout(orjson.dumps(envelope(entries)) + b"\n")
     else:
