@@ -282,6 +282,22 @@ def test_dedupe_outputs_stubs_stale_reads_and_repeats(tmp_path: Path) -> None:
     assert counters(report, "dedupe_outputs")["duplicates"] == 1
 
 
+def test_a_long_call_id_names_its_file_by_its_tail_and_the_hint_by_the_whole_id(
+    tmp_path: Path,
+) -> None:
+    # A real Claude Code id is "toolu_01" and 22 characters; the file keeps its last 8
+    # (stages._naming: the hint is read on every later call), the hint still names the
+    # earlier call by the id the agent can find in its transcript.
+    long_id = "toolu_01AbCdEfGhIjKlMnOpQrStUv"
+    source = tmp_path / "long.jsonl"
+    source.write_bytes(SESSION.read_bytes().replace(b'"toolu_03"', f'"{long_id}"'.encode()))
+    _, records, out = run([{"use": "dedupe_outputs"}], source, tmp_path)
+    assert result_text(records, "u-05") == (
+        f"[ctx: same output as the earlier Bash result {long_id}; full text saved to "
+        f"{out}.offload/dedupe_outputs/{long_id[-8:]}]"
+    )
+
+
 def test_a_failed_edit_leaves_the_read_current(tmp_path: Path) -> None:
     records = lines_of(SESSION)
     failed = records[9]["message"]["content"][0]

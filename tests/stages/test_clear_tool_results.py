@@ -14,6 +14,7 @@ from ctxcli.formats import load
 from ctxcli.pipeline.config import build_config
 from ctxcli.services.tokens.by_name import get_counter
 from ctxcli.stages import StageContext, TokenLedger, get_stage
+from ctxcli.stages._naming import result_key
 from ctxcli.stages.base import StageResult
 from ctxcli.store.naming import Preview
 from support.paths import CASES, SHARED, need_shared
@@ -202,21 +203,27 @@ def test_every_hint_form_names_the_file_after_the_call_id(form: str) -> None:
 
 def test_real_hints_cite_their_call_ids() -> None:
     conv = _real(SWE)
-    ids = [b.call_id for _ref, b in conv.iter_blocks(Kind.TOOL_RESULT)]
+    refs = list(conv.iter_blocks(Kind.TOOL_RESULT))
+    keys = [result_key(ref, b) for ref, b in refs]
     out = _cl100k("clear_tool_results", conv, max_tokens=0).conversation
     cited = [
-        (call_id, _cited(text))
-        for call_id, text in zip(ids, _results(out), strict=True)
+        (key, _cited(text))
+        for key, text in zip(keys, _results(out), strict=True)
         if is_cleared(text)
     ]
     assert len(cited) >= 10
-    # The file reuses two ids: their second results get the naming policy's suffix.
-    reused = {call_id for call_id in ids if ids.count(call_id) > 1}
-    assert len(reused) == 2
-    first_use = [(i, p) for i, p in cited if p == f"ctx-offload/clear/{i}"]
-    again = [(i, p) for i, p in cited if (i, p) not in first_use]
-    assert {i for i, _ in again} == reused
-    assert all(re.fullmatch(rf"ctx-offload/clear/{i}-[0-9a-f]{{10}}", p) for i, p in again)
+    # Named by the tail of the call id (an id of 29 characters by its last 8)...
+    assert all(len(key) <= 12 for key in keys)
+    ids = [b.call_id or "" for _ref, b in refs]
+    assert all(k == (i[-8:] if len(i) > 12 else i) for i, k in zip(ids, keys, strict=True))
+    assert sum(len(i) > 12 for i in ids) >= 10
+    # ... and a name taken by another text (the file reuses two ids, and its made-up
+    # ids share tails) gets the naming policy's suffix.
+    shared = {key for key in keys if keys.count(key) > 1}
+    assert len(shared) >= 2
+    again = [(k, p) for k, p in cited if p != f"ctx-offload/clear/{k}"]
+    assert again and {k for k, _ in again} <= shared
+    assert all(re.fullmatch(rf"ctx-offload/clear/{k}-[0-9a-f]{{10}}", p) for k, p in again)
 
 
 def test_a_reused_call_id_gets_a_file_of_its_own(tmp_path: Path) -> None:

@@ -115,7 +115,8 @@ def clear_tool_results(
     in Eino (``hint = "long"`` writes ``[ctx: old tool result cleared; full content
     saved to {offload_dir}/clear/{id}]``, ``hint = "marker"`` just ``[ctx cleared]``)
     and its text goes to that file; a result ``truncate_tool_output`` shortened in
-    this run cites its ``trunc/{id}`` file instead, which holds the full text. Results
+    this run cites its ``trunc/{id}`` file instead, which holds the full text. An id
+    longer than 12 characters names the file by its last 8 (``stages._naming``). Results
     already cleared, results no longer than the hint in tokens and tools in
     ``exclude_tools`` or marked ``skip`` stay. When everything to clear would reclaim
     fewer than ``clear_at_least_tokens`` tokens, nothing is cleared. The call and its result

@@ -77,9 +77,10 @@ def dedupe_outputs(
         elif text in first:
             earlier = first[text]
             earlier_block = conv.block(earlier)
-            ref_id = result_key(earlier, earlier_block)
-            path = ctx.offload.put("dedupe_outputs", ref_id, text)
+            path = ctx.offload.put("dedupe_outputs", result_key(earlier, earlier_block), text)
             tool = conv.tool_name(earlier) or "tool"
+            # The hint names the earlier call by its whole id: the agent finds it by that.
+            ref_id = earlier_block.call_id or result_key(earlier, earlier_block)
             new_text = same_as_hint(ctx.language, tool=tool, ref=ref_id, path=path)
             counters["duplicates"] += 1
         else:
