@@ -228,11 +228,12 @@ def test_what_the_default_live_chain_saves_on_the_shared_sessions(
         need_shared()
     replayed = sum(_cost(n, marked).replayed_usd for n in names)
     live = sum(_cost(n, marked).with_ctx_usd for n in names)
-    # Measured on the six sessions under USER_CACHE: -25.5% with Claude Code's own
-    # breakpoints, -31.0% when the caller also marks ReducerResult.cache_breakpoint, as ctx
-    # proxy does (make bench, under /root/.cache/ctx: -26.4% and -31.8%). Before the hints
-    # cited call ids (clear/toolu_... rather than clear/7: Eino's naming), -29.3% and
-    # -35.3%: a cleared result's hint is read from the cache on every later call.
+    # make bench, under /root/.cache/ctx: -27.8% with Claude Code's own breakpoints,
+    # -33.8% when the caller also marks ReducerResult.cache_breakpoint, as ctx proxy does.
+    # A cleared result's hint is read from the cache on every later call, so its length
+    # is priced: with whole call ids in file names (clear/toolu_01 and 22 characters) it
+    # was -26.4% and -31.8% (-25.5% and -31.0% under USER_CACHE); with sequence numbers
+    # (clear/7), -29.3% and -35.3%. File names now keep an id's last 8 characters.
     assert live / replayed - 1 <= -at_least, f"{live / replayed - 1:+.1%}"
 
 
