@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.bench.gen_transcript import repeated_session
 
+from ctxcli.api import restore_file
 from ctxcli.formats.claude_code import resume_chain
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.sessions import diagnose, plan_fixes
+from ctxcli.sessions import diagnose, fix_in_place, plan_fixes
 from ctxcli.store.history import changes_dir
 from ctxcli.store.naming import Preview
 from support.cli import invoke
@@ -354,3 +358,58 @@ def test_a_codex_record_over_16_mib_is_found_and_cut(tmp_path: Path) -> None:
     assert {"codex_record_over_16mib", "oversized_line"} <= {p.kind for p in repair.fixed}
     assert max(len(line) for line in repair.output.splitlines()) < 1_000_000
     assert diagnose(repair.output).problems == []
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_repair_in_place_writes_what_the_repair_makes(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In place, the repaired bytes are written as they are made and read back to be
+    # checked: the file, its record and the check are those of the held repair.
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    raw = CASES[case](_base())
+    held = plan_fixes(raw, Preview(str(tmp_path / "off")), max_line_bytes=20_000)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    repair, change = fix_in_place(path, force=True, max_line_bytes=20_000)
+    assert change.record is not None
+    written = path.read_bytes()
+    assert repair.output == b"" and repair.output_bytes == len(written)
+    assert repair.output_sha256 == hashlib.sha256(written).hexdigest()
+    # Texts moved to files are cited by where each repair keeps them.
+    cites = ((str(tmp_path / "off"), "<kept>"), (str(change.record), "<kept>"))
+
+    def cited(data: bytes | str) -> str:
+        text = data.decode() if isinstance(data, bytes) else data
+        for where, name in cites:
+            text = text.replace(where, name)
+        return text
+
+    assert cited(written) == cited(held.output)
+    assert [cited(n) for n in repair.notes] == [cited(n) for n in held.notes]
+    assert (repair.fixed, repair.remaining) == (held.fixed, [])
+    manifest = orjson.loads((change.record / "manifest.json").read_bytes())
+    assert manifest["output"]["sha256"] == repair.output_sha256
+    assert restore_file(path) == raw
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+def test_a_large_repair_holds_neither_its_output_nor_two_readings(
+    shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 24 MiB of one real session repeated (the bench's 1 GB case, smaller): each copy
+    # is a second root, so every copy is repaired. Held whole, with the output read
+    # again beside the records, the repair peaked at 7.6x the file; streamed, 4.4x.
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    raw = repeated_session((shared / "cc_spotter_4d5611e5.jsonl").read_bytes(), 24 << 20)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    tracemalloc.start()
+    try:
+        repair, _change = fix_in_place(path, force=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert repair.changed_lines > 0 and repair.output_bytes == path.stat().st_size
+    assert peak < 5.5 * len(raw), f"peak {peak / len(raw):.1f}x the file"
