@@ -14,8 +14,11 @@ from support.bench.gen_transcript import repeated_session
 
 from ctxcli.api import restore_file
 from ctxcli.formats.claude_code import resume_chain
+from ctxcli.formats.clients import read_client_file
+from ctxcli.formats.diagnose import Limits
 from ctxcli.formats.validate import validate_bytes
 from ctxcli.sessions import diagnose, fix_in_place, plan_fixes
+from ctxcli.sessions.client_rules import duplicate_payloads
 from ctxcli.store.history import changes_dir
 from ctxcli.store.naming import Preview
 from support.cli import invoke
@@ -300,6 +303,32 @@ def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> N
     fixed = invoke(["doctor", str(path), "--fix", "--force", "--json"]).stdout
     assert orjson.loads(fixed)["files"][0]["problems"] == []
     assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes()).problems}
+
+
+def test_looking_for_repeated_payloads_keeps_a_digest_of_each_not_the_payload() -> None:
+    # 200 distinct 20 KB payloads (4 MB) and one stored again: the rule keeps one key
+    # per payload, which was the payload's JSON (a 1 GB session held 0.6x its size).
+    records = _base()
+    for i in range(200):
+        call, parent = f"c{i}", records[-1]["uuid"]
+        payload = {"out": f"{i} " + "y" * 20_000}
+        records += [
+            _call(f"a{call}", parent, call),
+            _result(f"r{call}", f"a{call}", call, toolUseResult=payload),
+        ]
+    records.append(_result("rdup", records[-1]["uuid"], "c199", toolUseResult=payload))
+    file = read_client_file(_lines(records))
+    tracemalloc.start()
+    try:
+        found = duplicate_payloads(file, Limits())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = len(records) - 1
+    assert [(p.line, p.message) for p in found] == [
+        (line + 1, f"toolUseResult of 20,014 bytes repeats line {line}")
+    ]
+    assert peak < 1024 * 1024, f"{peak / 2**20:.1f} MiB held"
 
 
 # -- issue 43 §2: the resume guarantee ------------------------------------------------------

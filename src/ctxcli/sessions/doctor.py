@@ -379,7 +379,7 @@ def _relink(recs: list[_Rec]) -> None:
 def _fix_claude(
     recs: list[_Rec], fmt: Format, sink: Sink, max_line_bytes: int, notes: list[str]
 ) -> None:
-    seen_payloads: set[bytes] = set()
+    seen_payloads: set[tuple[bytes, int]] = set()
     visible = visible_groups(r.data for r in recs if not r.dropped)
     for rec in recs:
         if rec.dropped or not is_message(rec.data):
