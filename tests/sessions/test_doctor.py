@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import base64
+import hashlib
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from support.bench.gen_transcript import repeated_session
 
+from ctxcli.api import restore_file
 from ctxcli.formats.claude_code import resume_chain
+from ctxcli.formats.clients import read_client_file
+from ctxcli.formats.diagnose import Limits
 from ctxcli.formats.validate import validate_bytes
-from ctxcli.sessions import diagnose, plan_fixes
+from ctxcli.sessions import diagnose, fix_in_place, plan_fixes
+from ctxcli.sessions.client_rules import duplicate_payloads
 from ctxcli.store.history import changes_dir
 from ctxcli.store.naming import Preview
 from support.cli import invoke
@@ -299,6 +306,32 @@ def test_a_duplicated_payload_is_a_warning_that_fix_removes(tmp_path: Path) -> N
     assert "duplicate_tool_use_result" not in {p.kind for p in diagnose(path.read_bytes()).problems}
 
 
+def test_looking_for_repeated_payloads_keeps_a_digest_of_each_not_the_payload() -> None:
+    # 200 distinct 20 KB payloads (4 MB) and one stored again: the rule keeps one key
+    # per payload, which was the payload's JSON (a 1 GB session held 0.6x its size).
+    records = _base()
+    for i in range(200):
+        call, parent = f"c{i}", records[-1]["uuid"]
+        payload = {"out": f"{i} " + "y" * 20_000}
+        records += [
+            _call(f"a{call}", parent, call),
+            _result(f"r{call}", f"a{call}", call, toolUseResult=payload),
+        ]
+    records.append(_result("rdup", records[-1]["uuid"], "c199", toolUseResult=payload))
+    file = read_client_file(_lines(records))
+    tracemalloc.start()
+    try:
+        found = duplicate_payloads(file, Limits())
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    line = len(records) - 1
+    assert [(p.line, p.message) for p in found] == [
+        (line + 1, f"toolUseResult of 20,014 bytes repeats line {line}")
+    ]
+    assert peak < 1024 * 1024, f"{peak / 2**20:.1f} MiB held"
+
+
 # -- issue 43 §2: the resume guarantee ------------------------------------------------------
 
 
@@ -366,3 +399,58 @@ def test_a_session_the_hook_wrote_is_healthy(tmp_path: Path) -> None:
     result = invoke(["doctor", str(session)])
     assert "healthy" in result.stdout + result.stderr
     assert "problem" not in (result.stdout + result.stderr).lower()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_repair_in_place_writes_what_the_repair_makes(
+    case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # In place, the repaired bytes are written as they are made and read back to be
+    # checked: the file, its record and the check are those of the held repair.
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    raw = CASES[case](_base())
+    held = plan_fixes(raw, Preview(str(tmp_path / "off")), max_line_bytes=20_000)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    repair, change = fix_in_place(path, force=True, max_line_bytes=20_000)
+    assert change.record is not None
+    written = path.read_bytes()
+    assert repair.output == b"" and repair.output_bytes == len(written)
+    assert repair.output_sha256 == hashlib.sha256(written).hexdigest()
+    # Texts moved to files are cited by where each repair keeps them.
+    cites = ((str(tmp_path / "off"), "<kept>"), (str(change.record), "<kept>"))
+
+    def cited(data: bytes | str) -> str:
+        text = data.decode() if isinstance(data, bytes) else data
+        for where, name in cites:
+            text = text.replace(where, name)
+        return text
+
+    assert cited(written) == cited(held.output)
+    assert [cited(n) for n in repair.notes] == [cited(n) for n in held.notes]
+    assert (repair.fixed, repair.remaining) == (held.fixed, [])
+    manifest = orjson.loads((change.record / "manifest.json").read_bytes())
+    assert manifest["output"]["sha256"] == repair.output_sha256
+    assert restore_file(path) == raw
+
+
+@pytest.mark.slow
+@pytest.mark.real_data
+def test_a_large_repair_holds_neither_its_output_nor_two_readings(
+    shared: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 24 MiB of one real session repeated (the bench's 1 GB case, smaller): each copy
+    # is a second root, so every copy is repaired. Held whole, with the output read
+    # again beside the records, the repair peaked at 7.6x the file; streamed, 4.4x.
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    raw = repeated_session((shared / "cc_spotter_4d5611e5.jsonl").read_bytes(), 24 << 20)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(raw)
+    tracemalloc.start()
+    try:
+        repair, _change = fix_in_place(path, force=True)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert repair.changed_lines > 0 and repair.output_bytes == path.stat().st_size
+    assert peak < 5.5 * len(raw), f"peak {peak / len(raw):.1f}x the file"

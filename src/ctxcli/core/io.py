@@ -8,10 +8,11 @@ reads (configs, the price table) with one error rule.
 
 from __future__ import annotations
 
+import hashlib
 import mmap
 import os
 import tomllib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ctxcli.core.errors import ConfigError
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FAULT_AROUND",
     "Input",
+    "Made",
     "Pages",
     "RELEASE_BYTES",
     "hash_input",
@@ -103,6 +105,32 @@ class Pages:
 
 
 _LOCAL_SCHEMES = ("file://", "local://")
+
+
+class Made:
+    """An output as it is made: written to a file as it goes, or kept; hashed and sized.
+
+    A change written to ``into`` (a transaction's staged output) is never held whole.
+    """
+
+    def __init__(self, into: BinaryIO | None) -> None:
+        self.into = into
+        self.parts: list[bytes | memoryview] = []
+        self.hash = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> None:
+        """Add ``data`` to the output."""
+        self.hash.update(data)
+        self.size += len(data)
+        if self.into is not None:
+            self.into.write(data)
+        else:
+            self.parts.append(data)
+
+    def bytes(self) -> bytes:
+        """The output kept (empty when it was written to a file)."""
+        return b"".join(self.parts)
 
 
 def is_url(location: str | os.PathLike[str] | None) -> bool:

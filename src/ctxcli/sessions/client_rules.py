@@ -133,13 +133,18 @@ def is_blank_text(block: dict[str, Any], data: dict[str, Any], visible: set[Any]
     return data["message"].get("id") not in visible
 
 
-def payload_key(data: dict[str, Any]) -> bytes | None:
-    """A record's ``toolUseResult`` as canonical JSON, when it is large enough to count."""
+def payload_key(data: dict[str, Any]) -> tuple[bytes, int] | None:
+    """A record's ``toolUseResult``, if large enough to count: its digest and size.
+
+    The sha256 of its canonical JSON, and that JSON's size; a digest, not the JSON: the
+    payloads are a large part of a session, and the rule and the repair that look for
+    repeats keep a key for each one.
+    """
     payload = data.get("toolUseResult")
     if payload is None:
         return None
     key = orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)
-    return key if len(key) >= DUP_MIN_BYTES else None
+    return (hashlib.sha256(key).digest(), len(key)) if len(key) >= DUP_MIN_BYTES else None
 
 
 # -- attachments and payloads --------------------------------------------------------------
@@ -325,13 +330,13 @@ def content_blocks(file: ClientFile, limits: Limits) -> list[Problem]:
 def duplicate_payloads(file: ClientFile, limits: Limits) -> list[Problem]:
     """A ``toolUseResult`` payload (of some size) stored again by a later record."""
     problems: list[Problem] = []
-    seen: dict[bytes, int] = {}
+    seen: dict[tuple[bytes, int], int] = {}
     for line, data in file.objects():
         key = payload_key(data)
         if key is None:
             continue
         if key in seen:
-            message = f"toolUseResult of {len(key):,} bytes repeats line {seen[key]}"
+            message = f"toolUseResult of {key[1]:,} bytes repeats line {seen[key]}"
             problems.append(Problem(line, "duplicate_tool_use_result", message, warning=True))
         else:
             seen[key] = line

@@ -22,6 +22,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from ctxcli.api.local import open_input
+from ctxcli.core.io import Input, Made
+from ctxcli.core.model import Conversation
 from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
@@ -48,7 +51,7 @@ from ctxcli.store.change import Record as ChangeRecord
 from ctxcli.store.change import Transaction
 from ctxcli.store.history import new_change, prune
 from ctxcli.store.index import head_digest
-from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace
+from ctxcli.store.inplace import DEFAULT_LIVE_SECONDS, Change, InPlace, Staged
 from ctxcli.store.manifest import Header, InputSide, Side
 
 __all__ = [
@@ -111,7 +114,8 @@ class Sink(Protocol):
 class _Rec:
     """A line as a repair edits it (the reader's record, then what the repair made of it)."""
 
-    raw: bytes
+    raw: bytes | memoryview
+    """The line's bytes: a view into the file, or (a line with no data) a copy."""
     line: int | None
     data: Any = None
     error: str | None = None
@@ -149,6 +153,9 @@ class Repair:
     notes: list[str] = field(default_factory=list)
     checked: Diagnosis | None = None
     """The diagnosis of the repaired bytes (its rules, format, and ``remaining``)."""
+    output_sha256: str = ""
+    """The repaired bytes' sha256 (also when they were written as they were made)."""
+    output_bytes: int = 0
 
 
 def diagnose(
@@ -207,15 +214,57 @@ def salvage_tail(body: bytes, attempts: int = 200) -> bytes | None:
     return None
 
 
-def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Repair:
+def plan_fixes(
+    raw: bytes,
+    sink: Sink,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    into: Staged | None = None,
+) -> Repair:
     """Repair every fixable problem; the bytes, the restore script and what was done.
 
     ``sink`` receives the original of every changed or dropped line and the full
-    text of any tool output cut to fit ``max_line_bytes``.
+    text of any tool output cut to fit ``max_line_bytes``. With ``into`` (a staged
+    output, open) the repaired bytes are written there as they are made and read back
+    mapped to check them (``Repair.output`` is then empty): a large session is not
+    held twice, nor its records while the repair is checked.
+    """
+    before, script, changed, notes, made = _repair(raw, sink, max_line_bytes, into)
+    output: Input = b""
+    if into is None:
+        output = made.bytes()
+    elif made.size:
+        assert into.fh is not None
+        into.fh.flush()
+        output = open_input(str(into.tmp))[0]
+    checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
+    checked.problems = [replace(p, fixable=False) for p in checked.problems]
+    left = {(p.kind, p.message) for p in checked.problems}
+    fixed = [p for p in before if (p.kind, p.message) not in left]
+    kept = output if into is None else b""
+    assert isinstance(kept, bytes)
+    repair = Repair(kept, script, fixed, checked.problems, changed, notes, checked)
+    repair.output_sha256, repair.output_bytes = made.hash.hexdigest(), made.size
+    return repair
+
+
+def _repair(
+    raw: bytes, sink: Sink, max_line_bytes: int, into: Staged | None
+) -> tuple[list[Problem], list[Any], int, list[str], Made]:
+    """The problems before, the restore script, lines changed, notes, and the output.
+
+    The records it reads go once it returns, before the output is read to be checked.
     """
     file = read_client_file(raw)
     before = diagnose_file(file, max_line_bytes=max_line_bytes).problems
-    recs = [_Rec(bytes(r.raw), r.line, r.data, r.invalid) for r in file.records]
+    # The repair builds the conversation of its records as they are edited: the one
+    # read is not held beside it.
+    file.conversation, file.document = Conversation(()), None
+    # A line with data is a view into ``raw``; the others (few) are copied to be read.
+    recs = [
+        _Rec(r.raw if r.data is not None else bytes(r.raw), r.line, r.data, r.invalid)
+        for r in file.records
+    ]
     agent = file.format_name if file.client else None
     notes: list[str] = []
     _fix_lines(recs, agent)
@@ -223,12 +272,9 @@ def plan_fixes(raw: bytes, sink: Sink, *, max_line_bytes: int = DEFAULT_MAX_LINE
         _fix_claude(recs, file.format, sink, max_line_bytes, notes)
     elif agent == CODEX and file.format is not None:
         _fix_codex(recs, file.format, sink, max_line_bytes, notes)
-    output, script, changed = _emit(recs, sink)
-    checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
-    checked.problems = [replace(p, fixable=False) for p in checked.problems]
-    left = {(p.kind, p.message) for p in checked.problems}
-    fixed = [p for p in before if (p.kind, p.message) not in left]
-    return Repair(output, script, fixed, checked.problems, changed, notes, checked)
+    made = Made(into.fh if into is not None else None)
+    script, changed = _emit(recs, sink, made)
+    return before, script, changed, notes, made
 
 
 def fix_in_place(
@@ -256,9 +302,9 @@ def fix_in_place(
         agent, _sid = identify(change.path, raw)
         change.check_live(None if force else live_seconds)
         record = new_change(change.path, "doctor")
-        with Transaction(ChangeRecord(record, str(record)), change=change) as tx:
+        with Transaction(ChangeRecord(record, str(record)), change=change, stream=True) as tx:
             assert tx.store is not None
-            repair = plan_fixes(raw, tx.store, max_line_bytes=max_line_bytes)
+            repair = plan_fixes(raw, tx.store, max_line_bytes=max_line_bytes, into=tx.staged)
             if repair.changed_lines == 0:
                 tx.cancel()
                 prune(change.path)
@@ -268,29 +314,29 @@ def fix_in_place(
                 units="lines",
                 kind="doctor",
                 input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
-                output=Side(sha256=sha256(repair.output), bytes=len(repair.output)),
+                output=Side(sha256=repair.output_sha256, bytes=repair.output_bytes),
             )
-            done = tx.commit(
-                header, repair.script, output=repair.output, input_head=head_digest(raw)
-            )
+            done = tx.commit(header, repair.script, input_head=head_digest(raw))
     after = done.written + done.carried
     return repair, Change(change.path, record, len(raw), after, done.carried)
 
 
 def _fix_lines(recs: list[_Rec], agent: str | None) -> None:
     """Repair or drop lines that are not JSON."""
-    live = [r for r in recs if r.raw.strip()]
+    # A line with data is not blank; one without is a copy (see :func:`_repair`).
+    live = [r for r in recs if r.data is not None or bytes(r.raw).strip()]
     for rec in recs:
         if rec.error is None:
             continue
-        body = rec.raw.rstrip(b"\r\n")
-        torn = rec is live[-1] and not rec.raw.endswith(b"\n")
+        raw = bytes(rec.raw)
+        body = raw.rstrip(b"\r\n")
+        torn = rec is live[-1] and not raw.endswith(b"\n")
         value = None if torn else repair_json_line(body)
         if value is not None:
             rec.data = value
             rec.error = None
             rec.changed = True
-            rec.new_raw = _BAD_ESCAPE.sub(rb"\1\\\\\2", body) + (rec.raw[len(body) :] or b"\n")
+            rec.new_raw = _BAD_ESCAPE.sub(rb"\1\\\\\2", body) + (raw[len(body) :] or b"\n")
             continue
         tail = None if torn else salvage_tail(body)
         if tail is not None:
@@ -299,13 +345,13 @@ def _fix_lines(recs: list[_Rec], agent: str | None) -> None:
             rec.data = orjson.loads(tail)
             rec.error = None
             rec.changed = True
-            rec.new_raw = tail + (rec.raw[len(body) :] or b"\n")
+            rec.new_raw = tail + (raw[len(body) :] or b"\n")
             continue
         rec.dropped = True
         if agent == CLAUDE:
             # Children of the lost record hang on to its parent instead.
-            uuid = UUID_RE.search(rec.raw)
-            parent = _PARENT_RE.search(rec.raw)
+            uuid = UUID_RE.search(raw)
+            parent = _PARENT_RE.search(raw)
             if uuid is not None:
                 rec.data = {
                     "uuid": uuid.group(1).decode(),
@@ -333,7 +379,7 @@ def _relink(recs: list[_Rec]) -> None:
 def _fix_claude(
     recs: list[_Rec], fmt: Format, sink: Sink, max_line_bytes: int, notes: list[str]
 ) -> None:
-    seen_payloads: set[bytes] = set()
+    seen_payloads: set[tuple[bytes, int]] = set()
     visible = visible_groups(r.data for r in recs if not r.dropped)
     for rec in recs:
         if rec.dropped or not is_message(rec.data):
@@ -602,8 +648,7 @@ def _shrink_codex_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> N
             return
 
 
-def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
-    out: list[bytes] = []
+def _emit(recs: list[_Rec], sink: Sink, out: Made) -> tuple[list[Any], int]:
     script: list[Any] = []
     changed = 0
 
@@ -621,7 +666,7 @@ def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
 
     for rec in recs:
         if rec.added:
-            out.append(orjson.dumps(rec.data) + b"\n")
+            out.write(orjson.dumps(rec.data) + b"\n")
             skip()
             changed += 1
         elif rec.dropped:
@@ -630,10 +675,10 @@ def _emit(recs: list[_Rec], sink: Sink) -> tuple[bytes, list[Any], int]:
         elif rec.changed:
             script.append(sink.add_original(rec.raw, rec.texts))
             line = rec.new_raw if rec.new_raw is not None else orjson.dumps(rec.data) + b"\n"
-            out.append(line)
+            out.write(line)
             skip()
             changed += 1
         else:
-            out.append(rec.raw)
+            out.write(rec.raw)
             copy()
-    return b"".join(out), script, changed
+    return script, changed

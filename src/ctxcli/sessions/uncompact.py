@@ -32,7 +32,7 @@ import orjson
 from ctxcli.api import Destination, Reduction, RunOptions, reduce
 from ctxcli.api.local import open_input
 from ctxcli.core.errors import CtxError
-from ctxcli.core.io import RELEASE_BYTES, Input, hash_input, release
+from ctxcli.core.io import RELEASE_BYTES, Input, Made, hash_input, release
 from ctxcli.formats.claude_code import is_compact_boundary, past_dropped, resume_chain
 from ctxcli.pipeline.config import Config, build_config
 from ctxcli.services.session_files import CLAUDE, CODEX, identify, is_session_path
@@ -283,7 +283,7 @@ def plan_uncompact(
     """
     agent, _sid = identify(Path("session.jsonl"), bytes(raw[:_HEAD]))
     plan = _plan_claude(raw, progress) if agent == CLAUDE else _plan_codex(raw, snapshot)
-    out = _Out(into)
+    out = Made(into)
     script = _emit(raw, plan, add_original, out)
     result = Uncompacted(
         out.bytes(),
@@ -305,29 +305,8 @@ def plan_uncompact(
     return result
 
 
-class _Out:
-    """The output: into a file as it is made, or kept; hashed and sized either way."""
-
-    def __init__(self, into: BinaryIO | None) -> None:
-        self.into = into
-        self.parts: list[bytes] = []
-        self.hash = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes) -> None:
-        self.hash.update(data)
-        self.size += len(data)
-        if self.into is not None:
-            self.into.write(data)
-        else:
-            self.parts.append(data)
-
-    def bytes(self) -> bytes:
-        return b"".join(self.parts)
-
-
 def _emit(
-    raw: Input, plan: _Plan, add_original: Callable[[bytes], list[Any]], out: _Out
+    raw: Input, plan: _Plan, add_original: Callable[[bytes], list[Any]], out: Made
 ) -> list[Any]:
     script: list[Any] = []
 
