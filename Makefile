@@ -112,12 +112,15 @@ $(VENV)/.bench-installed: $(STAMP)
 	$(BIN)/pip install --quiet -e '.[dev,bench,ray]' || echo "bench: peers not installed"
 	touch $@
 
+# Each run is kept for the manual (scripts/record_bench.py: docs/bench/, docs/benchmarks.md).
+RECORD = $(BIN)/python scripts/record_bench.py
+
 bench: $(VENV)/.bench-installed
-	$(BIN)/python benchmarks/bench.py
-	$(BIN)/python benchmarks/bench_live.py
-	$(BIN)/python benchmarks/bench_proxy.py
-	$(BIN)/python benchmarks/bench_cost.py
-	$(BIN)/python benchmarks/bench_hooks.py
+	$(RECORD) bench -- $(BIN)/python benchmarks/bench.py
+	$(RECORD) bench_live -- $(BIN)/python benchmarks/bench_live.py
+	$(RECORD) bench_proxy -- $(BIN)/python benchmarks/bench_proxy.py
+	$(RECORD) bench_cost -- $(BIN)/python benchmarks/bench_cost.py
+	$(RECORD) bench_hooks -- $(BIN)/python benchmarks/bench_hooks.py
 
 # The real Claude Code CLI through ctx wrap / direct / headroom (npm into CTX_E2E_CACHE).
 # BENCH_TURNS=N for a shorter or longer scripted run (default 40).
@@ -138,7 +141,7 @@ $(VENV)/.eval-installed: $(VENV)/.bench-installed
 	touch $@
 
 eval: $(VENV)/.eval-installed
-	$(BIN)/python benchmarks/eval.py
+	$(RECORD) eval -- $(BIN)/python benchmarks/eval.py
 
 eval-peers: $(VENV)/.bench-installed
 	$(BIN)/python benchmarks/eval_peers.py
