@@ -400,10 +400,10 @@ def incremental(path: Path, work: Path, env: dict[str, str]) -> Incremental:
     """``ctx reduce IN -o OUT``, 1% appended to IN, the same command again (OUT in place).
 
     The command is the approx reduce row's, without ``--force``: a grown input may
-    replace its own offload directory. The re-run must write what a fresh run on the grown file
-    writes, compared byte for byte; the text names offload files by the path given to
-    ``-o``, so both runs are given ``out.jsonl`` in their own directory. ``ctx restore``
-    of the re-run's output must give the grown file back.
+    replace its own offload directory. ``ctx restore`` of the re-run's output must give
+    the grown file back, and the re-run must write what a fresh run on the grown file
+    writes, compared byte for byte. Hints cite the offload directory's absolute path, so
+    the fresh run is made in the same directory, once the re-run's output is put aside.
     """
     here = work / "incremental"
     here.mkdir()
@@ -421,17 +421,17 @@ def incremental(path: Path, work: Path, env: dict[str, str]) -> Incremental:
     grown_mb = src.stat().st_size / MB
     s, rss = timed(cmd, env, cwd=here)
     rerun = Row("ctx reduce approx, re-run +1%", s, grown_mb, rss, f"{100 * s / full.seconds:.0f}%")
-    fresh = work / "incremental-fresh"
-    fresh.mkdir()
-    fresh_cmd = [*CTX, "reduce", str(src), "-o", "out.jsonl", "-q", "--tokenizer", "approx"]
-    _s, _out, code = run(fresh_cmd, env, cwd=fresh)
-    identical = code == 0 and _same_bytes(here / "out.jsonl", fresh / "out.jsonl")
-    shutil.rmtree(fresh)
     restored_path = work / "incremental-restored.jsonl"
     _s, _out, code = run([*CTX, "restore", "out.jsonl", "-o", str(restored_path), "-q"], env, here)
     restored = code == 0 and _same_bytes(restored_path, src)
-    shutil.rmtree(here)
     restored_path.unlink(missing_ok=True)
+    kept = work / "incremental-rerun.jsonl"
+    os.replace(here / "out.jsonl", kept)
+    shutil.rmtree(here / "out.jsonl.offload")
+    _s, _out, code = run(cmd, env, cwd=here)
+    identical = code == 0 and _same_bytes(here / "out.jsonl", kept)
+    kept.unlink()
+    shutil.rmtree(here)
     return Incremental(full, rerun, identical, restored)
 
 
