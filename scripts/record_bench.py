@@ -105,8 +105,9 @@ def render_page() -> str:
             out += [f"Not recorded in this checkout yet: run `make {bench.target}`.", ""]
             continue
         info = json.loads(meta.read_text())
+        env = "".join(f"{k}={v} " for k, v in info.get("env", {}).items())
         out += [
-            f"`{info['command']}`, {info['date']}, {info['seconds']:.0f} s on "
+            f"`{env}{info['command']}`, {info['date']}, {info['seconds']:.0f} s on "
             f"{info['cores']} cores, Python {info['python']}.",
             "",
             "```text",
@@ -140,6 +141,7 @@ def record(name: str, command: list[str]) -> int:
         "seconds": round(time.monotonic() - start, 1),
         "cores": os.cpu_count(),
         "python": platform.python_version(),
+        "env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("BENCH_")},
     }
     _write(RECORDS / f"{name}.txt", b"".join(lines).decode("utf-8", "replace"))
     _write(RECORDS / f"{name}.json", json.dumps(meta, indent=2) + "\n")

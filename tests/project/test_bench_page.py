@@ -52,3 +52,11 @@ def test_a_failed_run_keeps_the_last_record(recorder: Any) -> None:
     assert recorder.main(["eval", "--", *failing]) == 3
     assert (recorder.RECORDS / "eval.txt").read_text() == "first\n"
     assert "first" in recorder.PAGE.read_text()
+
+
+def test_the_page_names_the_bench_variables_of_the_run(
+    recorder: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("BENCH_MB", "100")
+    assert recorder.main(["bench", "--", sys.executable, "-c", "print(1)"]) == 0
+    assert "`BENCH_MB=100 python -c print(1)`" in recorder.PAGE.read_text()
