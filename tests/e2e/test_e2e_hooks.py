@@ -34,7 +34,7 @@ import pytest
 from ctxcli.core.hints import truncated_path
 from ctxcli.services.dirs import data_dir
 from ctxcli.store.snapshots import snapshots_of
-from support.clients import client_env, install
+from support.clients import client_env, require
 from support.fake_api import FakeServer, MessagesAPI, ScriptedAgent
 from support.fake_api.anthropic import Step, _plain
 
@@ -47,10 +47,7 @@ REMINDER = re.compile(r"\n*<system-reminder>.*?</system-reminder>\s*$", re.S)
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    binary, why = install("claude")
-    if binary is None:
-        pytest.skip(f"cannot install Claude Code here: {why}")
-    return str(binary)
+    return str(require("claude", install_missing=True))
 
 
 def _project(root: Path) -> tuple[list[Step], dict[str, Path]]:

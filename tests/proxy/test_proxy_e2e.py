@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from support.clients import install, run_claude
+from support.clients import require, run_claude
 from support.fake_api import FakeServer, OpenAIAPI, ScriptedAgent, cache_blocks, scripted_project
 
 pytestmark = pytest.mark.e2e
@@ -24,10 +24,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def claude() -> str:
-    binary, why = install("claude")
-    if binary is None:
-        pytest.skip(f"cannot install Claude Code here: {why}")
-    return str(binary)
+    return str(require("claude", install_missing=True))
 
 
 def _pairs_intact(body: dict) -> bool:
@@ -128,9 +125,7 @@ def test_direct_run_costs_what_the_proxy_predicts(claude: str, tmp_path: Path) -
 
 def test_codex_through_ctx_wrap(tmp_path: Path) -> None:
     """The real Codex CLI: its WebSocket attempt gets 426, it falls back to HTTP through ctx."""
-    binary, why = install("codex")
-    if binary is None:
-        pytest.skip(f"cannot install Codex here: {why}")
+    binary = require("codex", install_missing=True)
     home = tmp_path / "home"
     (home / ".codex").mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "CODEX"))}

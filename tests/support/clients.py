@@ -54,13 +54,16 @@ def install(name: str) -> tuple[Path | None, str]:
     return path, why
 
 
-def require(name: str) -> Path:
-    """The installed CLI ``name``, or skip the calling test saying why it is missing."""
+def require(name: str, *, install_missing: bool = False) -> Path:
+    """The installed CLI ``name``, or skip the calling test saying why it is missing.
+
+    ``install_missing`` runs the installer first when it is missing (:func:`install`).
+    """
     import pytest
 
-    path, why = client(name)
+    path, why = install(name) if install_missing else client(name)
     if path is None:
-        pytest.skip(why)
+        pytest.skip(f"cannot run {name} here: {why}")
     return path
 
 
