@@ -49,6 +49,7 @@ from ctxcli.pipeline.presets import preset_names
 from support.paths import REPO, need_shared
 from support.user_model import (
     BATCH_DIRS,
+    CC_HOOKED,
     CC_SESSION,
     CC_SUBAGENT,
     CODEX_REAL,
@@ -232,6 +233,28 @@ class UserSurface(RuleBasedStateMachine):
     @rule(i=PICK, by_id=st.booleans())
     def doctor_fix(self, i: int, by_id: bool) -> None:
         self.world.doctor(self._pick(i, self._sessions()), by_id=by_id)
+
+    def _compacted(self) -> list[str]:
+        """Files holding a client's compaction now (what ``ctx uncompact`` undoes)."""
+        w = self.world
+        return [k for k in w.files if b'"compact_boundary"' in (w.read(k) or b"")]
+
+    @precondition(has_sessions)
+    @rule(
+        i=PICK,
+        output=st.sampled_from([None, None, *OUTPUT_NAMES]),
+        by_id=st.booleans(),
+        compacted=st.booleans(),
+    )
+    def uncompact(self, i: int, output: str | None, by_id: bool, compacted: bool) -> None:
+        """``ctx uncompact FILE -o OUT`` or, without an output, ``--in-place``.
+
+        Mostly of a file that holds a compaction; else of any session or changed file.
+        """
+        pool = (compacted and self._compacted()) or self._sessions() + self._reduced()
+        src = self._pick(i, pool)
+        to = "inplace" if output is None else "file"
+        self.world.uncompact(src, to, output=output, by_id=by_id)
 
     @precondition(has_growing)
     @rule(i=PICK, lines=st.integers(1, 8), torn=st.booleans(), live=st.booleans())
@@ -502,4 +525,44 @@ def test_a_restored_original_that_grew_is_not_undone_through_the_repair_again(
     w.append(CODEX_SESSION, 1)
     w.restore(CODEX_SESSION, "stdout", output="out/r.jsonl")
     w.reduce("work/out/r.jsonl", "file", output="r.jsonl", preset="synaptic")
+    w.check()
+
+
+@_new(
+    "an uncompacted output written over by a restore of itself, then by another "
+    "uncompaction, no longer restores: the first uncompaction is taken for a missing change"
+)
+def test_an_uncompacted_output_written_over_twice_restores(w: World) -> None:
+    w.doctor(CC_SESSION)
+    w.uncompact(CC_SESSION, "file", output="out/q.jsonl")
+    w.restore("work/out/q.jsonl", "file", output="out/q.jsonl")
+    w.restore(CC_SESSION, "stdout", output="a/q.jsonl")
+    w.uncompact("work/a/q.jsonl", "file", output="out/q.jsonl")
+    w.check()
+
+
+@_new("an uncompacted output a reduction to stdout wrote over no longer restores")
+def test_an_uncompacted_output_a_stdout_reduction_wrote_over_restores(w: World) -> None:
+    w.uncompact(CC_SESSION, "file", output="out/q.jsonl")
+    w.reduce("work/chat.jsonl", "stdout", output="out/q.jsonl")
+    w.check()
+
+
+def test_a_hooked_session_reduced_and_moved_restores_its_cut_outputs(w: World) -> None:
+    """The model's seed written with ctx's hook: reduced to a file, in place, and moved,
+    every file restores to what the client would have written without the hook."""
+    w.reduce(CC_HOOKED, "file", output="r.jsonl", preset="keep-terms")
+    w.reduce(CC_HOOKED, "inplace")
+    w.move(CC_HOOKED, PROJECT_DIRS[2])
+    w.check()
+
+
+@_new(
+    "a session written with ctx's hook, reduced by a chain that takes the hook's hints out, "
+    "restores without the cut outputs"
+)
+def test_a_hooked_session_reduced_past_its_hints_restores_its_cut_outputs(w: World) -> None:
+    w.reduce(CC_HOOKED, "stdout", output="q.jsonl", config="terms.toml")
+    w.reduce("work/q.jsonl", "stdout", output="a/q.jsonl", config="terms.toml", stdin=True)
+    w.reduce("work/a/q.jsonl", "stdout", output="out/r.jsonl", preset="claude-code-resume")
     w.check()

@@ -13,7 +13,9 @@ found as named regression tests.
 The model is the spec, kept small enough to be obviously right:
 
 - Every file the model tracks has an ``expect``: the bytes ``ctx restore FILE`` must give.
-  A file ctx never changed expects its own bytes (there is nothing to restore). ``ctx
+  A file ctx never changed expects its own bytes (there is nothing to restore); a
+  session Claude Code wrote with ctx's PostToolUse hook expects what the client would
+  have written without it (``ctx restore`` puts the cut outputs back). ``ctx
   reduce`` gives its output the ``expect`` of its input (restore undoes every reduction
   of a chain, so a second run on an output still restores to the first original); an
   in-place change (``reduce --in-place``, ``doctor --fix``, ``restore --in-place``)
@@ -76,6 +78,7 @@ import orjson
 import typer
 from typer.testing import CliRunner
 
+from support.hooked_sessions import hooked_session
 from support.paths import REPO, need_shared
 
 SAMPLES = REPO / "sample_transcripts"
@@ -135,6 +138,8 @@ class Seed:
 CC_SESSION = f"{CLAUDE_PROJECTS}/{PROJECT_DIRS[0]}/{CC_SHOP}.jsonl"
 """The sample Claude Code session (its line 40 is broken, as ``ctx doctor`` finds)."""
 CC_SUBAGENT = f"{CLAUDE_PROJECTS}/{PROJECT_DIRS[1]}/{CC_SPOTTER}/subagents/agent-a2898e3.jsonl"
+CC_HOOKED = f"{CLAUDE_PROJECTS}/{PROJECT_DIRS[0]}/s1.jsonl"
+"""A session written with ctx's PostToolUse hook (its session id is ``s1``)."""
 CODEX_SESSION = f"{CODEX_SESSIONS}/2026/03/03/rollout-2026-03-03T14-02-05-{CODEX_SHOP}.jsonl"
 CODEX_REAL = f"{CODEX_SESSIONS}/2025/09/25/rollout-2025-09-25T08-02-05-{CODEX_SPECTORA}.jsonl"
 
@@ -262,8 +267,25 @@ class World:
             path.write_bytes(head)
             _age(path)
             self.files[seed.key] = Entry(head, tail=tail)
+        self._seed_hooked()
         self._snap = self.snapshot()
         return self
+
+    def _seed_hooked(self) -> None:
+        """A session Claude Code wrote with ctx's hook: ``ctx restore`` gives the uncut one.
+
+        The hook offloaded two long outputs into ctx's data directory as the session ran;
+        what the client would have written without it is the file's original.
+        """
+        build = self.root / "build"
+        build.mkdir()
+        hooked = hooked_session(build, hooks=True).read_bytes()
+        direct = hooked_session(build, hooks=False).read_bytes()
+        path = self.path(CC_HOOKED)
+        path.write_bytes(hooked)
+        _age(path)
+        self.files[CC_HOOKED] = Entry(direct)
+        shutil.rmtree(build)
 
     def close(self) -> None:
         """Give the process its working directory and environment back."""
@@ -706,6 +728,8 @@ class World:
             return self.reduce(**hint.kwargs, force=True)
         if hint.op == "restore":
             return self.restore(**hint.kwargs, force=True)
+        if hint.op == "uncompact":
+            return self.uncompact(**hint.kwargs, force=True)
         return self.doctor(**hint.kwargs, force=True)
 
     # --- restore --------------------------------------------------------------------
@@ -892,6 +916,74 @@ class World:
             self._says(run, src in changes, "repaired", ": healthy")
         if src in changes:
             self.files[src] = replace(self.files[src], live=False)
+        return run
+
+    def uncompact(
+        self,
+        src: str,
+        to: str = "file",
+        *,
+        output: str | None = None,
+        by_id: bool = False,
+        force: bool = False,
+    ) -> Run | None:
+        """``ctx uncompact SRC -o OUT`` or ``--in-place`` (or ``--session ID``).
+
+        The same promises as a reduce: the output restores to what its input restores to,
+        an in-place change leaves the file's original as it was. A file with no compaction
+        (or no session at all) is left alone: "nothing written", or an error.
+        """
+        kwargs = {"to": to, "output": output, "by_id": by_id}
+        entry = self.files[src]
+        out_key = self.key(output) if output is not None else None
+        paired: set[str] = set()
+        if to == "file":
+            assert out_key is not None
+            if out_key == src or self.path(out_key).is_dir():
+                return None
+            pair = self._pair(out_key, [src])
+            if pair is None:
+                return None
+            paired = pair - {out_key}
+        sid = self.session_id(src) if by_id else None
+        args = ["uncompact", *(["--session", sid] if sid else [self.arg(src)])]
+        if to == "file":
+            assert out_key is not None
+            args += ["-o", str(output)]
+            declared = f"{out_key}.offload"
+            allowed = [out_key, declared]
+        else:
+            args.append("--in-place")
+            declared = f"{src}.offload"
+            allowed = [src, declared]
+            if self.is_session(src):
+                allowed.append(str(Path(src).parent / "sessions-index.json"))
+        if force:
+            args.append("--force")
+        self._read_by_ctx(src)
+        run, changes = self.command(args, allowed)
+        self._keep_hint("uncompact", {"src": src, **kwargs}, run, None)
+        self.touch(src)
+        if to == "inplace":
+            self._live_refusal(src, force, changes, "uncompact --in-place")
+        if run.code != 0:
+            return run
+        if "nothing written" in run.stderr:
+            if changes:
+                raise self.fail(f"uncompact said 'nothing written' but changed {changes}")
+            return run
+        offloads = entry.offloads + (declared,)
+        if to == "file":
+            assert out_key is not None
+            if not self.path(out_key).is_file():
+                raise self.fail(f"uncompact -o {output} exited 0 but wrote no file {output}")
+            self._give_up(paired, f"{output} and {output}.offload were written over")
+            self.files[out_key] = Entry(entry.expect, offloads)
+            self.touch(out_key)
+        elif src in changes:
+            self.files[src] = replace(entry, offloads=offloads, live=False)
+        else:
+            raise self.fail("uncompact --in-place exited 0, wrote something, but not the file")
         return run
 
     def append(self, src: str, lines: int, *, torn: bool = False, live: bool = False) -> bool:

@@ -38,9 +38,12 @@ def original_of(data: bytes, name: str, offload_dir: str | Path | None) -> Resto
         RestoreError: nothing is recorded and nothing was cut, or something is missing,
             altered or does not belong together.
     """
-    if not has_hook_cuts(data):
-        return _recorded(data, name, offload_dir)
-    restored = _recorded(data, name, offload_dir, unrecorded_ok=True)
+    cut = has_hook_cuts(data)
+    restored = _recorded(data, name, offload_dir, unrecorded_ok=cut)
+    if not has_hook_cuts(restored.data):
+        # (A reduction may have taken the hook's hints out of ``data``: what it undid
+        # is looked at, not the file.)
+        return restored if restored.steps or not cut else _recorded(data, name, offload_dir)
     roots: list[str] = []
 
     def original(cited: str, preview: str, at: tuple[str | int, ...], lines: bool) -> str | None:

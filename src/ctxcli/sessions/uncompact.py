@@ -518,7 +518,9 @@ def _to_file(
             tx.cancel()
             prune(output)
             return plan, None
-        header = _header(plan.agent, data, plan, str(path))
+        # The input's whole path: a restore tells this record (made from another file)
+        # from the output's own changes by it.
+        header = _header(plan.agent, data, plan, os.path.realpath(path))
         tx.commit(header, plan.script, input_head=head_digest(bytes(data[:HEAD_BYTES])))
     return plan, record
 

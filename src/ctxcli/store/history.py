@@ -381,11 +381,27 @@ def _check_complete(
         )
         if started in states:
             continue  # it never replaced the file: nothing of it to undo
+        if _made_from_another_file(manifest, name):
+            continue  # an output's record, written over since: the chain's links cover it
         raise RestoreError(
             f"{name}: the chain of changes stops before the original: {record} is a change of "
             f"this file it does not reach (a change before it is missing or damaged); "
             "nothing was restored"
         )
+
+
+def _made_from_another_file(manifest: dict[str, Any], name: str) -> bool:
+    """True if the record made the file from another one (``ctx uncompact -o``), not in place.
+
+    Such a record is a link of the chain only through the reduction made from its
+    output, which names it (``previous``): when the chain does not reach it, the file
+    was written over since (another output, a restore), and it is no gap.
+    """
+    source = manifest.get("input")
+    named = source.get("name") if isinstance(source, dict) else None
+    if not isinstance(named, str) or not os.path.isabs(named):
+        return False  # an older record: taken for a change of the file itself
+    return os.path.realpath(named) != os.path.realpath(name)
 
 
 def _unmatched(
