@@ -325,6 +325,20 @@ def test_respond_is_a_plain_function_of_payload_limits_and_root(tmp_path: Path) 
     assert (tmp_path / "trunc" / "toolu_01").read_text() == "y" * 600
 
 
+def test_a_real_call_id_names_its_file_by_its_tail_as_the_stages_do(tmp_path: Path) -> None:
+    """The hint is read from the cache on every later call: the reduce stages' one rule
+    (``core.protocols.call_key``) names the file, and the note keeps the whole id."""
+    call = "toolu_01XbRv9f3kLmQpZ7TuWc2sNa"
+    payload = {**_payload("Bash", {"stdout": "y" * 600}), "tool_use_id": call}
+    reply = respond(payload, Limits(max_chars=300), tmp_path)
+    assert reply is not None
+    cited = truncated_path(reply["hookSpecificOutput"]["updatedToolOutput"]["stdout"])
+    assert cited == str(tmp_path / "trunc" / "TuWc2sNa")
+    assert Path(str(cited)).read_text() == "y" * 600
+    (note,) = (tmp_path / "cuts").iterdir()
+    assert json.loads(note.read_text())["tool_use_id"] == call
+
+
 # -- never failing a tool call ----------------------------------------------------------------
 
 

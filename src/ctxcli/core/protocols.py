@@ -15,9 +15,11 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 __all__ = [
+    "CALL_TAIL",
     "Offload",
     "OriginalsSink",
     "RestoreScript",
+    "call_key",
     "encode_text",
     "safe_name",
     "sha256",
@@ -26,6 +28,24 @@ __all__ = [
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _MAX_NAME = 80
+
+
+CALL_TAIL = 8
+"""Characters of a long tool call id an offload file name keeps (the id's random end)."""
+_LONG_ID = 12
+"""Call ids longer than this are cut to their tail; shorter ones (``call_1``) stay whole."""
+
+
+def call_key(call_id: str) -> str:
+    """The offload key of a tool call id: the id, or its last :data:`CALL_TAIL` characters.
+
+    A hint naming the file is read from the prompt cache on every later call: a full
+    Claude Code id (``toolu_01`` and 22 random characters) costs about 15 tokens where
+    its tail costs 5. The tail is as stable as the id (a later request names the same
+    file, so a sent prefix never changes) and random enough to be unique in a session;
+    a store gives a reused name with another text a name of its own.
+    """
+    return call_id[-CALL_TAIL:] if len(call_id) > _LONG_ID else call_id
 
 
 def sha256(data: bytes | memoryview) -> str:

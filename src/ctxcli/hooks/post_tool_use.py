@@ -45,7 +45,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from ctxcli.core.hints import is_ctx_marked, truncation_preview
-from ctxcli.core.protocols import safe_name, sha256
+from ctxcli.core.protocols import call_key, safe_name, sha256
 from ctxcli.services.dirs import cache_dir, data_dir, private_dir
 
 __all__ = [
@@ -178,7 +178,7 @@ def respond(payload: dict[str, Any], limits: Limits, root: Path) -> dict[str, An
             store = LiveOffload(root)
         from ctxcli.store.hook_notes import Cut, exact_bytes, note_cut
 
-        path = store.put("trunc", call_id + suffix, text)
+        path = store.put("trunc", call_key(call_id) + suffix, text)
         short = truncation_preview(text, limit, path, READ_TOOL, limits.language, tail=tail)
         # The note lets ctx restore verify the file and put the original back.
         digests = (sha256(exact_bytes(text)), sha256(exact_bytes(short)))
