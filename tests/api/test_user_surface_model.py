@@ -566,3 +566,14 @@ def test_a_hooked_session_reduced_past_its_hints_restores_its_cut_outputs(w: Wor
     w.reduce("work/q.jsonl", "stdout", output="a/q.jsonl", config="terms.toml", stdin=True)
     w.reduce("work/a/q.jsonl", "stdout", output="out/r.jsonl", preset="claude-code-resume")
     w.check()
+
+
+@_new(
+    "a file uncompacted in place, then written over by a reduction to stdout, no longer "
+    "restores: its own uncompact record is taken for a missing change"
+)
+def test_a_file_changed_in_place_then_written_over_restores_what_it_holds(w: World) -> None:
+    w.reduce(CC_SESSION, "file", output="out/q.jsonl")
+    w.uncompact("work/out/q.jsonl", "inplace")
+    w.reduce("work/chat.jsonl", "stdout", output="out/q.jsonl")
+    w.check()

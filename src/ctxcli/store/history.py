@@ -358,7 +358,9 @@ def _check_complete(
     and none of them is there to undo; or a change of the file itself was never
     reached (a change directory in the middle is missing, or was damaged). A change
     that started from a state the chain passed through never replaced the file (a run
-    stopped in between): it is no gap.
+    stopped in between), one made from another file (``uncompact -o``) is reached only
+    through the reduction that names it, and the changes of a file whose chain uses
+    none of them are of what the file held before it was written over: no gaps.
 
     Raises:
         RestoreError: naming the gap; nothing is restored or discarded.
@@ -370,6 +372,10 @@ def _check_complete(
             f"was made from the output of {missing}, which is missing or no longer matches; "
             "nothing was restored"
         )
+    if not any(str(record.resolve()) in used for record in own):
+        # The file is on none of its own changes' lines: it was written over since (a
+        # reduction to stdout, a restore), and they belong to what was there before.
+        return
     for record in own:
         if str(record.resolve()) in used:
             continue
