@@ -494,7 +494,7 @@ def codex_saved_context(file: ClientFile, limits: Limits) -> list[Problem]:
             "codex_stale_token_count",
             f"the last token_count saves a context of {found.tokens:,} tokens{impossible} "
             f"(Codex compacts a resume at {found.limit:,}) but the history a resume "
-            f"rebuilds holds about {found.history:,}: Codex would compact it before the "
+            f"rebuilds holds about {found.history:,} tokens: Codex would compact it before the "
             "first turn",
         )
     ]
