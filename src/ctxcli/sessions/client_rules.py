@@ -477,8 +477,10 @@ def stale_saved_context(datas: Sequence[Any]) -> SavedContext | None:
         tokens = last.get("total_tokens") if isinstance(last, dict) else None
         if not isinstance(tokens, int) or not isinstance(window, int) or window <= 0:
             return None
+        if tokens < codex_auto_compact_limit(window):
+            return None  # the common case: the history is not read again
         found = SavedContext(index, tokens, window, _history_tokens(datas))
-        return found if found.tokens >= found.limit > found.history else None
+        return found if found.limit > found.history else None
     return None
 
 
