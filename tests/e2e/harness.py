@@ -13,12 +13,19 @@ ever used: the clients get ``sk-ant-test`` / ``sk-test`` and talk to 127.0.0.1 o
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
+import pty
 import re
+import select
 import shutil
+import signal
+import struct
 import subprocess
 import sys
+import termios
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -141,6 +148,18 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str], api: FakeServer) -> Res
     return Resume(proc.returncode, proc.stdout, proc.stderr, list(api.requests))
 
 
+def _claude_env(home: Path, api: FakeServer) -> dict[str, str]:
+    return {
+        **_base_env(home),
+        "ANTHROPIC_BASE_URL": api.base_url,
+        "ANTHROPIC_API_KEY": "sk-ant-test",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        "DISABLE_AUTOUPDATER": "1",
+        "DISABLE_TELEMETRY": "1",
+        "DISABLE_ERROR_REPORTING": "1",
+    }
+
+
 def resume_claude(work: Path, session: Path, sid: str | None = None) -> Resume:
     """``claude -p PROMPT --resume ID`` on a copy of ``session`` in a fresh HOME under ``work``."""
     exe, why = client("claude")
@@ -152,16 +171,58 @@ def resume_claude(work: Path, session: Path, sid: str | None = None) -> Resume:
         d.mkdir(parents=True, exist_ok=True)
     lay_out_claude(home, cwd, session, sid)
     with FakeServer(MessagesAPI()) as api:
-        env = {
-            **_base_env(home),
-            "ANTHROPIC_BASE_URL": api.base_url,
-            "ANTHROPIC_API_KEY": "sk-ant-test",
-            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-            "DISABLE_AUTOUPDATER": "1",
-            "DISABLE_TELEMETRY": "1",
-            "DISABLE_ERROR_REPORTING": "1",
-        }
-        return _run([str(exe), "-p", PROMPT, "--resume", sid], cwd, env, api)
+        return _run([str(exe), "-p", PROMPT, "--resume", sid], cwd, _claude_env(home, api), api)
+
+
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07]*\x07|\x1b[()][0-9A-B]|\x1b[=>]")
+
+
+def claude_picker(work: Path, sessions: list[Path], until: list[str]) -> str:
+    """What ``claude --resume`` (the session picker) shows in a terminal, as plain text.
+
+    The sessions are laid out for the project ``work/project`` (each file named by its
+    session id), the first-run dialogs are marked done, and the picker runs in a 200x50
+    pseudo-terminal until every string of ``until`` is on screen or RUN_TIMEOUT_S/4
+    passes; then it is killed (by its pid) and the screen text returned.
+    """
+    exe, why = client("claude")
+    if exe is None:
+        raise RuntimeError(why)
+    home, cwd = work / "home", work / "project"
+    for d in (home / "tmp", cwd):
+        d.mkdir(parents=True, exist_ok=True)
+    for session in sessions:
+        lay_out_claude(home, cwd, session, session.stem)
+    settled = {"hasTrustDialogAccepted": True, "hasCompletedProjectOnboarding": True}
+    config = {
+        "hasCompletedOnboarding": True,
+        "theme": "dark",
+        "customApiKeyResponses": {"approved": ["sk-ant-test"], "rejected": []},
+        "projects": {str(cwd): settled},
+    }
+    (home / ".claude.json").write_text(json.dumps(config))
+    with FakeServer(MessagesAPI()) as api:
+        env = {**_claude_env(home, api), "TERM": "xterm-256color"}
+        pid, fd = pty.fork()
+        if pid == 0:  # the child: the picker, in the project
+            os.chdir(cwd)
+            os.execve(str(exe), [str(exe), "--resume"], env)
+        fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 200, 0, 0))
+        screen, text = b"", ""
+        deadline = time.monotonic() + RUN_TIMEOUT_S / 4
+        try:
+            while time.monotonic() < deadline and not all(u in text for u in until):
+                if select.select([fd], [], [], 0.5)[0]:
+                    try:
+                        screen += os.read(fd, 1 << 16)
+                    except OSError:
+                        break
+                    text = _ANSI.sub(b"", screen).decode("utf-8", "replace")
+        finally:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+    return text
 
 
 def resume_codex(work: Path, session: Path) -> Resume:

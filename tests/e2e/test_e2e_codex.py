@@ -12,6 +12,9 @@ session's tokens); rollouts with tool calls must send a request at least 50% sma
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,16 +68,26 @@ def test_original_and_reduced_resume(rollout: Path, tmp_path: Path) -> None:
         assert a.body_bytes <= b.body_bytes
 
 
-def _inflated(rollout: Path, out: Path) -> Path:
-    """``rollout`` whose last token_count states 95% of the context window."""
+def _saving(rollout: Path, out: Path, tokens: int) -> Path:
+    """``rollout`` whose last token_count saves a context of ``tokens``."""
     lines = rollout.read_bytes().splitlines(keepends=True)
     last = max(i for i, line in enumerate(lines) if b'"token_count"' in line)
     data = json.loads(lines[last])
-    info = data["payload"]["info"]
-    info["last_token_usage"]["total_tokens"] = int(info["model_context_window"] * 0.95)
+    data["payload"]["info"]["last_token_usage"]["total_tokens"] = tokens
     lines[last] = (json.dumps(data, separators=(",", ":")) + "\n").encode()
+    out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(b"".join(lines))
     return out
+
+
+def _window(rollout: Path) -> int:
+    line = [x for x in rollout.read_bytes().splitlines() if b'"token_count"' in x][-1]
+    return int(json.loads(line)["payload"]["info"]["model_context_window"])
+
+
+def _inflated(rollout: Path, out: Path) -> Path:
+    """``rollout`` whose last token_count states 95% of the context window."""
+    return _saving(rollout, out, int(_window(rollout) * 0.95))
 
 
 def test_a_stale_token_count_no_longer_compacts_after_codex_resume(tmp_path: Path) -> None:
@@ -87,3 +100,38 @@ def test_a_stale_token_count_no_longer_compacts_after_codex_resume(tmp_path: Pat
     red_run = resume_codex(tmp_path / "red", reduced)
     red_run.accepted_turn(RESPONSES, "reduced")
     assert _compactions(red_run) == 0, red_run.describe()
+
+
+def test_doctor_fixes_an_impossible_token_count_so_codex_resumes_without_compacting(
+    tmp_path: Path,
+) -> None:
+    """openai/codex#24089: a saved context above the window compacts a short history.
+
+    Codex compacts before the first turn of a resume from 18/19 of the recorded window
+    (90% of the model's) on, the limit the ``codex_stale_token_count`` rule uses;
+    ``ctx doctor --fix`` sets the figure to the history's estimate and the resume sends
+    no compaction; ``ctx restore`` gives the rollout back byte for byte.
+    """
+    rollout = min(ROLLOUTS, key=lambda p: p.stat().st_size)
+    limit = _window(rollout) * 18 // 19
+    under = resume_codex(
+        tmp_path / "under", _saving(rollout, tmp_path / "u" / rollout.name, limit - 1)
+    )
+    at = resume_codex(tmp_path / "at", _saving(rollout, tmp_path / "a" / rollout.name, limit))
+    assert _compactions(under) == 0 and _compactions(at) == 1, (under.describe(), at.describe())
+
+    path = _saving(rollout, tmp_path / "doctor" / rollout.name, 600_000)
+    raw = path.read_bytes()
+    before = resume_codex(tmp_path / "orig", path)
+    assert _compactions(before) == 1, before.describe()
+    env = {**os.environ, "CTX_DATA_DIR": str(tmp_path / "data"), "CTX_NO_PLUGINS": "1"}
+    ctx = [sys.executable, "-m", "ctxcli"]
+    found = subprocess.run([*ctx, "doctor", str(path), "--json"], capture_output=True, env=env)
+    kinds = [p["kind"] for p in json.loads(found.stdout)["files"][0]["problems"]]
+    assert kinds == ["codex_stale_token_count"], found.stdout
+    subprocess.run([*ctx, "doctor", str(path), "--fix", "--force"], check=True, env=env)
+    after = resume_codex(tmp_path / "fixed", path)
+    after.accepted_turn(RESPONSES, "after doctor --fix")
+    assert _compactions(after) == 0, after.describe()
+    subprocess.run([*ctx, "restore", str(path), "--in-place"], check=True, env=env)
+    assert path.read_bytes() == raw

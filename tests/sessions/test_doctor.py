@@ -390,6 +390,109 @@ def test_a_codex_record_over_16_mib_is_found_and_cut(tmp_path: Path) -> None:
     assert diagnose(repair.output).problems == []
 
 
+# -- a saved context size that compacts a Codex resume (openai/codex#24089) ------------------
+
+WINDOW = 258_400  # what Codex records for a 272,000-token model; it compacts from 244,800
+
+
+def _codex_item(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"timestamp": "2026-01-01T00:00:00Z", "type": "response_item", "payload": payload}
+
+
+def _token_count(total: int | None, window: int = WINDOW) -> dict[str, Any]:
+    usage = {"input_tokens": 900, "cached_input_tokens": 0, "output_tokens": 100}
+    info = None
+    if total is not None:
+        last = {**usage, "total_tokens": total}
+        info = {"total_token_usage": last, "last_token_usage": last, "model_context_window": window}
+    return {"type": "event_msg", "payload": {"type": "token_count", "info": info}}
+
+
+def _rollout(*tail: dict[str, Any], history: str = "hello") -> list[dict[str, Any]]:
+    meta = {"type": "session_meta", "payload": {"id": "r-2", "cwd": "/w"}}
+    user = _codex_item(
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": history}]}
+    )
+    answer = _codex_item(
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}
+    )
+    return [meta, user, answer, *tail]
+
+
+def test_an_impossible_saved_context_is_found_fixed_and_undone(tmp_path: Path) -> None:
+    raw = _lines(_rollout(_token_count(600_000), _token_count(None)))
+    (problem,) = diagnose(raw).problems
+    assert (problem.kind, problem.line, problem.fixable) == ("codex_stale_token_count", 4, True)
+    assert "600,000 tokens, more than the model's whole window" in problem.message
+    assert "244,800" in problem.message and "openai/codex#24089" in str(problem.guards)
+    repair = plan_fixes(raw, Preview(str(tmp_path / "off")))
+    assert [p.kind for p in repair.fixed] == ["codex_stale_token_count"]
+    assert repair.remaining == [] and repair.changed_lines == 1
+    before, after = raw.splitlines(), repair.output.splitlines()
+    assert [a == b for a, b in zip(before, after, strict=True)] == [True] * 3 + [False, True]
+    info, was = (
+        orjson.loads(after[3])["payload"]["info"],
+        orjson.loads(before[3])["payload"]["info"],
+    )
+    # Only the figure Codex compacts on: what usage trackers price stays.
+    assert 0 < info["last_token_usage"].pop("total_tokens") < 1000
+    was["last_token_usage"].pop("total_tokens")
+    assert info == was
+    assert "saved context size 600,000 ->" in repair.notes[0]
+
+
+def test_a_stale_saved_context_restores_byte_for_byte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CTX_DATA_DIR", str(tmp_path / "data"))
+    path = tmp_path / "rollout.jsonl"
+    raw = _lines(_rollout(_token_count(244_800)))
+    path.write_bytes(raw)
+    age(path, 120)
+    invoke(["doctor", str(path)], code=1)
+    assert "repaired; the originals are in" in invoke(["doctor", str(path), "--fix"]).stderr
+    assert "healthy" in invoke(["doctor", str(path)]).stderr
+    assert invoke(["restore", str(path)]).stdout_bytes == raw
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        pytest.param([_token_count(244_799)], id="under-the-limit"),
+        pytest.param([_token_count(600_000), _token_count(30_000)], id="a-later-figure-counts"),
+        pytest.param([_token_count(None)], id="no-figure"),
+    ],
+)
+def test_a_saved_context_codex_does_not_compact_on_is_healthy(tail: list[Any]) -> None:
+    assert diagnose(_lines(_rollout(*tail))).problems == []
+
+
+def test_a_history_that_is_that_large_is_not_flagged() -> None:
+    """Codex is right to compact a history over its limit: no figure to fix."""
+    outputs = [
+        _codex_item({"type": "function_call_output", "call_id": f"c{n}", "output": "y" * 250_000})
+        for n in range(4)
+    ]
+    calls = [
+        _codex_item({"type": "function_call", "call_id": f"c{n}", "name": "shell", "arguments": ""})
+        for n in range(4)
+    ]
+    records = _rollout(*[x for pair in zip(calls, outputs, strict=True) for x in pair])
+    assert diagnose(_lines([*records, _token_count(250_000)])).problems == []
+
+
+def test_only_the_history_after_the_last_compaction_counts() -> None:
+    """A compaction replaces the history: a figure from before it is stale."""
+    big = "z" * 990_000
+    compacted = {"type": "compacted", "payload": {"message": "summary", "replacement_history": []}}
+    raw = _lines([*_rollout(_token_count(250_000), compacted, history=big)])
+    assert [p.kind for p in diagnose(raw, max_line_bytes=2_000_000).problems] == [
+        "codex_stale_token_count"
+    ]
+    uncompacted = _lines([*_rollout(_token_count(250_000), history=big)])
+    assert diagnose(uncompacted, max_line_bytes=2_000_000).problems == []
+
+
 def test_a_session_the_hook_wrote_is_healthy(tmp_path: Path) -> None:
     """The hook's previews (ctx hints in the output and toolUseResult) are no problem."""
     from support.hooked_sessions import hooked_session

@@ -76,8 +76,9 @@ def doctor(
     client: dangling parentUuid (the chain may then start at an assistant turn, which
     the API rejects), a second root, empty text blocks, thinking without a signature,
     duplicated toolUseResult payloads, base64 images or PDFs stored again, a
-    toolUseResult cut so it no longer parses, oversized lines and Codex records over
-    16 MiB ('--json' names, per problem, the client behaviour it guards). --fix edits
+    toolUseResult cut so it no longer parses, oversized lines, Codex records over
+    16 MiB and a Codex saved context size that would compact a history that fits on
+    resume ('--json' names, per problem, the client behaviour it guards). --fix edits
     the file in place and records every change, so 'ctx restore FILE --in-place'
     gives the original back. Exit 0: healthy (or all fixed; a duplicated payload is
     a warning); 1: problems that break a resume remain; 2: usage, or a session in

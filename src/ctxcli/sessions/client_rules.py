@@ -7,17 +7,19 @@ naming no record (or a line the client cannot parse), a second root in one chain
 text blocks and thinking without a signature (the API rejects both), a chain that starts
 at an assistant turn (the API answers 400), one ``toolUseResult`` payload stored twice (a
 warning), a base64 image or PDF stored again, a ``toolUseResult`` held as JSON text that
-no longer parses, lines over a size limit. Codex: lines over the size limit and records
-over 16 MiB. :data:`CHECKS` names, per kind of problem, the client behaviour it guards
-against and how that was confirmed. A third client adds its format (``formats/``) and its
-rules here.
+no longer parses, lines over a size limit. Codex: lines over the size limit, records
+over 16 MiB, and a saved context size that makes Codex compact a resume at once although
+the history it rebuilds is far smaller (:func:`stale_saved_context`). :data:`CHECKS`
+names, per kind of problem, the client behaviour it guards against and how that was
+confirmed. A third client adds its format (``formats/``) and its rules here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -30,6 +32,9 @@ __all__ = [
     "ATTACHMENT_MIN_CHARS",
     "CHECKS",
     "CODEX_MAX_RECORD_BYTES",
+    "SavedContext",
+    "codex_auto_compact_limit",
+    "stale_saved_context",
     "attachment_key",
     "record_attachments",
     "unparseable_payload",
@@ -74,6 +79,13 @@ CHECKS: dict[str, str] = {
     "tests/e2e/test_e2e_uncompact.py)",
     "codex_record_over_16mib": "Codex's state migration drops records over 16 MiB "
     "(reported: openai/codex#44141; not reproduced here)",
+    "codex_stale_token_count": "Codex restores the last token_count's "
+    "last_token_usage.total_tokens as the context size on resume and compacts before the "
+    "first turn when it is at least 90% of the model's window, so a stale or impossible "
+    "figure (reported: openai/codex#24089, figures above the window) compacts a short "
+    "history (reproduced: codex 0.169 sends a compaction request first at 244,800 saved "
+    "tokens of a 258,400 window, not at 244,799, and none once repaired, "
+    "tests/e2e/test_e2e_codex.py)",
     "unparseable_tool_use_result": "Claude Code's TaskOutput renderer JSON.parses a "
     "toolUseResult held as JSON text on resume (reported in ctx issue 43; not reproduced "
     "here)",
@@ -400,6 +412,96 @@ def tool_use_result_json(file: ClientFile, limits: Limits) -> list[Problem]:
     ]
 
 
+def codex_auto_compact_limit(window: int) -> int:
+    """The saved context size at which Codex compacts a resumed rollout before its first turn.
+
+    90% of the model's window; a ``token_count`` records 95% of it as
+    ``model_context_window`` (272,000 -> 258,400), so the limit is 18/19 of that figure:
+    Codex 0.169 compacts at 244,800 saved tokens of 258,400 and not at 244,799.
+    """
+    return window * 18 // 19
+
+
+@dataclass(frozen=True)
+class SavedContext:
+    """The context size a Codex resume restores, and what the history it rebuilds holds."""
+
+    index: int
+    """The ``token_count`` record's index among the records."""
+    tokens: int
+    """Its ``info.last_token_usage.total_tokens``: the size Codex resumes with."""
+    window: int
+    """Its ``info.model_context_window``."""
+    history: int
+    """Codex's own estimate of the rebuilt history: its items' JSON bytes / 4."""
+
+    @property
+    def limit(self) -> int:
+        """The saved size at which Codex compacts (:func:`codex_auto_compact_limit`)."""
+        return codex_auto_compact_limit(self.window)
+
+
+def _history_tokens(datas: Sequence[Any]) -> int:
+    """Codex's estimate of what a resume rebuilds: the items after the last ``compacted``."""
+    start = max(
+        (i for i, d in enumerate(datas) if isinstance(d, dict) and d.get("type") == "compacted"),
+        default=0,
+    )
+    size = sum(
+        len(orjson.dumps(d.get("payload")))
+        for d in datas[start:]
+        if isinstance(d, dict) and d.get("type") in ("response_item", "compacted")
+    )
+    return -(-size // 4)
+
+
+def stale_saved_context(datas: Sequence[Any]) -> SavedContext | None:
+    """The ``token_count`` a Codex resume restores, if it compacts a history that fits.
+
+    Codex seeds a resumed session with the ``info`` of the last ``token_count`` event
+    that has one and compacts before the first turn when ``last_token_usage.total_tokens``
+    reaches :func:`codex_auto_compact_limit`. That is reported here only when the history
+    the rollout rebuilds is estimated under the limit: the saved figure is stale (or
+    impossible, above the window), and a compaction would throw the history away for
+    nothing. ``datas`` are the parsed records (None for a line that is not one).
+    """
+    for index in range(len(datas) - 1, -1, -1):
+        data = datas[index]
+        payload = data.get("payload") if isinstance(data, dict) else None
+        if data is None or data.get("type") != "event_msg" or not isinstance(payload, dict):
+            continue
+        info = payload.get("info")
+        if payload.get("type") != "token_count" or not isinstance(info, dict):
+            continue
+        last, window = info.get("last_token_usage"), info.get("model_context_window")
+        tokens = last.get("total_tokens") if isinstance(last, dict) else None
+        if not isinstance(tokens, int) or not isinstance(window, int) or window <= 0:
+            return None
+        if tokens < codex_auto_compact_limit(window):
+            return None  # the common case: the history is not read again
+        found = SavedContext(index, tokens, window, _history_tokens(datas))
+        return found if found.limit > found.history else None
+    return None
+
+
+def codex_saved_context(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A saved context size that makes Codex compact, on resume, a history that fits."""
+    found = stale_saved_context([rec.data for rec in file.records])
+    if found is None:
+        return []
+    impossible = ", more than the model's whole window" if found.tokens > found.window else ""
+    return [
+        Problem(
+            file.records[found.index].line,
+            "codex_stale_token_count",
+            f"the last token_count saves a context of {found.tokens:,} tokens{impossible} "
+            f"(Codex compacts a resume at {found.limit:,}) but the history a resume "
+            f"rebuilds holds about {found.history:,} tokens: Codex would compact it before the "
+            "first turn",
+        )
+    ]
+
+
 def codex_record_size(file: ClientFile, limits: Limits) -> list[Problem]:
     """A rollout record over 16 MiB, which Codex's state migration drops."""
     return [
@@ -431,6 +533,11 @@ CLIENT_RULES: dict[str, tuple[Rule, ...]] = {
     "codex": (
         _SIZE,
         Rule("record_size", "no record over 16 MiB (Codex drops it)", codex_record_size),
+        Rule(
+            "saved_context",
+            "the saved context size does not compact a history that fits",
+            codex_saved_context,
+        ),
     ),
 }
 """The rules of each client's files, by the name of its format."""

@@ -44,6 +44,7 @@ from ctxcli.sessions.client_rules import (
     payload_key,
     record_attachments,
     rules_for,
+    stale_saved_context,
     unparseable_payload,
     visible_groups,
 )
@@ -89,7 +90,13 @@ REPAIRS: dict[str, frozenset[str]] = {
         "unparseable_tool_use_result",
     },
     CODEX: _LINES
-    | {"unanswered_call", "orphan_result", "oversized_line", "codex_record_over_16mib"},
+    | {
+        "unanswered_call",
+        "orphan_result",
+        "oversized_line",
+        "codex_record_over_16mib",
+        "codex_stale_token_count",
+    },
 }
 """The kinds of problem :func:`plan_fixes` repairs, by client format (others: lines only)."""
 
@@ -615,6 +622,24 @@ def _fix_codex(
             "payload": {"type": kind, "call_id": call_id, "output": "aborted"},
         }
         recs.insert(i + 1, _Rec(b"", None, record, changed=True, added=True))
+    _fix_saved_context(recs, notes)
+
+
+def _fix_saved_context(recs: list[_Rec], notes: list[str]) -> None:
+    """Set a stale saved context size to the history's estimate (last: after the cuts).
+
+    Only ``last_token_usage.total_tokens``, the figure Codex compacts on, changes: the
+    counts usage trackers price stay, and the original line goes to the restore pack.
+    """
+    found = stale_saved_context([None if r.dropped else r.data for r in recs])
+    if found is None:
+        return
+    rec = recs[found.index]
+    rec.edit()["payload"]["info"]["last_token_usage"]["total_tokens"] = found.history
+    notes.append(
+        f"line {rec.line}: saved context size {found.tokens:,} -> {found.history:,} tokens "
+        f"(under Codex's auto-compact limit of {found.limit:,})"
+    )
 
 
 def _codex_item(data: Any) -> dict[str, Any] | None:
