@@ -577,3 +577,14 @@ def test_a_file_changed_in_place_then_written_over_restores_what_it_holds(w: Wor
     w.uncompact("work/out/q.jsonl", "inplace")
     w.reduce("work/chat.jsonl", "stdout", output="out/q.jsonl")
     w.check()
+
+
+@_new(
+    "an output uncompacted in place, then written again by 'uncompact -o', no longer "
+    "restores: the in-place change of what it held before is taken for a missing change"
+)
+def test_an_output_written_again_by_uncompact_forgets_its_earlier_changes(w: World) -> None:
+    w.reduce(CC_SESSION, "file", output="a/r.jsonl", config="clear.toml")
+    w.uncompact("work/a/r.jsonl", "inplace")
+    w.uncompact(CC_SESSION, "file", output="a/r.jsonl")
+    w.check()

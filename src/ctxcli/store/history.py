@@ -372,14 +372,21 @@ def _check_complete(
             f"was made from the output of {missing}, which is missing or no longer matches; "
             "nothing was restored"
         )
-    if not any(str(record.resolve()) in used for record in own):
+    reached = [str(record.resolve()) in used for record in own]
+    if not any(reached):
         # The file is on none of its own changes' lines: it was written over since (a
         # reduction to stdout, a restore), and they belong to what was there before.
         return
-    for record in own:
-        if str(record.resolve()) in used:
+    manifests = [read_manifest(record) or {} for record in own]
+    # The newest change the chain undid that wrote the file whole from another one
+    # (``uncompact -o``): what the file held before it, and its changes, are gone.
+    start = max(
+        (i for i, m in enumerate(manifests) if reached[i] and _made_from_another_file(m, name)),
+        default=0,
+    )
+    for record, manifest, done in zip(own[start:], manifests[start:], reached[start:], strict=True):
+        if done:
             continue
-        manifest = read_manifest(record) or {}
         started = (
             manifest.get("input", {}).get("sha256")
             if isinstance(manifest.get("input"), dict)
