@@ -588,3 +588,18 @@ def test_an_output_written_again_by_uncompact_forgets_its_earlier_changes(w: Wor
     w.uncompact("work/a/r.jsonl", "inplace")
     w.uncompact(CC_SESSION, "file", output="a/r.jsonl")
     w.check()
+
+
+@_new(
+    "a session restored in place, whose in-place reduction another output still needs, "
+    "then repaired, no longer restores: the kept reduction is taken for a missing change"
+)
+def test_a_change_a_restore_in_place_kept_for_another_output_is_off_the_files_line(
+    w: World,
+) -> None:
+    w.uncompact(CC_SESSION, "inplace")
+    w.reduce(CC_SESSION, "inplace", preset="keep-terms")
+    w.reduce(CC_SESSION, "file", output="out/q.jsonl")
+    w.restore(CC_SESSION, "inplace")
+    w.doctor(CC_SESSION)
+    w.check()

@@ -101,7 +101,7 @@ def _recorded(
         *history.siblings(f"{name}.offload"),
         *history.index_dirs(data, real, grown=True),
     ]
-    own = [*(p for p in legacy if history.owns(path, p)), *history.changes(path)]
+    own = [*(p for p in legacy if history.owns(path, p)), *history.own_changes(path)]
     return history.restore_chain(
         data,
         first,
@@ -129,5 +129,6 @@ def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | Non
         ]
         with Transaction(None, change=change) as tx:
             tx.commit(output=restored.data, used=spent)
+        history.mark_restored(path)  # what is left (others restore through it) is not its
         history.prune(path)
     return restored

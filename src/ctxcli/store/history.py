@@ -35,6 +35,7 @@ from ctxcli.services.dirs import data_dir, private_dir
 from ctxcli.services.session_files import identify
 from ctxcli.store.disk import discard, remove_stale
 from ctxcli.store.index import ReductionIndex, head_digest
+from ctxcli.store.inplace import write_atomic
 from ctxcli.store.manifest import read_manifest
 from ctxcli.store.restore import restore_bytes
 
@@ -48,8 +49,10 @@ __all__ = [
     "left_behind",
     "legacy_changes",
     "match_reduction",
+    "mark_restored",
     "match_reduction_at",
     "new_change",
+    "own_changes",
     "owns",
     "prune",
     "restore_chain",
@@ -61,6 +64,8 @@ CHANGES = "changes"
 LEGACY = "offload"
 """The folder of ctx's data directory that held session changes before :data:`CHANGES`."""
 _CHANGE = re.compile(r"^(\d{4,})-([a-z]+)$")
+_RESTORED = "restored"
+"""The file of a change folder naming the last change a restore in place left behind."""
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,31 @@ def changes_dir(path: Path) -> Path:
 def changes(path: Path) -> list[Path]:
     """The change directories of ``path``, oldest first."""
     return _numbered(changes_dir(path))
+
+
+def own_changes(path: Path) -> list[Path]:
+    """The changes of ``path`` on its present line, oldest first (see :func:`mark_restored`).
+
+    Those after its last restore in place: a restore in place makes the file an original again; a change it kept because
+    another output restores through it is no longer one of the file's own.
+    """
+    found = changes(path)
+    try:
+        last = int((changes_dir(path) / _RESTORED).read_text("ascii"))
+    except (OSError, ValueError):
+        return found
+    return [p for p in found if int(p.name.split("-")[0]) > last]
+
+
+def mark_restored(path: Path) -> None:
+    """Note that ``path`` was restored in place: the changes left are off its line.
+
+    Call it under the file's lock, after the restored file is in place.
+    """
+    found = changes(path)
+    if found:
+        number = found[-1].name.split("-")[0]
+        write_atomic(changes_dir(path) / _RESTORED, number.encode("ascii"), mode=0o600)
 
 
 def _numbered(folder: Path) -> list[Path]:
@@ -218,6 +248,8 @@ def index_dirs(
 def prune(path: Path) -> None:
     """Remove the change folder of ``path`` once no change of it is left."""
     try:
+        if not changes(path):
+            (changes_dir(path) / _RESTORED).unlink(missing_ok=True)
         changes_dir(path).rmdir()
     except OSError:
         pass  # missing, or still holding changes (or a note of a run in progress)
