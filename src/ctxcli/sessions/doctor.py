@@ -30,7 +30,13 @@ from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
 from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary, past_dropped
 from ctxcli.formats.clients import ClientFile, read_client_file
-from ctxcli.formats.diagnose import DEFAULT_MAX_LINE_BYTES, Diagnosis, Limits, Problem
+from ctxcli.formats.diagnose import (
+    DEFAULT_MAX_LINE_BYTES,
+    Diagnosis,
+    Limits,
+    Problem,
+    diagnose_input,
+)
 from ctxcli.formats.diagnose import diagnose as run_rules
 from ctxcli.formats.lines import Record
 from ctxcli.services.session_files import CLAUDE, CODEX, identify
@@ -159,7 +165,7 @@ class Repair:
 
 
 def diagnose(
-    raw: bytes, path: str = "<stdin>", *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    raw: Input, path: str = "<stdin>", *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Diagnosis:
     """Every problem of a session file by line, the rules that ran and the file's format.
 
@@ -167,13 +173,17 @@ def diagnose(
     file (:func:`~ctxcli.sessions.client_rules.rules_for`); a problem is ``fixable`` when
     :func:`plan_fixes` repairs its kind.
     """
-    return diagnose_file(read_client_file(raw, path), max_line_bytes=max_line_bytes)
+    return _marked(diagnose_input(raw, path, rules_for, Limits(max_line_bytes)))
 
 
 def diagnose_file(file: ClientFile, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Diagnosis:
     """:func:`diagnose` of a file already read (``ctx sessions`` reads each file once)."""
-    found = run_rules(file, rules_for(file), Limits(max_line_bytes))
-    repairs = REPAIRS.get(file.format_name or "", _LINES) if file.client else _LINES
+    return _marked(run_rules(file, rules_for(file), Limits(max_line_bytes)))
+
+
+def _marked(found: Diagnosis) -> Diagnosis:
+    """Each problem marked ``fixable`` (or not) and with the behaviour its check guards."""
+    repairs = REPAIRS.get(found.format or "", _LINES)  # the clients' formats only
     found.problems = [
         replace(p, fixable=p.kind in repairs, guards=CHECKS.get(p.kind)) for p in found.problems
     ]
@@ -237,7 +247,7 @@ def plan_fixes(
         assert into.fh is not None
         into.fh.flush()
         output = open_input(str(into.tmp))[0]
-    checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
+    checked = diagnose(output, max_line_bytes=max_line_bytes)
     checked.problems = [replace(p, fixable=False) for p in checked.problems]
     left = {(p.kind, p.message) for p in checked.problems}
     fixed = [p for p in before if (p.kind, p.message) not in left]
