@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_doctor import CASES, _base
 
 from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.formats.diagnose import Limits, Problem, Rule, diagnose_input
@@ -21,7 +22,6 @@ from ctxcli.sessions import diagnose
 from ctxcli.sessions.client_rules import rules_for
 from ctxcli.sessions.doctor import diagnose_file
 from support.paths import need_shared
-from test_doctor import CASES, _base
 
 
 def _both(raw: bytes, limit: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
