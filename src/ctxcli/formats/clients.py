@@ -18,7 +18,7 @@ from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import Input
-from ctxcli.core.model import Block, Conversation, Message
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import SNIFF_RECORDS, Document, Format, detect_format
 from ctxcli.formats.lazy import share_strings
 from ctxcli.formats.lines import Record, iter_records
@@ -27,6 +27,7 @@ __all__ = [
     "NOT_AN_OBJECT",
     "ClientFile",
     "Watch",
+    "bare",
     "client_format",
     "read_client_file",
     "scan_client_file",
@@ -190,11 +191,25 @@ def _thin(
     rec.data = fmt.thin(rec.data)
     if type(rec.data) is dict:
         share_strings(rec.data, seen, fmt.unique_fields)
-    if message is not None:
-        message = message.with_blocks(
-            [Block(b.kind, "", b.call_id, b.name, b.is_error) for b in message.blocks]
-        )
-    rec.message = message
+    rec.message = None if message is None else bare(message)
+
+
+_BARE = {kind: Block(kind) for kind in Kind}
+
+
+def bare(message: Message) -> Message:
+    """``message`` without its texts: what the pairing rule reads (kinds, call ids, names).
+
+    A block that is no call or result is one shared empty block of its kind.
+    """
+    return message.with_blocks(
+        [
+            Block(b.kind, "", b.call_id, b.name, b.is_error)
+            if b.kind is Kind.TOOL_CALL or b.kind is Kind.TOOL_RESULT
+            else _BARE[b.kind]
+            for b in message.blocks
+        ]
+    )
 
 
 def _detect(datas: Sequence[Any], path: str) -> Format | None:

@@ -29,6 +29,7 @@ __all__ = [
     "TRANSCRIPT_RULES",
     "diagnose",
     "diagnose_input",
+    "scan_diagnose",
     "envelope",
     "json_lines",
     "tool_pairs",
@@ -249,6 +250,21 @@ def diagnose_input(
     thin records: the file's parsed records never exist at once. Same problems, in the
     same order, as :func:`diagnose` of the file read whole.
     """
+    return scan_diagnose(raw, path, rules_of, limits)[1]
+
+
+def scan_diagnose(
+    raw: Input,
+    path: str,
+    rules_of: Callable[[ClientFile], Sequence[Rule]],
+    limits: Limits | None = None,
+    also: Callable[[Record], None] | None = None,
+) -> tuple[ClientFile, Diagnosis]:
+    """:func:`diagnose_input`, and the file as read: its thin records and conversation.
+
+    ``also`` sees each record whole too, after the rules (a repair that needs more of
+    the file than its problems).
+    """
     limits = limits or Limits()
     rules: list[Rule] = []
     checks: list[Check] = []
@@ -260,11 +276,13 @@ def diagnose_input(
         def see(rec: Record) -> None:
             for running in checks:
                 running.see(rec)
+            if also is not None:
+                also(rec)
 
         return see
 
     file = scan_client_file(raw, path, watch)
-    return _diagnosis(file, rules, checks)
+    return file, _diagnosis(file, rules, checks)
 
 
 def _seen_all(file: ClientFile, running: Check) -> Check:
