@@ -138,6 +138,8 @@ class _Rec:
     whole data is read again from ``raw`` when a repair needs it."""
     own: bool = False
     """``data`` was parsed for this repair alone: edited without a copy."""
+    packed: bool = False
+    """Changed, and held as its edited line (``new_raw``) beside its thin ``data``."""
 
     @property
     def raw(self) -> bytes | memoryview:
@@ -150,11 +152,21 @@ class _Rec:
 
     def whole(self) -> Any:
         """The record's whole data (read again from its line if it is held thin)."""
+        if self.packed:
+            assert self.new_raw is not None
+            return parse_line(self.new_raw)
         return parse_line(self.raw) if self.thin else self.data
+
+    def pack(self, thin: Any) -> None:
+        """Hold a changed record as its edited line and ``thin``, its ids and links."""
+        self.new_raw = orjson.dumps(self.data) + b"\n"
+        self.data, self.packed = thin, True
 
     def edit(self) -> dict[str, Any]:
         """The record's data, copied once, for editing."""
-        if not self.changed:
+        if self.packed:
+            self.data, self.packed = self.whole(), False
+        elif not self.changed:
             if self.thin:
                 self.data, self.thin = parse_line(self.raw), False
             elif not self.own:
@@ -354,6 +366,8 @@ def _fix_contents(
         messages.append(message)
         if not rec.changed:
             rec.data, rec.thin, rec.own = fmt.thin(rec.data), True, False
+        elif rec.new_raw is None:  # (a line repaired as text keeps its text)
+            rec.pack(fmt.thin(rec.data))
     return messages
 
 
