@@ -4,21 +4,26 @@
 each line is parsed once, seen by every rule whole, then kept thin. ``ctx sessions``
 (and ``ctx validate``) diagnose a file already read whole
 (:func:`~ctxcli.sessions.doctor.diagnose_file`). The two must name the same problems,
-in the same order, with the same messages.
+in the same order, with the same messages. ``ctx doctor --fix`` holds a Claude Code
+session's records thin too; its output must be what it was when it held them whole.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
+from support.bench.gen_transcript import repeated_session
 from test_doctor import CASES, _base
 
 from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.formats.diagnose import Limits, Problem, Rule, diagnose_input
 from ctxcli.formats.lines import Record
-from ctxcli.sessions import diagnose
+from ctxcli.sessions import diagnose, plan_fixes
 from ctxcli.sessions.client_rules import rules_for
 from ctxcli.sessions.doctor import diagnose_file
 from support.paths import need_shared
@@ -79,3 +84,75 @@ def test_the_rules_judge_a_session_from_thin_records() -> None:
 
 def test_a_file_of_blanks_is_diagnosed_alike(tmp_path: Path) -> None:
     assert _both(b"\n \n", 1_000_000)[0] == _both(b"\n \n", 1_000_000)[1]
+
+
+# -- the repair: what it made before it read sessions line by line -------------------------
+
+GOLDEN = Path(__file__).parent.parent / "fixtures" / "doctor_fix_d8129b9.json"
+"""What :func:`plan_fixes` made of each crafted case and shared session at d8129b9, when
+it held every record parsed (digests of the output, the restore script and what went to
+the sink; the notes and problems as they were)."""
+
+
+class _Sink:
+    """A sink that names what it is given by digest (no store, no paths)."""
+
+    def __init__(self) -> None:
+        self.log: list[Any] = []
+
+    def put(self, area: str, key: str, text: str) -> str:
+        digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+        self.log.append(["put", area, key, digest])
+        return f"<{area}/{key}>"
+
+    def add_original(self, raw: bytes | memoryview, texts: Iterable[str] = ()) -> list[Any]:
+        digest = hashlib.sha256(bytes(raw)).hexdigest()
+        self.log.append(["orig", digest, [len(t) for t in texts]])
+        return ["o", digest]
+
+
+def _repair_digest(raw: bytes, limit: int) -> dict[str, Any]:
+    sink = _Sink()
+    r = plan_fixes(raw, sink, max_line_bytes=limit)
+    return {
+        "output": hashlib.sha256(r.output).hexdigest(),
+        "bytes": len(r.output),
+        "script": hashlib.sha256(orjson.dumps(r.script)).hexdigest(),
+        "sink": hashlib.sha256(orjson.dumps(sink.log)).hexdigest(),
+        "changed": r.changed_lines,
+        "notes": r.notes,
+        "fixed": [[p.line, p.kind, p.message] for p in r.fixed],
+        "remaining": [[p.line, p.kind, p.message] for p in r.remaining],
+    }
+
+
+def _golden() -> dict[str, Any]:
+    golden: dict[str, Any] = orjson.loads(GOLDEN.read_bytes())
+    return golden
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_each_crafted_repair_is_what_the_whole_records_repair_made(case: str) -> None:
+    assert _repair_digest(CASES[case](_base()), 20_000) == _golden()[f"case:{case}"]
+
+
+@pytest.mark.real_data
+def test_every_shared_session_is_repaired_as_the_whole_records_repair_did() -> None:
+    shared = need_shared()
+    golden = _golden()
+    names = [k.split(":")[1] for k in golden if k.startswith("shared:") and k.count(":") == 2]
+    assert names
+    for key in golden:
+        if not key.startswith("shared:") or key.count(":") != 2:
+            continue
+        _kind, name, limit = key.split(":")
+        raw = (shared / name).read_bytes()
+        assert _repair_digest(raw, int(limit)) == golden[key], key
+
+
+@pytest.mark.real_data
+def test_the_repeated_session_is_repaired_as_the_whole_records_repair_did() -> None:
+    # The bench's session, smaller: every copy has a payload stored twice (155 repairs).
+    raw = repeated_session((need_shared() / "cc_spotter_4d5611e5.jsonl").read_bytes(), 8 << 20)
+    key = "shared:cc_spotter_4d5611e5.jsonl:repeated-8MiB:1000000"
+    assert _repair_digest(raw, 1_000_000) == _golden()[key]

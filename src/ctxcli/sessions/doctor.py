@@ -24,7 +24,7 @@ import orjson
 
 from ctxcli.api.local import open_input
 from ctxcli.core.io import Input, Made
-from ctxcli.core.model import Message
+from ctxcli.core.model import Conversation, Message
 from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
@@ -39,6 +39,7 @@ from ctxcli.formats.diagnose import (
     scan_diagnose,
 )
 from ctxcli.formats.diagnose import diagnose as run_rules
+from ctxcli.formats.lazy import share_strings
 from ctxcli.formats.lines import Record, parse_line
 from ctxcli.services.session_files import CLAUDE, CODEX, identify
 from ctxcli.sessions.client_rules import (
@@ -121,9 +122,9 @@ class Sink(Protocol):
 class _Rec:
     """A line as a repair edits it (the reader's record, then what the repair made of it)."""
 
-    source: Record | bytes
-    """The line: the reader's record (its bytes a part of the file's), or (a line with no
-    data) a copy of its bytes. A record, not a view of its own: one per line is 184 bytes."""
+    source: bytes | memoryview
+    """The file's bytes (the line is ``source[start:end]``: a view of its own for each
+    line is 184 bytes), or (a line with no data, an added one) the line's own bytes."""
     line: int | None
     data: Any = None
     error: str | None = None
@@ -140,11 +141,21 @@ class _Rec:
     """``data`` was parsed for this repair alone: edited without a copy."""
     packed: bool = False
     """Changed, and held as its edited line (``new_raw``) beside its thin ``data``."""
+    start: int = 0
+    end: int = -1
+    """Where the line is in ``source`` (-1: all of it)."""
+
+    @classmethod
+    def of(cls, rec: Record, thin: bool) -> _Rec:
+        """The reader's record, its bytes still the file's."""
+        buffer, start = rec.source()
+        end = start + len(rec.raw)
+        return cls(buffer, rec.line, rec.data, rec.invalid, thin=thin, start=start, end=end)
 
     @property
     def raw(self) -> bytes | memoryview:
         """The line's bytes."""
-        return self.source.raw if isinstance(self.source, Record) else self.source
+        return self.source if self.end < 0 else self.source[self.start : self.end]
 
     @property
     def is_dict(self) -> bool:
@@ -314,13 +325,9 @@ def _repair(
     # A line with data is a view into ``raw``; the others (few) are copied to be read.
     thin = agent == CLAUDE
     recs = [
-        _Rec(r, r.line, r.data, r.invalid, thin=thin)
-        if r.data is not None
-        else _Rec(bytes(r.raw), r.line, None, r.invalid)
+        _Rec.of(r, thin) if r.data is not None else _Rec(bytes(r.raw), r.line, None, r.invalid)
         for r in file.records
     ]
-    for r in file.records:
-        r.data = r.message = None  # held by the repair's record, or not at all
     del file  # its conversation: the repair makes its own, of the records as edited
     notes: list[str] = []
     _fix_lines(recs, agent)
@@ -351,6 +358,7 @@ def _fix_contents(
     seen_payloads: set[tuple[bytes, int]] = set()
     first: dict[str, int | None] = {}
     messages: list[Message | None] = []
+    shared: dict[str, str] = {}  # one string for each id the thin records repeat
     for i, rec in enumerate(recs):
         if rec.dropped or rec.data is None:
             messages.append(None)
@@ -364,10 +372,13 @@ def _fix_contents(
         if message is not None:
             message = bare(message)
         messages.append(message)
+        thin = fmt.thin(rec.data)
+        if isinstance(thin, dict):
+            share_strings(thin, shared, ())
         if not rec.changed:
-            rec.data, rec.thin, rec.own = fmt.thin(rec.data), True, False
+            rec.data, rec.thin, rec.own = thin, True, False
         elif rec.new_raw is None:  # (a line repaired as text keeps its text)
-            rec.pack(fmt.thin(rec.data))
+            rec.pack(thin)
     return messages
 
 
@@ -529,13 +540,12 @@ def _unpaired(
     diagnosis apply, on the same messages. ``messages``: those of the records, made
     already (by :func:`_fix_contents`, of records now held thin).
     """
-    records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
     if messages is None:
+        records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
         conv = fmt.build(b"", "<repair>", records, whole_texts=True).conversation
-    else:
-        for rec, message in zip(records, messages, strict=True):
-            rec.message = message if rec.data is not None else None
-        conv = fmt.assemble(b"", "<repair>", records).conversation
+    else:  # the pairing rule reads the messages alone
+        kept = [m for r, m in zip(recs, messages, strict=True) if m is not None and not r.dropped]
+        conv = Conversation(tuple(kept), fmt.name)
     found: list[tuple[Unpaired, int]] = []
     for u in unpaired(conv):
         key = conv.messages[u.ref[0]].key
