@@ -23,7 +23,7 @@ from test_doctor import CASES, _base
 from ctxcli.formats.clients import ClientFile, read_client_file
 from ctxcli.formats.diagnose import Limits, Problem, Rule, diagnose_input
 from ctxcli.formats.lines import Record
-from ctxcli.sessions import diagnose, plan_fixes
+from ctxcli.sessions import diagnose, doctor, plan_fixes
 from ctxcli.sessions.client_rules import rules_for
 from ctxcli.sessions.doctor import diagnose_file
 from support.paths import need_shared
@@ -156,3 +156,25 @@ def test_the_repeated_session_is_repaired_as_the_whole_records_repair_did() -> N
     raw = repeated_session((need_shared() / "cc_spotter_4d5611e5.jsonl").read_bytes(), 8 << 20)
     key = "shared:cc_spotter_4d5611e5.jsonl:repeated-8MiB:1000000"
     assert _repair_digest(raw, 1_000_000) == _golden()[key]
+
+
+def test_the_repair_holds_only_thin_records_and_packed_lines(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Once each line was read whole for its contents, the records the repair follows
+    # links through hold ids and links only; a changed one its edited line, compressed.
+    raw = CASES["duplicate_tool_use_result"](_base())
+    held: list[Any] = []
+    relink = doctor._relink
+
+    def spy(recs: list[Any]) -> None:
+        held.extend(recs)
+        relink(recs)
+
+    monkeypatch.setattr(doctor, "_relink", spy)
+    repair = plan_fixes(raw, _Sink(), max_line_bytes=1_000_000)
+    assert repair.changed_lines == 1 and held
+    changed = [r for r in held if r.changed]
+    assert len(changed) == 1 and changed[0].packed is not None
+    assert all(r.thin for r in held if not r.changed and r.data is not None)
+    assert not any("toolUseResult" in r.data or r.data.get("message") for r in held if r.data)
