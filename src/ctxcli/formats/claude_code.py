@@ -305,6 +305,15 @@ class ClaudeCode(Format):
             return None
         return {k: data[k] for k in _CHAIN_FIELDS if k in data}
 
+    def thin(self, data: Any) -> Any:
+        """Return the ids, links and types of a record; its message as a bare mark."""
+        if not isinstance(data, dict):
+            return None
+        out = {k: data[k] for k in _THIN_FIELDS if k in data}
+        if isinstance(data.get("message"), dict):
+            out["message"] = {}  # a message record (its content is in its Message)
+        return out
+
     def resume_start(self, records: Sequence[Record]) -> int | None:
         """Return the first record ``claude --resume`` sends, walking back from the leaf."""
         # `claude --resume` walks parentUuid back from the leaf it resumes; the walk
@@ -319,6 +328,8 @@ class ClaudeCode(Format):
 
 _CHAIN_FIELDS = ("type", "subtype", "uuid", "parentUuid", "isSidechain", "isCompactSummary")
 """The fields the resume walk (:func:`resume_chain`) reads."""
+_THIN_FIELDS = (*_CHAIN_FIELDS, "logicalParentUuid", "agentId")
+"""The fields the resume walk and the client's link rules (``ctx doctor``) read."""
 
 
 def _require_recognised(records: Sequence[Record], path: str) -> None:

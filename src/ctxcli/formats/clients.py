@@ -12,17 +12,26 @@ a format with :attr:`Format.client` set, so a third client is one format module 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.io import Input
-from ctxcli.core.model import Conversation, Message
+from ctxcli.core.model import Block, Conversation, Kind, Message
 from ctxcli.formats import SNIFF_RECORDS, Document, Format, detect_format
+from ctxcli.formats.lazy import share_strings
 from ctxcli.formats.lines import Record, iter_records
 
-__all__ = ["NOT_AN_OBJECT", "ClientFile", "client_format", "read_client_file"]
+__all__ = [
+    "NOT_AN_OBJECT",
+    "ClientFile",
+    "Watch",
+    "bare",
+    "client_format",
+    "read_client_file",
+    "scan_client_file",
+]
 
 NOT_AN_OBJECT = "not a JSON object"
 """Why a line of a client's file that parses as another JSON value is kept unread."""
@@ -105,6 +114,102 @@ def read_client_file(raw: Input, path: str = "<stdin>") -> ClientFile:
                 rec.data, rec.invalid = None, NOT_AN_OBJECT
     doc = fmt.build(raw, path, records, whole_texts=True)
     return ClientFile(path, records, fmt, doc.conversation, doc)
+
+
+Watch = Callable[[ClientFile], Callable[[Record], None]]
+"""Given the file being read (its path and format known, no record yet), what to show
+each record to while its data is whole."""
+
+
+def scan_client_file(raw: Input, path: str, watch: Watch) -> ClientFile:
+    """:func:`read_client_file`, each line parsed once and shown whole, then kept thin.
+
+    Each record, parsed, goes to the function ``watch`` returns for the file (the rules
+    of the diagnose engine, say), then its message is made (with no texts: its blocks'
+    kinds, call ids and names) and its data cut to what the format's
+    :meth:`~ctxcli.formats.format.Format.thin` keeps (ids, links, types). The parsed
+    records of the whole file never exist at once. A format with no thin form (whose
+    build reads all its records at once) keeps its records whole, as
+    :func:`read_client_file` does. The file's conversation is that of
+    :func:`read_client_file` but for the texts.
+    """
+    records = iter_records(raw, path)
+    head: list[Record] = []
+    try:
+        for rec in records:
+            head.append(rec)
+            if sum(1 for r in head if r.data is not None) >= SNIFF_RECORDS:
+                break
+    except TranscriptError:  # nothing but blanks: no line to read
+        file = ClientFile(path, [], None)
+        watch(file)
+        return file
+    fmt = _detect([r.data for r in head], path)
+    file = ClientFile(path, [], fmt)
+    see = watch(file)
+    thin = fmt is not None and fmt.client and fmt.thin({}) is not None
+    seen: dict[str, str] = {}
+    warnings: list[str] = []
+    for rec in _chain(head, records):
+        if fmt is not None and fmt.client and rec.data is not None:
+            if not isinstance(rec.data, dict):
+                rec.data, rec.invalid = None, NOT_AN_OBJECT
+        see(rec)
+        if thin:
+            assert fmt is not None
+            _thin(fmt, rec, len(file.records), path, seen, warnings)
+        file.records.append(rec)
+    if fmt is None:
+        return file
+    doc = (
+        fmt.assemble(raw, path, file.records, warnings)
+        if thin
+        else fmt.build(raw, path, file.records, whole_texts=True)
+    )
+    file.conversation, file.document = doc.conversation, doc
+    return file
+
+
+def _chain(head: list[Record], rest: Iterator[Record]) -> Iterator[Record]:
+    """``head``, handed over one by one (and let go), then ``rest``."""
+    head.reverse()
+    while head:
+        yield head.pop()
+    yield from rest
+
+
+def _thin(
+    fmt: Format, rec: Record, key: int, path: str, seen: dict[str, str], warnings: list[str]
+) -> None:
+    """Make ``rec``'s message as :meth:`Format.build` does, then keep it and its data thin."""
+    if rec.invalid is not None:
+        warnings.append(f"{path}:{rec.line}: {rec.invalid}; kept unchanged")
+        return
+    if rec.data is None or rec.kept:
+        return
+    message = fmt.to_message(rec.data, key, rec.line, path)
+    rec.data = fmt.thin(rec.data)
+    if type(rec.data) is dict:
+        share_strings(rec.data, seen, fmt.unique_fields)
+    rec.message = None if message is None else bare(message)
+
+
+_BARE = {kind: Block(kind) for kind in Kind}
+
+
+def bare(message: Message) -> Message:
+    """``message`` without its texts: what the pairing rule reads (kinds, call ids, names).
+
+    A block that is no call or result is one shared empty block of its kind.
+    """
+    return message.with_blocks(
+        [
+            Block(b.kind, "", b.call_id, b.name, b.is_error)
+            if b.kind is Kind.TOOL_CALL or b.kind is Kind.TOOL_RESULT
+            else _BARE[b.kind]
+            for b in message.blocks
+        ]
+    )
 
 
 def _detect(datas: Sequence[Any], path: str) -> Format | None:

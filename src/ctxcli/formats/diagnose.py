@@ -12,19 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
+from ctxcli.core.io import Input
 from ctxcli.core.pairing import ORPHAN_RESULT, unpaired
-from ctxcli.formats.clients import ClientFile
+from ctxcli.formats.clients import ClientFile, scan_client_file
+from ctxcli.formats.lines import Record
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "Check",
     "Diagnosis",
     "Limits",
     "Problem",
     "Rule",
     "TRANSCRIPT_RULES",
     "diagnose",
+    "diagnose_input",
+    "scan_diagnose",
     "envelope",
     "json_lines",
     "tool_pairs",
@@ -79,13 +84,61 @@ class Limits:
     """A longer line stalls a resume (``oversized_line``)."""
 
 
+class Check(Protocol):
+    """A rule at work on one file: it sees each record whole, once, then judges.
+
+    :meth:`see` gets every record in file order with its data as parsed (a record the
+    client skips has none); the data is let go once all rules have seen it.
+    :meth:`problems` then gets the file with records that are thin (ids, links, types:
+    :meth:`~ctxcli.formats.format.Format.thin`) and its conversation without texts, or,
+    for a file read whole, the same records again.
+    """
+
+    def see(self, rec: Record) -> None:
+        """Take what the rule needs of one record (a digest, a flag: never its data)."""
+        ...
+
+    def problems(self, file: ClientFile) -> Iterable[Problem]:
+        """The problems found, once every record was seen."""
+        ...
+
+
+@dataclass
+class _WholeFile:
+    """A rule that reads only what the thin records and the conversation hold."""
+
+    judge: Callable[[ClientFile, Limits], Iterable[Problem]]
+    limits: Limits
+
+    def see(self, rec: Record) -> None:
+        pass
+
+    def problems(self, file: ClientFile) -> Iterable[Problem]:
+        return self.judge(file, self.limits)
+
+
 @dataclass(frozen=True)
 class Rule:
-    """A named check: what it looks for and the problems it finds in a file."""
+    """A named check: what it looks for and how it finds its problems in a file.
+
+    ``start`` makes the rule's :class:`Check` for one file; a rule that reads only ids,
+    links, types, sizes and the conversation's calls is made with :meth:`whole`.
+    """
 
     name: str
     summary: str
-    check: Callable[[ClientFile, Limits], Iterable[Problem]]
+    start: Callable[[Limits], Check]
+
+    @classmethod
+    def whole(
+        cls, name: str, summary: str, judge: Callable[[ClientFile, Limits], Iterable[Problem]]
+    ) -> Rule:
+        """A rule that judges the file as a whole, from its thin records."""
+        return cls(name, summary, lambda limits: _WholeFile(judge, limits))
+
+    def check(self, file: ClientFile, limits: Limits) -> list[Problem]:
+        """The rule's problems in a file read whole (each record seen, then judged)."""
+        return list(_seen_all(file, self.start(limits)).problems(file))
 
 
 @dataclass
@@ -113,22 +166,39 @@ class Diagnosis:
         }
 
 
+@dataclass
+class _JsonLines:
+    """A line that is not JSON (kept as it is): the last one cut off mid-write, or another."""
+
+    invalid: list[tuple[int, str, bool]] = field(default_factory=list)
+    """(line, why, ends without a terminator) of each line that is not JSON."""
+    last: int | None = None
+    """The line of the last record that holds something."""
+
+    def see(self, rec: Record) -> None:
+        if rec.data is None and rec.invalid is None:
+            return
+        self.last = rec.line
+        if rec.invalid is not None:
+            self.invalid.append((rec.line, rec.invalid, not rec.terminator))
+
+    def problems(self, file: ClientFile) -> list[Problem]:
+        skips = file.client and " the client skips this line"
+        problems: list[Problem] = []
+        for line, why, open_ended in self.invalid:
+            if line == self.last and open_ended:
+                problems.append(
+                    Problem(line, "torn_last_line", "the last line was cut off mid-write")
+                )
+            else:
+                message = why + (f";{skips}" if skips else "")
+                problems.append(Problem(line, "malformed_line", message))
+        return problems
+
+
 def json_lines(file: ClientFile, limits: Limits) -> list[Problem]:
     """A line that is not JSON (kept as it is): the last one cut off mid-write, or another."""
-    live = [rec for rec in file.records if rec.data is not None or rec.invalid is not None]
-    skips = file.client and " the client skips this line"
-    problems: list[Problem] = []
-    for i, rec in enumerate(live):
-        if rec.invalid is None:
-            continue
-        if i == len(live) - 1 and not rec.terminator:
-            problems.append(
-                Problem(rec.line, "torn_last_line", "the last line was cut off mid-write")
-            )
-        else:
-            message = rec.invalid + (f";{skips}" if skips else "")
-            problems.append(Problem(rec.line, "malformed_line", message))
-    return problems
+    return list(_seen_all(file, _JsonLines()).problems(file))
 
 
 def tool_pairs(file: ClientFile, limits: Limits) -> list[Problem]:
@@ -147,8 +217,10 @@ def tool_pairs(file: ClientFile, limits: Limits) -> list[Problem]:
 
 
 TRANSCRIPT_RULES: tuple[Rule, ...] = (
-    Rule("json_lines", "every line is JSON", json_lines),
-    Rule("tool_pairs", "every tool call has its result and every result its call", tool_pairs),
+    Rule("json_lines", "every line is JSON", lambda _limits: _JsonLines()),
+    Rule.whole(
+        "tool_pairs", "every tool call has its result and every result its call", tool_pairs
+    ),
 )
 """The rules every transcript is held to, whoever wrote it: what ``ctx validate`` runs."""
 
@@ -156,9 +228,78 @@ TRANSCRIPT_RULES: tuple[Rule, ...] = (
 def diagnose(
     file: ClientFile, rules: Sequence[Rule] = TRANSCRIPT_RULES, limits: Limits | None = None
 ) -> Diagnosis:
-    """Run ``rules`` over ``file``: its problems by line, and the names of the rules."""
+    """Run ``rules`` over ``file``, read whole: its problems by line, the rules' names."""
     limits = limits or Limits()
-    problems = [replace(p, rule=rule.name) for rule in rules for p in rule.check(file, limits)]
+    checks = [rule.start(limits) for rule in rules]
+    for rec in file.records:
+        for running in checks:
+            running.see(rec)
+    return _diagnosis(file, rules, checks)
+
+
+def diagnose_input(
+    raw: Input,
+    path: str,
+    rules_of: Callable[[ClientFile], Sequence[Rule]],
+    limits: Limits | None = None,
+) -> Diagnosis:
+    """:func:`diagnose` of the bytes of a file, each line parsed once and let go.
+
+    The rules (``rules_of`` the file, its format known) see each record whole as it is
+    read (:func:`~ctxcli.formats.clients.scan_client_file`), and judge the file from its
+    thin records: the file's parsed records never exist at once. Same problems, in the
+    same order, as :func:`diagnose` of the file read whole.
+    """
+    return scan_diagnose(raw, path, rules_of, limits)[1]
+
+
+def scan_diagnose(
+    raw: Input,
+    path: str,
+    rules_of: Callable[[ClientFile], Sequence[Rule]],
+    limits: Limits | None = None,
+    also: Callable[[Record], None] | None = None,
+) -> tuple[ClientFile, Diagnosis]:
+    """:func:`diagnose_input`, and the file as read: its thin records and conversation.
+
+    ``also`` sees each record whole too, after the rules (a repair that needs more of
+    the file than its problems).
+    """
+    limits = limits or Limits()
+    rules: list[Rule] = []
+    checks: list[Check] = []
+
+    def watch(file: ClientFile) -> Callable[[Record], None]:
+        rules.extend(rules_of(file))
+        checks.extend(rule.start(limits) for rule in rules)
+
+        def see(rec: Record) -> None:
+            for running in checks:
+                running.see(rec)
+            if also is not None:
+                also(rec)
+
+        return see
+
+    file = scan_client_file(raw, path, watch)
+    return file, _diagnosis(file, rules, checks)
+
+
+def _seen_all(file: ClientFile, running: Check) -> Check:
+    for rec in file.records:
+        running.see(rec)
+    return running
+
+
+def _judge(file: ClientFile, rules: Sequence[Rule], checks: Sequence[Check]) -> list[list[Problem]]:
+    return [
+        [replace(p, rule=rule.name) for p in running.problems(file)]
+        for rule, running in zip(rules, checks, strict=True)
+    ]
+
+
+def _diagnosis(file: ClientFile, rules: Sequence[Rule], checks: Sequence[Check]) -> Diagnosis:
+    problems = [p for found in _judge(file, rules, checks) for p in found]
     problems.sort(key=lambda p: (p.line or 0, p.kind))
     return Diagnosis(file.path, file.format_name, tuple(r.name for r in rules), problems)
 

@@ -115,6 +115,16 @@ class Resumable:
         """
         return None
 
+    def thin(self, data: Any) -> Any:
+        """What a reader of a file's links and sizes needs of a record, its message made.
+
+        The ids, links and types the client's rules read once each record has been seen
+        whole (:func:`~ctxcli.formats.clients.scan_client_file`); small, and never the
+        texts. None (the default): the format keeps its records whole, for a build that
+        reads them all at once.
+        """
+        return None
+
 
 class Format(LazyTexts, Resumable):
     """Base class of a JSONL transcript format (one record per line).

@@ -25,6 +25,7 @@ __all__ = [
     "Writable",
     "iter_records",
     "join_parts",
+    "parse_line",
     "parse_lines",
     "raise_first_invalid",
 ]
@@ -207,6 +208,15 @@ def iter_records(raw: Input, path: str) -> Iterator[Record]:
 _LINE_END = (0x0A, 0x0D)
 _SPACE = frozenset(b" \t\n\r\x0b\x0c")
 _NON_SPACE = re.compile(rb"[^ \t\n\r\x0b\x0c]")
+
+
+def parse_line(unit: bytes | memoryview) -> Any:
+    """The value of one line (with its terminator) as :func:`iter_records` parses it.
+
+    Raises:
+        ValueError: the line is not JSON.
+    """
+    return loads_record(_body_view(memoryview(unit)))
 
 
 def _body_view(unit: memoryview) -> memoryview:

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Container, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -27,6 +27,7 @@ import orjson
 from ctxcli.formats.claude_code import is_chain_restart, is_compact_boundary, resume_chain
 from ctxcli.formats.clients import ClientFile
 from ctxcli.formats.diagnose import TRANSCRIPT_RULES, Limits, Problem, Rule
+from ctxcli.formats.lines import Record
 
 __all__ = [
     "ATTACHMENT_MIN_CHARS",
@@ -135,7 +136,7 @@ def visible_groups(datas: Iterable[Any]) -> set[Any]:
     return out
 
 
-def is_blank_text(block: dict[str, Any], data: dict[str, Any], visible: set[Any]) -> bool:
+def is_blank_text(block: dict[str, Any], data: dict[str, Any], visible: Container[Any]) -> bool:
     """True for a text block the API receives empty (see :func:`visible_groups`)."""
     text = block.get("text")
     if not isinstance(text, str) or text == "":
@@ -316,43 +317,75 @@ def one_root(file: ClientFile, limits: Limits) -> list[Problem]:
     return problems
 
 
-def content_blocks(file: ClientFile, limits: Limits) -> list[Problem]:
+_ALWAYS = object()
+"""A blank block the API receives empty whatever the other records of its response hold."""
+
+
+@dataclass
+class _ContentBlocks:
     """Empty text blocks and thinking without a signature: the API rejects both."""
-    problems: list[Problem] = []
-    visible = visible_groups(data for _line, data in file.objects())
-    for line, data in file.objects():
+
+    visible: set[Any] = field(default_factory=set)
+    found: list[tuple[Problem, Any]] = field(default_factory=list)
+    """Each problem, with the response whose other content would hide it (or _ALWAYS)."""
+
+    def see(self, rec: Record) -> None:
+        data, line = rec.data, rec.line
         if not is_message(data):
-            continue
+            return
+        self.visible |= visible_groups((data,))
         content = data["message"].get("content")
         if isinstance(content, str) and not content.strip():
-            problems.append(Problem(line, "empty_text", "message text is empty"))
+            self.found.append((Problem(line, "empty_text", "message text is empty"), _ALWAYS))
         for block in blocks_of(data):
             kind = block.get("type") if isinstance(block, dict) else None
-            if kind == "text" and is_blank_text(block, data, visible):
-                problems.append(
-                    Problem(line, "empty_text", "empty text block (the API rejects it)")
-                )
+            if kind == "text" and is_blank_text(block, data, _NOTHING_VISIBLE):
+                text = block.get("text")
+                unless = data["message"].get("id") if isinstance(text, str) and text else _ALWAYS
+                problem = Problem(line, "empty_text", "empty text block (the API rejects it)")
+                self.found.append((problem, unless))
             elif kind == "thinking" and not block.get("signature"):
-                problems.append(
-                    Problem(line, "unsigned_thinking", "thinking block without a signature")
-                )
-    return problems
+                problem = Problem(line, "unsigned_thinking", "thinking block without a signature")
+                self.found.append((problem, _ALWAYS))
+
+    def problems(self, file: ClientFile) -> list[Problem]:
+        return [p for p, unless in self.found if unless is _ALWAYS or unless not in self.visible]
+
+
+_NOTHING_VISIBLE: frozenset[Any] = frozenset()
+
+
+def content_blocks(file: ClientFile, limits: Limits) -> list[Problem]:
+    """Empty text blocks and thinking without a signature: the API rejects both."""
+    return _CONTENT_BLOCKS.check(file, limits)
+
+
+@dataclass
+class _DuplicatePayloads:
+    """A ``toolUseResult`` payload (of some size) stored again by a later record."""
+
+    seen: dict[tuple[bytes, int], int] = field(default_factory=dict)
+    found: list[Problem] = field(default_factory=list)
+
+    def see(self, rec: Record) -> None:
+        if not isinstance(rec.data, dict):
+            return
+        key = payload_key(rec.data)
+        if key is None:
+            return
+        if key in self.seen:
+            message = f"toolUseResult of {key[1]:,} bytes repeats line {self.seen[key]}"
+            self.found.append(Problem(rec.line, "duplicate_tool_use_result", message, warning=True))
+        else:
+            self.seen[key] = rec.line
+
+    def problems(self, file: ClientFile) -> list[Problem]:
+        return self.found
 
 
 def duplicate_payloads(file: ClientFile, limits: Limits) -> list[Problem]:
     """A ``toolUseResult`` payload (of some size) stored again by a later record."""
-    problems: list[Problem] = []
-    seen: dict[tuple[bytes, int], int] = {}
-    for line, data in file.objects():
-        key = payload_key(data)
-        if key is None:
-            continue
-        if key in seen:
-            message = f"toolUseResult of {key[1]:,} bytes repeats line {seen[key]}"
-            problems.append(Problem(line, "duplicate_tool_use_result", message, warning=True))
-        else:
-            seen[key] = line
-    return problems
+    return _DUPLICATES.check(file, limits)
 
 
 def resume_start(file: ClientFile, limits: Limits) -> list[Problem]:
@@ -372,44 +405,68 @@ def resume_start(file: ClientFile, limits: Limits) -> list[Problem]:
     ]
 
 
-def repeated_attachments(file: ClientFile, limits: Limits) -> list[Problem]:
+@dataclass
+class _RepeatedAttachments:
     """A base64 image or PDF stored again by a later record (or twice in one)."""
-    problems: list[Problem] = []
-    first: dict[str, int] = {}
-    for line, data in file.objects():
+
+    first: dict[str, int] = field(default_factory=dict)
+    found: list[Problem] = field(default_factory=list)
+
+    def see(self, rec: Record) -> None:
+        if not isinstance(rec.data, dict):
+            return
         repeats: list[tuple[str, int, int]] = []
-        for _c, _k, text, media, _b in record_attachments(data):
+        for _c, _k, text, media, _b in record_attachments(rec.data):
             key = attachment_key(text)
-            if key in first:
-                repeats.append((media, len(text), first[key]))
+            if key in self.first:
+                repeats.append((media, len(text), self.first[key]))
             else:
-                first[key] = line
+                self.first[key] = rec.line
         if repeats:
             media, size, at = repeats[0]
             copies = f"{len(repeats)} copies" if len(repeats) > 1 else "a copy"
-            problems.append(
+            self.found.append(
                 Problem(
-                    line,
+                    rec.line,
                     "repeated_attachment",
                     f"{copies} of a base64 {media} attachment ({size:,} characters) first "
                     f"stored on line {at}; the client loads and sends every copy",
                 )
             )
-    return problems
+
+    def problems(self, file: ClientFile) -> list[Problem]:
+        return self.found
+
+
+def repeated_attachments(file: ClientFile, limits: Limits) -> list[Problem]:
+    """A base64 image or PDF stored again by a later record (or twice in one)."""
+    return _ATTACHMENTS.check(file, limits)
+
+
+@dataclass
+class _ToolUseResultJson:
+    """A ``toolUseResult`` that is JSON text cut so it no longer parses."""
+
+    found: list[Problem] = field(default_factory=list)
+
+    def see(self, rec: Record) -> None:
+        if isinstance(rec.data, dict) and unparseable_payload(rec.data):
+            self.found.append(
+                Problem(
+                    rec.line,
+                    "unparseable_tool_use_result",
+                    "toolUseResult is JSON text that does not parse (the client's renderer "
+                    "JSON.parses it on resume)",
+                )
+            )
+
+    def problems(self, file: ClientFile) -> list[Problem]:
+        return self.found
 
 
 def tool_use_result_json(file: ClientFile, limits: Limits) -> list[Problem]:
     """A ``toolUseResult`` that is JSON text cut so it no longer parses."""
-    return [
-        Problem(
-            line,
-            "unparseable_tool_use_result",
-            "toolUseResult is JSON text that does not parse (the client's renderer "
-            "JSON.parses it on resume)",
-        )
-        for line, data in file.objects()
-        if unparseable_payload(data)
-    ]
+    return _TOOL_USE_RESULT_JSON.check(file, limits)
 
 
 def codex_auto_compact_limit(window: int) -> int:
@@ -515,25 +572,43 @@ def codex_record_size(file: ClientFile, limits: Limits) -> list[Problem]:
     ]
 
 
-_SIZE = Rule("line_size", "no line stalls a resume by its size", line_size)
+_SIZE = Rule.whole("line_size", "no line stalls a resume by its size", line_size)
+_CONTENT_BLOCKS = Rule(
+    "content_blocks", "no empty text block, no unsigned thinking", lambda _l: _ContentBlocks()
+)
+_DUPLICATES = Rule(
+    "duplicate_payloads",
+    "no toolUseResult stored twice (a warning)",
+    lambda _l: _DuplicatePayloads(),
+)
+_ATTACHMENTS = Rule(
+    "attachments", "no base64 image or PDF stored twice", lambda _l: _RepeatedAttachments()
+)
+_TOOL_USE_RESULT_JSON = Rule(
+    "tool_use_result_json",
+    "a toolUseResult held as JSON text parses",
+    lambda _l: _ToolUseResultJson(),
+)
 
 CLIENT_RULES: dict[str, tuple[Rule, ...]] = {
     "claude_code": (
-        Rule("parent_links", "every parentUuid names a record the client reads", parent_links),
-        Rule("one_root", "one root per chain (compactions and sidechains excepted)", one_root),
-        Rule("content_blocks", "no empty text block, no unsigned thinking", content_blocks),
-        Rule("resume_start", "a resume starts at a user turn", resume_start),
-        Rule("duplicate_payloads", "no toolUseResult stored twice (a warning)", duplicate_payloads),
-        Rule("attachments", "no base64 image or PDF stored twice", repeated_attachments),
-        Rule(
-            "tool_use_result_json", "a toolUseResult held as JSON text parses", tool_use_result_json
+        Rule.whole(
+            "parent_links", "every parentUuid names a record the client reads", parent_links
         ),
+        Rule.whole(
+            "one_root", "one root per chain (compactions and sidechains excepted)", one_root
+        ),
+        _CONTENT_BLOCKS,
+        Rule.whole("resume_start", "a resume starts at a user turn", resume_start),
+        _DUPLICATES,
+        _ATTACHMENTS,
+        _TOOL_USE_RESULT_JSON,
         _SIZE,
     ),
     "codex": (
         _SIZE,
-        Rule("record_size", "no record over 16 MiB (Codex drops it)", codex_record_size),
-        Rule(
+        Rule.whole("record_size", "no record over 16 MiB (Codex drops it)", codex_record_size),
+        Rule.whole(
             "saved_context",
             "the saved context size does not compact a history that fits",
             codex_saved_context,

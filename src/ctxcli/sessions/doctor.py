@@ -15,6 +15,7 @@ Calls and results are paired again by the one pairing rule
 from __future__ import annotations
 
 import re
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -24,15 +25,23 @@ import orjson
 
 from ctxcli.api.local import open_input
 from ctxcli.core.io import Input, Made
-from ctxcli.core.model import Conversation
+from ctxcli.core.model import Conversation, Message
 from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
 from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary, past_dropped
-from ctxcli.formats.clients import ClientFile, read_client_file
-from ctxcli.formats.diagnose import DEFAULT_MAX_LINE_BYTES, Diagnosis, Limits, Problem
+from ctxcli.formats.clients import ClientFile, bare
+from ctxcli.formats.diagnose import (
+    DEFAULT_MAX_LINE_BYTES,
+    Diagnosis,
+    Limits,
+    Problem,
+    diagnose_input,
+    scan_diagnose,
+)
 from ctxcli.formats.diagnose import diagnose as run_rules
-from ctxcli.formats.lines import Record
+from ctxcli.formats.lazy import share_strings
+from ctxcli.formats.lines import Record, parse_line
 from ctxcli.services.session_files import CLAUDE, CODEX, identify
 from ctxcli.sessions.client_rules import (
     CHECKS,
@@ -117,12 +126,13 @@ class Sink(Protocol):
         ...
 
 
-@dataclass
+@dataclass(slots=True)
 class _Rec:
     """A line as a repair edits it (the reader's record, then what the repair made of it)."""
 
-    raw: bytes | memoryview
-    """The line's bytes: a view into the file, or (a line with no data) a copy."""
+    source: bytes | memoryview
+    """The file's bytes (the line is ``source[start:end]``: a view of its own for each
+    line is 184 bytes), or (a line with no data, an added one) the line's own bytes."""
     line: int | None
     data: Any = None
     error: str | None = None
@@ -130,17 +140,80 @@ class _Rec:
     changed: bool = False
     dropped: bool = False
     added: bool = False
-    texts: list[str] = field(default_factory=list)
+    texts: tuple[str, ...] = ()
     """Texts of the original line that went to files (the pack keeps the rest)."""
+    thin: bool = False
+    """``data`` holds only the record's ids, links and types (:meth:`Format.thin`): its
+    whole data is read again from ``raw`` when a repair needs it."""
+    own: bool = False
+    """``data`` was parsed for this repair alone: edited without a copy."""
+    packed: bytes | None = None
+    """Changed, and held as its edited line, compressed, beside its thin ``data``."""
+    packed_size: int = 0
+    start: int = 0
+    end: int = -1
+    """Where the line is in ``source`` (-1: all of it)."""
+    message: Message | None = None
+    """The reader's message of the line (no texts), while the repair leaves it as read."""
+
+    @classmethod
+    def of(cls, rec: Record, thin: bool) -> _Rec:
+        """The reader's record, its bytes still the file's (its thin data and message)."""
+        buffer, start = rec.source()
+        end = start + len(rec.raw)
+        return cls(
+            buffer,
+            rec.line,
+            rec.data,
+            rec.invalid,
+            thin=thin,
+            start=start,
+            end=end,
+            message=rec.message,
+        )
+
+    @property
+    def raw(self) -> bytes | memoryview:
+        """The line's bytes."""
+        return self.source if self.end < 0 else self.source[self.start : self.end]
 
     @property
     def is_dict(self) -> bool:
         return isinstance(self.data, dict)
 
+    def whole(self) -> Any:
+        """The record's whole data (read again from its line if it is held thin)."""
+        if self.packed is not None:
+            return parse_line(self.out())
+        return parse_line(self.raw) if self.thin else self.data
+
+    def pack(self, thin: Any) -> None:
+        """Hold a changed record as its edited line and ``thin``, its ids and links.
+
+        The line is compressed (zlib's fastest level): a session whose every copy of a
+        payload is repaired changes a line in twenty, a sixth of the file held again.
+        """
+        line = orjson.dumps(self.data) + b"\n"
+        self.packed, self.packed_size = zlib.compress(line, 1), len(line)
+        self.data = thin
+
+    def out(self) -> bytes:
+        """The line a changed record is written as."""
+        if self.new_raw is not None:
+            return self.new_raw
+        if self.packed is not None:
+            return zlib.decompress(self.packed)
+        return orjson.dumps(self.data) + b"\n"
+
     def edit(self) -> dict[str, Any]:
         """The record's data, copied once, for editing."""
-        if not self.changed:
-            self.data = orjson.loads(orjson.dumps(self.data))
+        if self.packed is not None:
+            self.data, self.packed = self.whole(), None
+        elif not self.changed:
+            if self.thin:
+                self.data, self.thin = parse_line(self.raw), False
+            elif not self.own:
+                self.data = orjson.loads(orjson.dumps(self.data))
             self.changed = True
         # A line repaired as text is written from its data once it is edited.
         self.new_raw = None
@@ -166,7 +239,7 @@ class Repair:
 
 
 def diagnose(
-    raw: bytes, path: str = "<stdin>", *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    raw: Input, path: str = "<stdin>", *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Diagnosis:
     """Every problem of a session file by line, the rules that ran and the file's format.
 
@@ -174,13 +247,17 @@ def diagnose(
     file (:func:`~ctxcli.sessions.client_rules.rules_for`); a problem is ``fixable`` when
     :func:`plan_fixes` repairs its kind.
     """
-    return diagnose_file(read_client_file(raw, path), max_line_bytes=max_line_bytes)
+    return _marked(diagnose_input(raw, path, rules_for, Limits(max_line_bytes)))
 
 
 def diagnose_file(file: ClientFile, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Diagnosis:
     """:func:`diagnose` of a file already read (``ctx sessions`` reads each file once)."""
-    found = run_rules(file, rules_for(file), Limits(max_line_bytes))
-    repairs = REPAIRS.get(file.format_name or "", _LINES) if file.client else _LINES
+    return _marked(run_rules(file, rules_for(file), Limits(max_line_bytes)))
+
+
+def _marked(found: Diagnosis) -> Diagnosis:
+    """Each problem marked ``fixable`` (or not) and with the behaviour its check guards."""
+    repairs = REPAIRS.get(found.format or "", _LINES)  # the clients' formats only
     found.problems = [
         replace(p, fixable=p.kind in repairs, guards=CHECKS.get(p.kind)) for p in found.problems
     ]
@@ -244,7 +321,7 @@ def plan_fixes(
         assert into.fh is not None
         into.fh.flush()
         output = open_input(str(into.tmp))[0]
-    checked = diagnose_file(read_client_file(output), max_line_bytes=max_line_bytes)
+    checked = diagnose(output, max_line_bytes=max_line_bytes)
     checked.problems = [replace(p, fixable=False) for p in checked.problems]
     left = {(p.kind, p.message) for p in checked.problems}
     fixed = [p for p in before if (p.kind, p.message) not in left]
@@ -256,32 +333,94 @@ def plan_fixes(
 
 
 def _repair(
-    raw: bytes, sink: Sink, max_line_bytes: int, into: Staged | None
+    raw: Input, sink: Sink, max_line_bytes: int, into: Staged | None
 ) -> tuple[list[Problem], list[Any], int, list[str], Made]:
     """The problems before, the restore script, lines changed, notes, and the output.
 
-    The records it reads go once it returns, before the output is read to be checked.
+    The diagnosis reads each line once (:func:`~ctxcli.formats.diagnose.scan_diagnose`):
+    a Claude Code session's records are then held thin (ids, links, types) and the
+    repair reads each line again, one at a time (:func:`_fix_contents`), keeping whole
+    only the records it changes; the edits that follow links read the thin records, and
+    a record they change is read again from its line. The records it reads go once it
+    returns, before the output is read to be checked.
     """
-    file = read_client_file(raw)
-    before = diagnose_file(file, max_line_bytes=max_line_bytes).problems
-    # The repair builds the conversation of its records as they are edited: the one
-    # read is not held beside it.
-    file.conversation, file.document = Conversation(()), None
+    visible: set[Any] = set()  # the responses with some content (see visible_groups)
+
+    def groups(rec: Record) -> None:
+        if rec.data is not None:
+            visible.update(visible_groups((rec.data,)))
+
+    file, found = scan_diagnose(raw, "<stdin>", rules_for, Limits(max_line_bytes), groups)
+    before = _marked(found).problems
+    agent = file.format_name if file.client else None
+    fmt = file.format
     # A line with data is a view into ``raw``; the others (few) are copied to be read.
+    thin = agent == CLAUDE
     recs = [
-        _Rec(r.raw if r.data is not None else bytes(r.raw), r.line, r.data, r.invalid)
+        _Rec.of(r, thin) if r.data is not None else _Rec(bytes(r.raw), r.line, None, r.invalid)
         for r in file.records
     ]
-    agent = file.format_name if file.client else None
+    del file  # its conversation: the repair makes its own, of the records as edited
     notes: list[str] = []
     _fix_lines(recs, agent)
-    if agent == CLAUDE and file.format is not None:
-        _fix_claude(recs, file.format, sink, max_line_bytes, notes)
-    elif agent == CODEX and file.format is not None:
-        _fix_codex(recs, file.format, sink, max_line_bytes, notes)
+    if agent == CLAUDE and fmt is not None:
+        for rec in recs:
+            if rec.changed and not rec.dropped:  # a line repaired: not seen whole yet
+                visible.update(visible_groups((rec.data,)))
+        messages = _fix_contents(recs, fmt, visible, sink, notes)
+        _fix_pairs_claude(recs, fmt, messages)
+        _relink(recs)
+        _fix_dangling(recs)
+        _shrink_lines(recs, sink, max_line_bytes, notes)
+    elif agent == CODEX and fmt is not None:
+        _fix_codex(recs, fmt, sink, max_line_bytes, notes)
     made = Made(into.fh if into is not None else None)
     script, changed = _emit(recs, sink, made)
     return before, script, changed, notes, made
+
+
+def _fix_contents(
+    recs: list[_Rec], fmt: Format, visible: set[Any], sink: Sink, notes: list[str]
+) -> list[Message | None]:
+    """Each record read whole once: its blocks, payload and attachments repaired.
+
+    The message of each record left (no texts) is returned for the pairing rule, and
+    the records the repair did not change are kept thin again.
+    """
+    seen_payloads: set[tuple[bytes, int]] = set()
+    first: dict[str, int | None] = {}
+    messages: list[Message | None] = []
+    shared: dict[str, str] = {}  # one string for each id the thin records repeat
+    for i, rec in enumerate(recs):
+        nothing = rec.dropped or rec.data is None  # (dropped: a line that is not JSON)
+        if nothing:
+            messages.append(None)
+            continue
+        # A record the repair leaves as read keeps the reader's thin data and message.
+        read = (rec.data, rec.message) if rec.thin else None
+        if rec.thin:
+            rec.data, rec.thin, rec.own = parse_line(rec.raw), False, True
+        rec.message = None
+        _fix_blocks(rec, visible, seen_payloads)
+        if not rec.dropped and rec.is_dict:
+            _offload_attachments(rec, first, sink, notes)
+        if rec.dropped:
+            messages.append(None)
+        elif not rec.changed and read is not None:
+            (rec.data, message), rec.thin, rec.own = read, True, False
+            messages.append(message)
+            continue
+        else:
+            message = fmt.to_message(rec.data, i, i + 1, "<repair>")
+            messages.append(None if message is None else bare(message))
+        thin = fmt.thin(rec.data)
+        if isinstance(thin, dict):
+            share_strings(thin, shared, ())
+        if not rec.changed:
+            rec.data, rec.thin, rec.own = thin, True, False
+        elif rec.new_raw is None:  # (a line repaired as text keeps its text)
+            rec.pack(thin)
+    return messages
 
 
 def fix_in_place(
@@ -383,48 +522,43 @@ def _relink(recs: list[_Rec]) -> None:
                 rec.edit()[name] = target
 
 
-def _fix_claude(
-    recs: list[_Rec], fmt: Format, sink: Sink, max_line_bytes: int, notes: list[str]
-) -> None:
-    seen_payloads: set[tuple[bytes, int]] = set()
-    visible = visible_groups(r.data for r in recs if not r.dropped)
-    for rec in recs:
-        if rec.dropped or not is_message(rec.data):
-            continue
-        data = rec.data
-        content = data["message"].get("content")
-        if isinstance(content, str) and not content.strip():
-            rec.dropped = True
-            continue
-        blocks = blocks_of(data)
-        keep = [
-            b
-            for b in blocks
-            if not (
-                isinstance(b, dict)
-                and (
-                    (b.get("type") == "text" and is_blank_text(b, data, visible))
-                    or (b.get("type") == "thinking" and not b.get("signature"))
-                )
+def _fix_blocks(rec: _Rec, visible: set[Any], seen_payloads: set[tuple[bytes, int]]) -> None:
+    """Drop a message record's empty text and unsigned thinking, and a repeated payload."""
+    if not is_message(rec.data):
+        return
+    data = rec.data
+    content = data["message"].get("content")
+    if isinstance(content, str) and not content.strip():
+        rec.dropped = True
+        return
+    blocks = blocks_of(data)
+    keep = [
+        b
+        for b in blocks
+        if not (
+            isinstance(b, dict)
+            and (
+                (b.get("type") == "text" and is_blank_text(b, data, visible))
+                or (b.get("type") == "thinking" and not b.get("signature"))
             )
-        ]
-        if len(keep) != len(blocks):
-            if not keep:
-                rec.dropped = True
-                continue
-            rec.edit()["message"]["content"] = keep
-        key = payload_key(data)
-        if key is not None:
-            if key in seen_payloads:
-                del rec.edit()["toolUseResult"]
-            seen_payloads.add(key)
-        if unparseable_payload(rec.data):
-            # The UI copy only: the model reads the tool_result, which stays.
+        )
+    ]
+    if len(keep) != len(blocks):
+        if not keep:
+            rec.dropped = True
+            return
+        rec.edit()["message"]["content"] = keep
+    key = payload_key(data)
+    if key is not None:
+        if key in seen_payloads:
             del rec.edit()["toolUseResult"]
-    _offload_repeated_attachments(recs, sink, notes)
-    _fix_pairs_claude(recs, fmt)
-    _relink(recs)
-    _fix_dangling(recs)
+        seen_payloads.add(key)
+    if unparseable_payload(rec.data):
+        # The UI copy only: the model reads the tool_result, which stays.
+        del rec.edit()["toolUseResult"]
+
+
+def _shrink_lines(recs: list[_Rec], sink: Sink, max_line_bytes: int, notes: list[str]) -> None:
     for rec in recs:
         if not rec.dropped and rec.is_dict and _size(rec) > max_line_bytes:
             _shrink_line(rec, sink, max_line_bytes, notes)
@@ -433,19 +567,28 @@ def _fix_claude(
 def _size(rec: _Rec) -> int:
     if rec.new_raw is not None:
         return len(rec.new_raw)
+    if rec.packed is not None:
+        return rec.packed_size
     if rec.changed:
         return len(orjson.dumps(rec.data)) + 1
     return len(rec.raw)
 
 
-def _unpaired(fmt: Format, recs: list[_Rec]) -> list[tuple[Unpaired, int]]:
+def _unpaired(
+    fmt: Format, recs: list[_Rec], messages: list[Message | None] | None = None
+) -> list[tuple[Unpaired, int]]:
     """Run the pairing rule on the records as repaired so far.
 
     Each finding comes with the index of its record: the rule ``ctx validate`` and the
-    diagnosis apply, on the same messages.
+    diagnosis apply, on the same messages. ``messages``: those of the records, made
+    already (by :func:`_fix_contents`, of records now held thin).
     """
-    records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
-    conv = fmt.build(b"", "<repair>", records, whole_texts=True).conversation
+    if messages is None:
+        records = [Record(b"", i + 1, None if r.dropped else r.data) for i, r in enumerate(recs)]
+        conv = fmt.build(b"", "<repair>", records, whole_texts=True).conversation
+    else:  # the pairing rule reads the messages alone
+        kept = [m for r, m in zip(recs, messages, strict=True) if m is not None and not r.dropped]
+        conv = Conversation(tuple(kept), fmt.name)
     found: list[tuple[Unpaired, int]] = []
     for u in unpaired(conv):
         key = conv.messages[u.ref[0]].key
@@ -454,14 +597,14 @@ def _unpaired(fmt: Format, recs: list[_Rec]) -> list[tuple[Unpaired, int]]:
     return found
 
 
-def _fix_pairs_claude(recs: list[_Rec], fmt: Format) -> None:
-    found = _unpaired(fmt, recs)
+def _fix_pairs_claude(recs: list[_Rec], fmt: Format, messages: list[Message | None]) -> None:
+    found = _unpaired(fmt, recs, messages)
     # Orphan results: the block goes (the record too, if nothing else is left).
     for u, i in found:
         rec = recs[i]
         if u.kind != ORPHAN_RESULT or rec.dropped:
             continue
-        blocks = blocks_of(rec.data)
+        blocks = blocks_of(rec.whole())
         keep = [
             b
             for b in blocks
@@ -478,7 +621,7 @@ def _fix_pairs_claude(recs: list[_Rec], fmt: Format) -> None:
     inserts = [(i, str(u.call_id)) for u, i in found if u.kind == UNANSWERED_CALL]
     for i, call_id in sorted(inserts, reverse=True):
         owner = recs[i]
-        odata = owner.data
+        odata = owner.whole()
         result = _missing_result(odata, call_id)
         new = _Rec(b"", None, result, changed=True, added=True)
         # The new result takes the call's place as the parent of its children.
@@ -564,34 +707,32 @@ def _shrink_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> None:
         )
 
 
-def _offload_repeated_attachments(recs: list[_Rec], sink: Sink, notes: list[str]) -> None:
-    """Move every copy of an attachment after the first to one file, named by its hash."""
-    first: dict[str, int | None] = {}
-    for rec in recs:
-        if rec.dropped or not rec.is_dict:
+def _offload_attachments(
+    rec: _Rec, first: dict[str, int | None], sink: Sink, notes: list[str]
+) -> None:
+    """Move every copy of an attachment seen before (``first``) to one file, by its hash."""
+    found = list(record_attachments(rec.data))
+    if not any(attachment_key(d) in first for _c, _k, d, _m, _b in found):
+        for _c, _k, data, _m, _b in found:
+            first.setdefault(attachment_key(data), rec.line)
+        return
+    # Walk the copy being edited: the containers must be the edited record's own.
+    moved = 0
+    for container, key, data, media, is_block in list(record_attachments(rec.edit())):
+        digest = attachment_key(data)
+        if digest not in first:
+            first[digest] = rec.line
             continue
-        found = list(record_attachments(rec.data))
-        if not any(attachment_key(d) in first for _c, _k, d, _m, _b in found):
-            for _c, _k, data, _m, _b in found:
-                first.setdefault(attachment_key(data), rec.line)
-            continue
-        # Walk the copy being edited: the containers must be the edited record's own.
-        moved = 0
-        for container, key, data, media, is_block in list(record_attachments(rec.edit())):
-            digest = attachment_key(data)
-            if digest not in first:
-                first[digest] = rec.line
-                continue
-            path = sink.put("doctor", f"attachment-{digest[:32]}.b64", data)
-            rec.texts.append(data)
-            hint = (
-                f"[ctx doctor: a copy of the {media} attachment first stored on line "
-                f"{first[digest]} ({len(data):,} characters of base64) was moved to {path}]"
-            )
-            container[key] = {"type": "text", "text": hint} if is_block else hint
-            moved += 1
-        if moved:
-            notes.append(f"line {rec.line}: {moved} repeated attachment(s) moved to one file each")
+        path = sink.put("doctor", f"attachment-{digest[:32]}.b64", data)
+        rec.texts += (data,)
+        hint = (
+            f"[ctx doctor: a copy of the {media} attachment first stored on line "
+            f"{first[digest]} ({len(data):,} characters of base64) was moved to {path}]"
+        )
+        container[key] = {"type": "text", "text": hint} if is_block else hint
+        moved += 1
+    if moved:
+        notes.append(f"line {rec.line}: {moved} repeated attachment(s) moved to one file each")
 
 
 def _fix_codex(
@@ -660,7 +801,7 @@ def _shrink_codex_line(rec: _Rec, sink: Sink, limit: int, notes: list[str]) -> N
             continue
         key = str(item.get("call_id") or f"line{rec.line}")
         path = sink.put("doctor", f"{key}-{name}", text)
-        rec.texts.append(text)
+        rec.texts += (text,)
         omitted = len(text) - _PREVIEW_HEAD - _PREVIEW_TAIL
         edited = _codex_item(rec.edit())
         assert edited is not None
@@ -699,8 +840,7 @@ def _emit(recs: list[_Rec], sink: Sink, out: Made) -> tuple[list[Any], int]:
             changed += 1
         elif rec.changed:
             script.append(sink.add_original(rec.raw, rec.texts))
-            line = rec.new_raw if rec.new_raw is not None else orjson.dumps(rec.data) + b"\n"
-            out.write(line)
+            out.write(rec.out())
             skip()
             changed += 1
         else:
