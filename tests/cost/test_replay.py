@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 
 from ctxcli.cost._jsonl import seconds
+from ctxcli.cost.anchor import check_requests
+from ctxcli.cost.blocks import content_block
 from ctxcli.cost.cache import TTL, CachePolicy
 from ctxcli.cost.prices import TokenUsage
 from ctxcli.cost.replay import (
@@ -49,8 +51,9 @@ def test_each_response_is_one_request_with_the_chain_before_it(tmp_path: Path) -
     assert [r.key for r in seq.requests] == ["msg_1", "msg_2", "msg_3"]
     first, second, third = seq.requests
     assert texts(first) == ["run both"]
-    assert texts(second)[:3] == ["run both", 'Bash\n{"command":"ls"}', 'Bash\n{"command":"pwd"}']
-    assert texts(second)[3:] == ["a b c", "/home"]  # the lost result is back, in order
+    calls = ['t1\nBash\n{"command":"ls"}', 't2\nBash\n{"command":"pwd"}']
+    assert texts(second)[:3] == ["run both", *calls]
+    assert texts(second)[3:] == ["t1\na b c", "t2\n/home"]  # the lost result is back, in order
     assert texts(third) == [*texts(second), "both ran", "thanks"]  # no API error note
     assert third.blocks[0].hidden
     assert third.breakpoints == ((0, "5m"), (len(third.blocks) - 1, "5m"))
@@ -276,8 +279,8 @@ def test_the_thinking_of_earlier_turns_is_not_sent(tmp_path: Path) -> None:
     second = build_requests(tmp_path / "s.jsonl").requests[1]
     assert "think" in " ".join(b.text for b in second.blocks)  # within the turn: kept
     used = _priced_third(s, tmp_path / "s.jsonl")
-    # client prompt 5,000 + task 400 + ls 2 + result 100 + done 1 + next 1: no thinking.
-    assert used.input_total == 5_504
+    # client prompt 5,000 + task 400 + t1 ls 3 + result 101 + done 1 + next 1: no thinking.
+    assert used.input_total == 5_506
 
 
 def test_a_turn_start_reads_the_turn_the_clients_post_turn_request_wrote(tmp_path: Path) -> None:
@@ -287,7 +290,7 @@ def test_a_turn_start_reads_the_turn_the_clients_post_turn_request_wrote(tmp_pat
     _turn(s)
     s.user("next", at=60)
     used = _priced_third(s, tmp_path / "s.jsonl")
-    assert (used.cache_read, used.cache_write) == (5_503, 1)
+    assert (used.cache_read, used.cache_write) == (5_505, 1)
 
 
 def test_a_queued_message_finds_only_the_turns_first_entry(tmp_path: Path) -> None:
@@ -351,6 +354,24 @@ def test_cache_read_share_within_ten_percent_of_the_recorded(name: str) -> None:
     points = session.replayed_read_share - session.recorded_read_share
     assert abs(session.read_share_error) <= 0.10, f"{session.read_share_error:+.1%}"
     assert abs(points) <= 0.10, f"{points:+.1%} points"
+
+
+def test_a_tool_call_and_its_result_count_their_id() -> None:
+    """The id of a tool call is sent twice (the call, the result): the model reads it."""
+    call = {"type": "tool_use", "id": "toolu_01ABC", "name": "Bash", "input": {"command": "ls"}}
+    result = {"type": "tool_result", "tool_use_id": "toolu_01ABC", "content": "a.py"}
+    assert "toolu_01ABC" in content_block("assistant", call).text
+    assert "toolu_01ABC" in content_block("user", result).text
+
+
+@pytest.mark.real_data
+def test_the_mclaude_token_counts_fit_each_request() -> None:
+    """With the ids counted and earlier turns' thinking left out, one hidden prompt and one
+    ratio fit every request's recorded input size within 3% (p90; 7.3% without the ids)."""
+    session = _replay("cc_mclaude_c76e5be5.jsonl")
+    checks = check_requests(session.recorded.requests, session.replay)
+    assert checks.distribution("input")["p90"] < 0.03
+    assert session.replay.calibration.token_ratio < 1.25
 
 
 def _replayed_at_line(name: str, line: int) -> tuple[TokenUsage, TokenUsage]:
