@@ -97,12 +97,9 @@ def message_blocks(
     memo = {} if memo is None else memo
     blocks: list[Block] = [hidden]
     ends: list[int] = []
-    turn = _turn_start(messages)
-    for n, message in enumerate(messages):
+    for message in sent_messages(messages):
         role = str(message.get("role"))
         for item in content_items(message.get("content")):
-            if n < turn and role == "assistant" and _is_thinking(item):
-                continue  # the API strips the thinking of earlier turns
             hit = memo.get(id(item))
             if hit is None or hit[0] is not item:
                 hit = memo[id(item)] = (item, content_block(role, item))
@@ -119,6 +116,23 @@ _THINKING = frozenset({"thinking", "redacted_thinking"})
 
 def _is_thinking(item: Any) -> bool:
     return isinstance(item, dict) and item.get("type") in _THINKING
+
+
+def sent_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` as the API reads them: no thinking in the turns before the last one.
+
+    A message that loses its thinking is a new dict; its other items are the same objects.
+    """
+    turn = _turn_start(messages)
+    out: list[dict[str, Any]] = []
+    for n, message in enumerate(messages):
+        if n < turn and message.get("role") == "assistant":
+            items = content_items(message.get("content"))
+            kept = [item for item in items if not _is_thinking(item)]
+            if len(kept) != len(items):
+                message = {**message, "content": kept}
+        out.append(message)
+    return out
 
 
 def _turn_start(messages: Sequence[dict[str, Any]]) -> int:
