@@ -209,15 +209,17 @@ def _cause(
         return f"prefix_changed:{who}", tokens if tokens is not None else missed, "diagnostics"
     if not missed:
         return "new_content", 0, "inferred"
+    if request.at is not None and previous.at is not None:
+        # After a pause longer than the TTL nothing was left to read, whatever changed
+        # (a turn start also drops the previous turn's thinking from the prompt).
+        if request.at - previous.at > _ttl(request, policy):
+            return "ttl_expired", missed, "inferred"
     if previous.model != request.model:
         return "model", missed, "inferred"
     if diverged == 0:
         return "system", missed, "inferred"
     if diverged is not None:
         return f"prefix_changed:{_who(previous, prev_usage, usage, ctx)}", missed, "inferred"
-    if request.at is not None and previous.at is not None:
-        if request.at - previous.at > _ttl(request, policy):
-            return "ttl_expired", missed, "inferred"
     return "unexplained", missed, "inferred"
 
 
