@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from ctxcli.cost._claude_code import sent_messages
 from ctxcli.cost.alternatives import ALTERNATIVES
 from ctxcli.cost.cache import CachePolicy
 from ctxcli.cost.counterfactual import Chain, LiveOptions
@@ -101,6 +102,8 @@ def tool_share(s: SessionReplay) -> float:
 
 def _kinds(messages: Sequence[object], fmt: str) -> list[str]:
     out: list[str] = []
+    if fmt != "codex":  # the blocks are of the messages as the API reads them
+        messages = sent_messages([m for m in messages if isinstance(m, dict)])
     for m in messages:
         if not isinstance(m, dict):
             continue

@@ -47,6 +47,18 @@ def test_a_read_refreshes_the_entry() -> None:
     assert cache.send(conversation("u1"), at=801).cache_read == 0
 
 
+def test_a_read_refreshes_the_shorter_entries_inside_what_it_read() -> None:
+    """A turn's first entry stays alive while later requests read longer prefixes over it:
+    a request after the turn whose tail changed finds it (the lookback) 400 s after it was
+    written, and 200 s after its last own read."""
+    cache = PromptCache()
+    cache.send(conversation("u1"), at=0)  # entry A: system + u1
+    cache.send(conversation("u1", "a1"), at=200)  # reads A, writes B
+    cache.send(conversation("u1", "a1", "u2"), at=400)  # reads B (A inside it)
+    changed = cache.send(conversation("u1", "x1", "x2"), at=650)
+    assert changed.cache_read == 4_000  # A, used at 400: alive until 700
+
+
 def test_one_hour_ttl() -> None:
     for ttl, hit in (("1h", True), ("5m", False)):
         cache = PromptCache()

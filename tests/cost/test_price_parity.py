@@ -233,8 +233,8 @@ def test_images_in_a_tool_result_and_in_openai_messages_count_as_images(tmp_path
             {"role": "user", "content": [result]},
         ],
     }
-    read = count('Read\n{"file_path":"a.png"}')
-    expected = count("Look.") + read + count("hello world") + IMAGE_TOKENS
+    read = count('t1\nRead\n{"file_path":"a.png"}')  # the call's id is sent too
+    expected = count("Look.") + read + count("t1\nhello world") + IMAGE_TOKENS
     assert _tokens_in(core, "anthropic", anthropic) == expected
     url = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
     call = {"id": "c1", "type": "function", "function": {"name": "Read", "arguments": "{}"}}

@@ -14,6 +14,23 @@ Consecutive records of one role are one API message (the client merges them); th
 client's system prompt and tools come first, in a hidden block whose size is
 calibrated. Claude Code sets ``cache_control`` on its system prompt and on the last
 message.
+
+The API drops the thinking blocks of every assistant message before the last user
+message that holds anything but tool results (a new turn): they are neither read nor
+billed nor part of the cached prefix. So at a turn start the previous turn's thinking
+leaves the prompt, the prefix changes at its first thinking block, and the request can
+read only an entry that ends before it and lies within the 20-block lookback (after a
+long turn: only the system prompt's).
+
+Yet after most completed turns the next turn reads the whole previous turn, thinking
+stripped: a prefix no logged request sent (cc_mclaude_c76e5be5 line 488 reads 71,628
+tokens of a 71,648-token prompt, shorter than the request before it). The client sends
+a request after a completed turn that the file does not log, and it writes that prefix.
+A request gets its time (``Request.post_turn_at``: when the turn ended) when the turn
+before it ended with the model's text (not cut off by an interruption or a tool call)
+and its new message was not queued while the model worked (a ``queue-operation``
+record holds it: a task notification, sent the moment the turn ends, before any such
+request).
 """
 
 from __future__ import annotations
@@ -44,6 +61,7 @@ def claude_code_requests(
         agent = records[call.index][1].get("agentId")
         hidden = Block(block_key("claude_code:client prompt", str(agent or "")), hidden=True)
         blocks, marks = message_blocks(hidden, messages, options.message_breakpoints, ttl, memo)
+        post_turn = chains.turn_end(call.index) if _completed_turn(messages) else None
         requests.append(
             Request(
                 key=call.key,
@@ -54,6 +72,7 @@ def claude_code_requests(
                 output_tokens=call.usage.output,
                 recorded=call.usage,
                 messages=tuple(messages),
+                post_turn_at=post_turn,
             )
         )
     return requests
@@ -78,7 +97,7 @@ def message_blocks(
     memo = {} if memo is None else memo
     blocks: list[Block] = [hidden]
     ends: list[int] = []
-    for message in messages:
+    for message in sent_messages(messages):
         role = str(message.get("role"))
         for item in content_items(message.get("content")):
             hit = memo.get(id(item))
@@ -92,6 +111,60 @@ def message_blocks(
     return tuple(blocks), tuple((i, ttl) for i in sorted(set(marks)))
 
 
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def _is_thinking(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") in _THINKING
+
+
+def sent_messages(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``messages`` as the API reads them: no thinking in the turns before the last one.
+
+    A message that loses its thinking is a new dict; its other items are the same objects.
+    """
+    turn = _turn_start(messages)
+    out: list[dict[str, Any]] = []
+    for n, message in enumerate(messages):
+        if n < turn and message.get("role") == "assistant":
+            items = content_items(message.get("content"))
+            kept = [item for item in items if not _is_thinking(item)]
+            if len(kept) != len(items):
+                message = {**message, "content": kept}
+        out.append(message)
+    return out
+
+
+def _turn_start(messages: Sequence[dict[str, Any]]) -> int:
+    """The index of the last user message holding more than tool results (0: none)."""
+    for n in range(len(messages) - 1, -1, -1):
+        message = messages[n]
+        if message.get("role") != "user":
+            continue
+        items = content_items(message.get("content"))
+        if any(not (isinstance(i, dict) and i.get("type") == "tool_result") for i in items):
+            return n
+    return 0
+
+
+def _completed_turn(messages: Sequence[dict[str, Any]]) -> bool:
+    """The last message starts a turn and the one before it ended a turn with text."""
+    n = len(messages) - 1
+    if n < 1 or _turn_start(messages) != n or messages[n - 1].get("role") != "assistant":
+        return False
+    items = content_items(messages[n - 1].get("content"))
+    return bool(items) and isinstance(items[-1], dict) and items[-1].get("type") == "text"
+
+
+def _text(record: dict[str, Any]) -> str | None:
+    """The first text a user record holds (its string content, or its first text block)."""
+    message = record.get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    return next((str(b["text"]) for b in iter_dicts(content) if b.get("type") == "text"), None)
+
+
 class _Chains:
     """The uuid tree of one file, and the API messages along any chain of it."""
 
@@ -100,8 +173,11 @@ class _Chains:
         self.by_uuid: dict[str, int] = {}
         self.before: dict[int, int] = {}  # record -> the uuid-bearing record before it
         self.result_at: dict[str, int] = {}  # tool_use id -> record holding its result
+        self.queued: set[str] = set()  # messages queued while the model worked
         last = -1
         for i, (_, record) in enumerate(records):
+            if record.get("type") == "queue-operation" and isinstance(record.get("content"), str):
+                self.queued.add(record["content"])
             uuid = record.get("uuid")
             if isinstance(uuid, str):
                 self.by_uuid.setdefault(uuid, i)
@@ -136,6 +212,25 @@ class _Chains:
         parent = self.records[start][1].get("parentUuid")
         i = self.by_uuid.get(parent, -1) if isinstance(parent, str) else -1
         return seconds(self.records[i][1].get("timestamp")) if i >= 0 else None
+
+    def turn_end(self, start: int) -> float | None:
+        """When the turn before the call starting at record ``start`` ended.
+
+        The time of the last assistant record on its chain; None when the user records
+        after it were queued while the model worked (sent at once when the turn ended).
+        """
+        chain = self.chain(start)
+        for i in reversed(chain):
+            record = self.records[i][1]
+            if record.get("type") == "assistant":
+                return seconds(record.get("timestamp"))
+            if record.get("type") == "user" and self._was_queued(_text(record)):
+                return None
+        return None
+
+    def _was_queued(self, text: str | None) -> bool:
+        """``text`` starts with a message the client queued (several are sent as one)."""
+        return text is not None and any(text.startswith(q) for q in self.queued)
 
     def messages_before(self, start: int) -> list[dict[str, Any]]:
         """Return the API messages the call starting at record ``start`` sent.

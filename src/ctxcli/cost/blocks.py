@@ -105,12 +105,13 @@ def _content_text(block: dict[str, Any], raw: bytes) -> str:
     if kind == "thinking":
         return str(block.get("thinking", ""))
     if kind == "tool_use":
-        return f"{block.get('name', '')}\n{orjson.dumps(block.get('input')).decode()}"
+        call = orjson.dumps(block.get("input")).decode()
+        return f"{block.get('id', '')}\n{block.get('name', '')}\n{call}"
     if kind == "tool_result":
         content = block.get("content")
-        if isinstance(content, str):
-            return content
-        return "\n".join(str(b["text"]) for b in iter_dicts(content) if "text" in b)
+        if not isinstance(content, str):
+            content = "\n".join(str(b["text"]) for b in iter_dicts(content) if "text" in b)
+        return f"{block.get('tool_use_id', '')}\n{content}"
     return raw.decode("utf-8", "replace")
 
 

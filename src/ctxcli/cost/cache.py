@@ -8,7 +8,10 @@ each of the request's breakpoints and up to ``lookback_blocks`` block boundaries
 each. Everything after the read, up to the last breakpoint, is written (1.25x the input
 price for a 5-minute entry, 2x for a 1-hour one); the rest is plain input. After the
 request every breakpoint prefix of it is an entry, alive for its TTL from now: those it
-wrote, and those it read through (a read refreshes).
+wrote, and those it read through (a read refreshes what it uses: the entry read and every
+shorter entry inside it, so a turn's first entry outlives the five minutes its turn takes
+while later requests read longer ones: cc_mclaude_c76e5be5 line 405 reads an entry last
+written 375 seconds before).
 
 OpenAI (automatic): every prefix a request sends becomes an entry, for free; a request
 reads the longest alive one, in whole 128-token steps from 1,024 tokens on; entries
@@ -175,10 +178,13 @@ class PromptCache:
                 done = ends[m]
             if ends[m] >= self.policy.min_tokens:
                 self._keep(hashes[m], TTL_SECONDS[ttl])
-        if hit >= 0:
-            # The entry read is refreshed with its own TTL (it may sit where this
-            # request has no breakpoint, found by the lookback).
-            self._keep(hashes[hit], self._entries[hashes[hit]][1])
+        for i in range(hit + 1):
+            # What is read is used: the entry read, and every entry that is a prefix of
+            # it, is refreshed with its own TTL (it may sit where this request has no
+            # breakpoint, found by the lookback).
+            h = hashes[i]
+            if self._alive(h):
+                self._keep(h, self._entries[h][1])
         uncached = total - read - writes["5m"] - writes["1h"]
         return self._outcome(total, read, writes["5m"], writes["1h"], uncached, done)
 

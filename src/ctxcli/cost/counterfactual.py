@@ -178,7 +178,11 @@ def resumed_requests(
                 break
             kept.append(message)
         messages = [*kept, *request.messages[shared:]]
-        out.append(with_messages(sequence, request, messages, sizes, memo))
+        rebuilt = with_messages(sequence, request, messages, sizes, memo)
+        if request is start:
+            # A new client process resumes the file: it sent nothing after the turn.
+            rebuilt = replace(rebuilt, post_turn_at=None)
+        out.append(rebuilt)
     return replace(sequence, requests=tuple(out))
 
 

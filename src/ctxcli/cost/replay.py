@@ -23,7 +23,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ctxcli.core.errors import TranscriptError
 from ctxcli.core.model import IMAGE_TOKENS
@@ -31,6 +31,7 @@ from ctxcli.cost._calls import claude_code_calls, codex_calls
 from ctxcli.cost._claude_code import claude_code_requests
 from ctxcli.cost._codex import codex_requests
 from ctxcli.cost._jsonl import Lines, Source, read_lines, session_format
+from ctxcli.cost.blocks import content_items
 from ctxcli.cost.cache import CacheBlock, CacheOutcome, CachePolicy, PromptCache
 from ctxcli.cost.prices import BillTotals, PriceTable, TokenUsage, load_price_table
 from ctxcli.cost.recorded import RecordedCost, recorded_from_lines
@@ -264,7 +265,20 @@ def price_request(
         size: provider tokens of a block (see :class:`Sizer`).
         table: the price table.
     """
-    outcome = cache.send(_cache_blocks(request, size), request.at)
+    blocks = _cache_blocks(request, size)
+    if request.post_turn_at is not None and request.messages and request.breakpoints:
+        # The client's unlogged request after the turn: the conversation without its
+        # last message, marked as the client marks it (system prompt, last block).
+        last = request.messages[-1]
+        n = len(content_items(last.get("content") if isinstance(last, dict) else None))
+        if 1 < len(blocks) - n:
+            ttl = request.breakpoints[-1][1]
+            ghost = [
+                *blocks[: len(blocks) - n - 1],
+                replace(blocks[len(blocks) - n - 1], breakpoint=ttl),
+            ]
+            cache.send(ghost, request.post_turn_at)
+    outcome = cache.send(blocks, request.at)
     return _priced(request, outcome, table)
 
 

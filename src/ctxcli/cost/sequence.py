@@ -71,6 +71,10 @@ class Request:
         messages: the conversation the blocks were made from, as the client sent it:
             Anthropic messages (Claude Code) or Responses input items (Codex), what a
             reducer in the loop (:mod:`ctxcli.cost.counterfactual`) is given.
+        post_turn_at: when the client sent this request's conversation without its last
+            message in a request the file does not log (Claude Code's request after a
+            completed turn): that prefix was then written to the cache, unbilled here.
+            None: no such request.
     """
 
     key: str
@@ -81,6 +85,7 @@ class Request:
     output_tokens: int = 0
     recorded: TokenUsage | None = None
     messages: tuple[Any, ...] = ()
+    post_turn_at: float | None = None
 
 
 @dataclass(frozen=True)

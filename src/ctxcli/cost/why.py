@@ -17,8 +17,10 @@ cause:
   (an eviction, or a client that sent what the file does not show). A read that
   stopped inside the lineage's opening (its first request: client prompt and first
   message) is put on the client (``prefix_changed:client``): it re-sent its opening
-  differently, in a way the file does not record (cc_mclaude_c76e5be5 has four such
-  turn starts, each reading 24,950 tokens).
+  differently, in a way the file does not record (cc_mclaude_c76e5be5 line 1013 reads
+  21,205 tokens, less than its client prompt). A turn start whose prompt lost the
+  previous turn's thinking (the API strips it) diverges from the request before it:
+  ``prefix_changed:client`` too, the client having started a turn.
 
 Where the file records the provider's diagnostics (Claude Code ``message.diagnostics.
 cache_miss_reason`` from about 2.1.260) they name the cause (``source: diagnostics``);
@@ -207,15 +209,17 @@ def _cause(
         return f"prefix_changed:{who}", tokens if tokens is not None else missed, "diagnostics"
     if not missed:
         return "new_content", 0, "inferred"
+    if request.at is not None and previous.at is not None:
+        # After a pause longer than the TTL nothing was left to read, whatever changed
+        # (a turn start also drops the previous turn's thinking from the prompt).
+        if request.at - previous.at > _ttl(request, policy):
+            return "ttl_expired", missed, "inferred"
     if previous.model != request.model:
         return "model", missed, "inferred"
     if diverged == 0:
         return "system", missed, "inferred"
     if diverged is not None:
         return f"prefix_changed:{_who(previous, prev_usage, usage, ctx)}", missed, "inferred"
-    if request.at is not None and previous.at is not None:
-        if request.at - previous.at > _ttl(request, policy):
-            return "ttl_expired", missed, "inferred"
     return "unexplained", missed, "inferred"
 
 
