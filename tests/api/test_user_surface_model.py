@@ -52,6 +52,7 @@ from support.user_model import (
     CC_HOOKED,
     CC_SESSION,
     CC_SUBAGENT,
+    CODEX_ARCHIVE,
     CODEX_REAL,
     CODEX_SESSION,
     CONFIGS,
@@ -602,4 +603,17 @@ def test_a_change_a_restore_in_place_kept_for_another_output_is_off_the_files_li
     w.reduce(CC_SESSION, "file", output="out/q.jsonl")
     w.restore(CC_SESSION, "inplace")
     w.doctor(CC_SESSION)
+    w.check()
+
+
+@_new(
+    "an output of a moved session restored in place discards the record the moved "
+    "session restores through (it was left behind at the session's old path)"
+)
+def test_restoring_an_output_of_a_moved_session_keeps_the_sessions_record(w: World) -> None:
+    w.reduce(CODEX_SESSION, "inplace", config="clear.toml")
+    assert w.move(CODEX_SESSION, "")
+    archived = f"{CODEX_ARCHIVE}/{Path(CODEX_SESSION).name}"
+    w.reduce(archived, "file", output="r.jsonl", config="terms.toml")
+    w.restore("work/r.jsonl", "inplace")
     w.check()

@@ -122,11 +122,18 @@ def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | Non
             return restored  # nothing to undo: the file is left as it is
         used = [Path(s.offload_dir) for s in restored.steps]
         beside = {p.resolve() for p in history.siblings(f"{path}.offload")}
-        spent = [
-            p
-            for p in used
-            if history.owns(path, p) or p.resolve() in beside or history.left_behind(p)
-        ]
+        spent: list[Path] = []
+        crossed = False  # past a record beside the file: what follows may be its input's
+        for p in used:
+            if history.owns(path, p):
+                spent.append(p)
+            elif p.resolve() in beside:
+                spent.append(p)
+                crossed = True
+            elif not crossed and history.left_behind(p):
+                # A moved session's own change, left at its old path: used up by the
+                # session's restore, not by one of an output made from the session.
+                spent.append(p)
         with Transaction(None, change=change) as tx:
             tx.commit(output=restored.data, used=spent)
         history.mark_restored(path)  # what is left (others restore through it) is not its
