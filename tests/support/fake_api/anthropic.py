@@ -282,9 +282,11 @@ IMAGE_TOKENS = 1600
 def read_tokens(value: Any) -> int:
     """cl100k tokens of what the model reads of one block (a string is a text).
 
-    Text, thinking: the text; a tool call: its name and its input's JSON; a tool result: its
-    text, and each image in it; an image: :data:`IMAGE_TOKENS`; anything else (a tool
-    definition): its JSON.
+    Text, thinking: the text; a tool call: its id, name and its input's JSON; a tool result:
+    its call's id, its text, and each image in it; an image: :data:`IMAGE_TOKENS`; anything
+    else (a tool definition): its JSON. The ids are billed: a recorded session's input per
+    request grows with its tool calls by about what their ids count (``ctxcli.cost``'s
+    replay, issue 44).
     """
     if isinstance(value, str):
         return _COUNT(value)
@@ -297,15 +299,16 @@ def read_tokens(value: Any) -> int:
         return IMAGE_TOKENS
     if kind == "tool_use":
         args = json.dumps(value.get("input"), separators=(",", ":"), ensure_ascii=False)
-        return _COUNT(f"{value.get('name', '')}\n{args}")
+        return _COUNT(f"{value.get('id', '')}\n{value.get('name', '')}\n{args}")
     if kind == "tool_result":
         content = value.get("content")
+        call = value.get("tool_use_id", "")
         if isinstance(content, str):
-            return _COUNT(content)
+            return _COUNT(f"{call}\n{content}")
         parts = [p for p in content or [] if isinstance(p, dict)]
         images = sum(1 for p in parts if p.get("type") == "image")
         texts = "\n".join(str(p["text"]) for p in parts if "text" in p)
-        return _COUNT(texts) + IMAGE_TOKENS * images
+        return _COUNT(f"{call}\n{texts}") + IMAGE_TOKENS * images
     return _COUNT(_key(value))
 
 
