@@ -617,3 +617,14 @@ def test_restoring_an_output_of_a_moved_session_keeps_the_sessions_record(w: Wor
     w.reduce(archived, "file", output="r.jsonl", config="terms.toml")
     w.restore("work/r.jsonl", "inplace")
     w.check()
+
+
+@_new(
+    "a session whose last line the client was still writing, uncompacted in place, no "
+    "longer restores once the client completes that line"
+)
+def test_a_session_uncompacted_mid_line_restores_after_the_line_is_completed(w: World) -> None:
+    w.append(CC_SESSION, 1, torn=True)
+    w.uncompact(CC_SESSION, "inplace")
+    w.append(CC_SESSION, 1)
+    w.check()

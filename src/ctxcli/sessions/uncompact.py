@@ -490,8 +490,10 @@ def _header(agent: str, data: Input, plan: Uncompacted, name: str) -> Header:
 def _in_place(
     path: Path, force: bool, live_seconds: int, snapshot: Path | None, progress: Progress | None
 ) -> tuple[Path, Uncompacted, Path | None]:
-    with InPlace(path, live_seconds=None, lines=False) as change:
-        raw = change.raw
+    # Up to the last complete line, as a reduction in place: a line the client is still
+    # writing is carried after the output, so the line it completes stays outside the record.
+    with InPlace(path, live_seconds=None) as change:
+        raw = change.body
         # A file outside the clients' folders is nobody's session to be in use.
         live = None if force or not is_session_path(change.path) else live_seconds
         change.check_live(live)
