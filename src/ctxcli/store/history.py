@@ -106,8 +106,9 @@ def changes(path: Path) -> list[Path]:
 def own_changes(path: Path) -> list[Path]:
     """The changes of ``path`` on its present line, oldest first (see :func:`mark_restored`).
 
-    Those after its last restore in place: a restore in place makes the file an original again; a change it kept because
-    another output restores through it is no longer one of the file's own.
+    Those after its last restore in place: a restore in place makes the file an original
+    again, and a change it kept because another output restores through it is no longer
+    one of the file's own.
     """
     found = changes(path)
     try:
