@@ -160,12 +160,15 @@ def test_every_copy_of_a_long_output_stays_in_the_input() -> None:
     for rec, ref in zip(doc.records, reference.records, strict=True):
         assert hydrate(rec.data) == ref.data
     # Two long outputs, each in a tool_result, a toolUseResult and a progress record
-    # (output and fullOutput): eight spans, and no long str left anywhere.
-    assert sum(_spans(r.data) for r in doc.records) == 8
+    # (output and fullOutput). The progress records, which the model never sees, hold
+    # nothing parsed (thin: read again when asked); the message records hold four
+    # spans, and no long str is held anywhere.
+    thin = [r for r in doc.records if r.is_thin]
+    assert [r.data["type"] for r in thin] == ["progress"] * 3
+    held = [r.data for r in doc.records if not r.is_thin]
+    assert sum(_spans(data) for data in held) == 4
     assert not any(
-        isinstance(v, str) and len(v) >= LAZY_MIN_CHARS
-        for r in doc.records
-        for v in _strings(r.data)
+        isinstance(v, str) and len(v) >= LAZY_MIN_CHARS for data in held for v in _strings(data)
     )
     lazy = [b for m in doc.conversation for b in m.blocks if isinstance(b, LazyBlock)]
     assert [b.text for b in lazy] == [outputs[0], outputs[2]]
@@ -209,11 +212,14 @@ def _strings(value: Any) -> Iterator[str]:
 
 def test_equal_short_values_are_one_object_but_timestamps_are_not_kept() -> None:
     doc = load(_session(["a" * 2000] * 3))
-    datas = [r.data for r in doc.records]
+    # What the document holds: the progress records are thin (parsed again when read).
+    datas = [r.data for r in doc.records if not r.is_thin]
+    assert len(datas) == 7
     for field in ("cwd", "sessionId", "version", "gitBranch", "userType"):
         assert len({id(d[field]) for d in datas}) == 1, field
-    progress = [d["data"] for d in datas if d["type"] == "progress"]
-    assert len({id(p["type"]) for p in progress}) == 1
+    # The values of the objects a record holds directly are shared too.
+    answers = [d["message"] for d in datas if d["type"] == "assistant"]
+    assert len({id(m["model"]) for m in answers}) == 1
     # A top-level field named unique is left alone (sharing it would only cost).
     seen: dict[str, str] = {}
     data = {"timestamp": "".join(["2026-", "11"]), "cwd": "".join(["/h", "ome"])}
@@ -235,7 +241,7 @@ def test_a_loaded_session_holds_none_of_its_long_texts() -> None:
     assert held < 1.5 * 1024 * 1024, f"{held / 2**20:.1f} MiB held after loading"
 
 
-def _held_after_load(raw: bytes) -> int:
+def _held_after_load(raw: bytes, messages: int = 241) -> int:
     """Bytes allocated and still held once ``raw`` is loaded (the document alive)."""
     tracemalloc.start()
     try:
@@ -243,8 +249,35 @@ def _held_after_load(raw: bytes) -> int:
         held = tracemalloc.get_traced_memory()[0]
     finally:
         tracemalloc.stop()
-    assert len(doc.conversation.messages) == 241
+    assert len(doc.conversation.messages) == messages
     return held
+
+
+def test_records_the_model_never_sees_are_not_held_parsed() -> None:
+    # Progress records are most of a long session's lines (72% of the bench's): each
+    # held parsed was a dict of a kilobyte. Thin, each holds its place in the file.
+    lines = [_record("user", 0, message={"role": "user", "content": "Fix the build."})]
+    lines += [
+        _record(
+            "progress",
+            i,
+            toolUseID=f"bash-progress-{i}",
+            parentToolUseID="toolu_0000",
+            data={"type": "bash_progress", "output": f"line {i}", "elapsedTimeSeconds": i},
+        )
+        for i in range(1, 3001)
+    ]
+    raw = b"".join(orjson.dumps(line) + b"\n" for line in lines)
+    held = _held_after_load(raw, messages=1)
+    with eager():
+        eager_held = _held_after_load(raw, messages=1)
+    assert held < eager_held / 3, f"{held} bytes held, {eager_held} held parsed"
+    doc = load(raw)
+    assert all(r.is_thin for r in doc.records[1:]) and not doc.records[0].is_thin
+    # Read again, a thin record's data is what the line says, a new object each time.
+    assert doc.records[7].data == lines[7]
+    assert doc.records[7].data is not doc.records[7].data
+    assert doc.conversation.records[7].data == lines[7]
 
 
 @pytest.mark.parametrize("chain", sorted(CHAINS))

@@ -239,19 +239,45 @@ class Round:
         return min(self.assistant + self.results)
 
 
-@dataclass(frozen=True, slots=True)
+class HasData(Protocol):
+    """What holds a record's parsed JSON (a file's record, which may parse it again)."""
+
+    @property
+    def data(self) -> Any:
+        """The parsed JSON."""
+
+
 class SourceRecord:
     """One record of the loaded file, for stages that act on what the model never sees.
 
     ``data`` is the parsed JSON (read it, never change it), ``size`` its bytes in the
     file. ``message`` is True when a :class:`Message` was loaded from the record
-    (that message's ``key`` is this ``key``).
+    (that message's ``key`` is this ``key``). Made with ``source``, ``data`` is read
+    from it on each use: a large file's records the model never sees are parsed again
+    when asked rather than held (read it once per use).
     """
 
-    key: int
-    data: Any
-    size: int
-    message: bool = False
+    __slots__ = ("key", "_data", "size", "message", "_source")
+
+    def __init__(
+        self,
+        key: int,
+        data: Any,
+        size: int,
+        message: bool = False,
+        *,
+        source: HasData | None = None,
+    ) -> None:
+        self.key, self._data, self.size, self.message = key, data, size, message
+        self._source = source
+
+    @property
+    def data(self) -> Any:
+        """The record's parsed JSON."""
+        return self._data if self._source is None else self._source.data
+
+    def __repr__(self) -> str:
+        return f"SourceRecord(key={self.key}, size={self.size}, message={self.message})"
 
 
 @dataclass(frozen=True)

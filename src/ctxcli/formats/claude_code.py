@@ -44,7 +44,7 @@ from ctxcli.formats.anthropic import (
 )
 from ctxcli.formats.fixups import changed_result_ids, drop_emptied, require_recognised
 from ctxcli.formats.format import Document, Format, OutRecord, State
-from ctxcli.formats.lines import Record
+from ctxcli.formats.lines import Datas, Record
 from ctxcli.formats.registry import register_format
 from ctxcli.formats.slots import Path_
 
@@ -100,9 +100,12 @@ def derived_uuid(*parts: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
-def _edit(rec: OutRecord, **fields: Any) -> None:
-    """Set fields on a plan record without touching the loaded document's dicts."""
-    rec.data = {**rec.data, **fields}
+def _edit(rec: OutRecord, data: Any = None, /, **fields: Any) -> None:
+    """Set fields on a plan record without touching the loaded document's dicts.
+
+    ``data``: the record's data as just read (a thin record's is not parsed again).
+    """
+    rec.data = {**(rec.data if data is None else data), **fields}
     rec.touch()
 
 
@@ -220,12 +223,10 @@ class ClaudeCode(Format):
         if not changed:
             return
         for rec in plan:
+            if rec.state is State.DROPPED:
+                continue
             data = rec.data
-            if (
-                rec.state is State.DROPPED
-                or not isinstance(data, dict)
-                or data.get("type") != "progress"
-            ):
+            if not isinstance(data, dict) or data.get("type") != "progress":
                 continue
             progress = data.get("data")
             if not isinstance(progress, dict) or progress.get("type") != "bash_progress":
@@ -235,7 +236,7 @@ class ClaudeCode(Format):
                 continue
             emptied = {k: "" for k in ("output", "fullOutput") if progress.get(k)}
             if emptied:
-                _edit(rec, data={**progress, **emptied})
+                _edit(rec, data, data={**progress, **emptied})
 
     @staticmethod
     def _relink(plan: list[OutRecord]) -> None:
@@ -250,21 +251,23 @@ class ClaudeCode(Format):
         redirect: dict[Any, str] = {}
         last_uuid: Any = None
         for rec in plan:
-            data = rec.data
-            if rec.state is State.DROPPED or not isinstance(data, dict):
+            if rec.state is State.DROPPED:
+                continue
+            data = rec.data  # read once: a thin record's is parsed again on each read
+            if not isinstance(data, dict):
                 continue
             if rec.state is State.NEW:
                 uuid = _free_uuid(str(data.get("uuid")), taken)
                 taken.add(uuid)
-                _edit(rec, parentUuid=last_uuid, uuid=uuid)
+                _edit(rec, data, parentUuid=last_uuid, uuid=uuid)
                 redirect[last_uuid] = uuid
                 last_uuid = uuid
                 continue
             updates = _relinked(data, dropped, redirect)
             if updates:
-                _edit(rec, **updates)
-            if isinstance(rec.data.get("uuid"), str):
-                last_uuid = rec.data["uuid"]
+                _edit(rec, data, **updates)
+            if isinstance(data.get("uuid"), str):  # a relink changes parents, never uuids
+                last_uuid = data["uuid"]
 
     def assemble(
         self, raw: Input, path: str, records: list[Record], warnings: list[str] | None = None
@@ -292,9 +295,8 @@ class ClaudeCode(Format):
         """Keep the session title and compaction boundaries whatever happens around them."""
         # The session title stays whatever happens to the messages around it, and so
         # does a compaction boundary: a resume starts its context there.
-        if isinstance(record.data, dict) and (
-            record.data.get("type") == "summary" or is_compact_boundary(record.data)
-        ):
+        data = record.data  # read once: a thin record's is parsed again on each read
+        if isinstance(data, dict) and (data.get("type") == "summary" or is_compact_boundary(data)):
             return True
         return anchor_kept
 
@@ -320,7 +322,7 @@ class ClaudeCode(Format):
         # ends at a compaction restart (a compact_boundary, or in 1.0.x the
         # isCompactSummary user record with parentUuid null). It sends what follows
         # that record; without a restart on the chain, the whole file.
-        chain = resume_chain([r.data for r in records])
+        chain = resume_chain(Datas(records))
         if chain and is_chain_restart(records[chain[0]].data):
             return chain[0]
         return -1

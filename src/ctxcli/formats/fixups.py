@@ -56,11 +56,12 @@ def require_recognised(
     Formats that pass unknown records through would otherwise "reduce" any JSONL
     file to itself and report nothing to do.
     """
-    parsed = [r for r in records if r.data is not None]
-    if parsed and not any(recognised(r.data) for r in parsed):
-        raise TranscriptError(
-            path,
-            parsed[0].line,
-            f"no record is {what}",
-            remedy=Remedy.CHECK_FORMAT,
-        )
+    first: int | None = None
+    for rec in records:
+        if not rec.has_data:
+            continue
+        if recognised(rec.data):
+            return
+        first = rec.line if first is None else first
+    if first is not None:
+        raise TranscriptError(path, first, f"no record is {what}", remedy=Remedy.CHECK_FORMAT)

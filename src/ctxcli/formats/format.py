@@ -59,6 +59,15 @@ class Document:
         return self.records[message.key].line
 
 
+class _Original(Enum):
+    """A planned record's data that is its original record's, read when asked."""
+
+    DATA = 0
+
+
+_ORIGINAL = _Original.DATA
+
+
 class State(Enum):
     """What happens to one unit of the output."""
 
@@ -68,14 +77,41 @@ class State(Enum):
     DROPPED = "dropped"
 
 
-@dataclass(slots=True)
 class OutRecord:
-    """One record in the output plan; ``fixup`` hooks may edit ``data``."""
+    """One record in the output plan; ``fixup`` hooks may edit ``data``.
 
-    state: State
-    orig: Record | None
-    data: Any
-    message: Message | None = None
+    Planned from a thin record (:meth:`Record.thin`) and not edited, its ``data`` is
+    the record's, parsed again on each read: a plan of a million records never holds
+    them all parsed. Set ``data`` to edit it, never change it in place.
+    """
+
+    __slots__ = ("state", "orig", "_data", "message")
+
+    def __init__(
+        self, state: State, orig: Record | None, data: Any, message: Message | None = None
+    ) -> None:
+        self.state, self.orig, self._data, self.message = state, orig, data, message
+
+    @classmethod
+    def of(cls, state: State, orig: Record, message: Message | None = None) -> OutRecord:
+        """A planned record holding ``orig``'s data, unedited (read again if it is thin)."""
+        return cls(state, orig, _ORIGINAL if orig.is_thin else orig.data, message)
+
+    @property
+    def data(self) -> Any:
+        """The record's data as planned."""
+        data = self._data
+        if data is _ORIGINAL:
+            assert self.orig is not None
+            return self.orig.data
+        return data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = value
+
+    def __repr__(self) -> str:
+        return f"OutRecord({self.state.name}, {self.orig!r}, message={self.message!r:.40})"
 
     def touch(self) -> Any:
         """Mark a copied record as changed and return its data for editing."""
@@ -227,7 +263,8 @@ class Format(LazyTexts, Resumable):
 
         For a format with :attr:`lazy_texts`: each record's message is made, and its
         long texts left in the input, as soon as the record is parsed, so the parsed
-        texts of the whole file never exist at once. Errors are those of
+        texts of the whole file never exist at once; a record without a message is
+        made thin (:meth:`Record.thin`: parsed again when read). Errors are those of
         :func:`parse_lines` then :meth:`build`: a line that is not JSON (unless kept)
         is named before a record that is not of the format, wherever they are.
         """
@@ -254,6 +291,10 @@ class Format(LazyTexts, Resumable):
                 if not keep:  # a line that is not JSON further on is named first
                     raise_first_invalid(list(rest), path)
                 raise
+            if message is None:
+                # A record the model never sees is read again by the few that read it.
+                rec.thin(pages)
+                continue
             if len(rec.raw) >= LAZY_MIN_CHARS:
                 message = leave_in_input(self, rec, message, pages)
             rec.message = message
@@ -314,7 +355,13 @@ class Format(LazyTexts, Resumable):
         # sees through RecordEdits; see docs/ARCHITECTURE.md.
         meta = {
             "records": tuple(
-                SourceRecord(key, rec.data, len(rec.raw), rec.message is not None)
+                SourceRecord(
+                    key,
+                    None if rec.is_thin else rec.data,
+                    len(rec.raw),
+                    rec.message is not None,
+                    source=rec if rec.is_thin else None,
+                )
                 for key, rec in enumerate(records)
             ),
             "resume_start": self.resume_start(records),
@@ -344,7 +391,7 @@ class Format(LazyTexts, Resumable):
             rec = records[key]
             if rec.message is None:
                 keep = _passes(self, rec, key, edits, anchor_kept)
-                plan.append(OutRecord(State.COPY if keep else State.DROPPED, rec, rec.data))
+                plan.append(OutRecord.of(State.COPY if keep else State.DROPPED, rec))
                 _edit(plan[-1], edits, key)
                 continue
             if not seen_message:
@@ -353,7 +400,7 @@ class Format(LazyTexts, Resumable):
             new = kept.get(key)
             anchor_kept = new is not None
             if new is None:
-                plan.append(OutRecord(State.DROPPED, rec, rec.data, rec.message))
+                plan.append(OutRecord.of(State.DROPPED, rec, rec.message))
                 continue
             plan.append(_kept(self, rec, new))
             _edit(plan[-1], edits, key)
@@ -449,18 +496,19 @@ def _passes(fmt: Format, rec: Record, key: int, edits: RecordEdits, anchor_kept:
     """Whether a record the model never sees stays: as a stage said, else as the format says."""
     if key in edits.drop or key in edits.keep:
         return key not in edits.drop
-    return rec.data is None or fmt.keep_passthrough(rec, anchor_kept)
+    return not rec.has_data or fmt.keep_passthrough(rec, anchor_kept)
 
 
 def _kept(fmt: Format, rec: Record, new: Message) -> OutRecord:
     """The planned record of a message the stages kept, as they left it."""
     if new is rec.message or new == rec.message:
-        return OutRecord(State.COPY, rec, rec.data, new)
+        return OutRecord.of(State.COPY, rec, new)
     assert rec.message is not None
-    data = fmt.apply(rec.data, rec.message, new)
+    old = rec.data
+    data = fmt.apply(old, rec.message, new)
     # A format may decline a change (signed thinking is never rewritten): the record
     # is then copied byte-for-byte, not re-serialised.
-    return OutRecord(State.COPY if data is rec.data else State.CHANGED, rec, data, new)
+    return OutRecord(State.COPY if data is old else State.CHANGED, rec, data, new)
 
 
 def _tool_ids(message: Message) -> set[str]:

@@ -12,7 +12,8 @@ import io
 import mmap
 import re
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from enum import Enum
+from typing import Any, Protocol, overload
 
 from ctxcli.core.errors import OnInvalid, Remedy, TranscriptError
 from ctxcli.core.io import RELEASE_BYTES, Input, Pages, release
@@ -21,6 +22,7 @@ from ctxcli.formats.jsontext import loads_record
 
 __all__ = [
     "BOM",
+    "Datas",
     "Record",
     "Writable",
     "iter_records",
@@ -33,13 +35,18 @@ __all__ = [
 BOM = b"\xef\xbb\xbf"
 
 
+class _Again(Enum):
+    """What a thin record holds in place of its data (an enum: it pickles as itself)."""
+
+    PARSE = 0
+
+
 class Record:
     """One record of the file: its original bytes and, if it parsed, its data."""
 
-    __slots__ = ("_raw", "_start", "_end", "line", "data", "message", "invalid", "kept")
+    __slots__ = ("_raw", "_start", "_end", "line", "_data", "_pages", "message", "invalid", "kept")
 
     line: int
-    data: Any
     message: Message | None
     invalid: str | None
     kept: bool
@@ -56,7 +63,9 @@ class Record:
         kept: bool = False,
     ) -> None:
         self._raw, self._start, self._end = raw, -1, -1
-        self.line, self.data, self.message, self.invalid, self.kept = (
+        self._pages: Pages | None = None
+        self._data: Any
+        self.line, self._data, self.message, self.invalid, self.kept = (
             line,
             data,
             message,
@@ -73,6 +82,48 @@ class Record:
         rec = cls(view, line)
         rec._start, rec._end = start, end
         return rec
+
+    @property
+    def data(self) -> Any:
+        """The record's parsed JSON (None for a blank line or one that is not JSON).
+
+        A thin record (:meth:`thin`) parses its bytes again on each read: read it
+        once per use, and never change it in place (set :attr:`data` instead).
+        """
+        data = self._data
+        if data is _Again.PARSE:
+            # JSON allows the line end around a value; a line with a BOM is never thin.
+            data = loads_record(self._raw[self._start : self._end])
+            if self._pages is not None:
+                self._pages.read(self._end - self._start)  # the pages go back, as the parse's did
+        return data
+
+    @data.setter
+    def data(self, value: Any) -> None:
+        self._data = value
+
+    @property
+    def has_data(self) -> bool:
+        """True for a record that parsed (not blank, not invalid), without parsing it again."""
+        return self._data is not None
+
+    @property
+    def is_thin(self) -> bool:
+        """True while the record's data is read again from its bytes (:meth:`thin`)."""
+        return self._data is _Again.PARSE
+
+    def thin(self, pages: Pages) -> None:
+        """Let the parsed data go: :attr:`data` reads the bytes again when asked.
+
+        For a record the model never sees in a large file: a gigabyte Claude Code
+        session holds half a million progress records, each parsed one a dict of a
+        kilobyte that hardly any stage reads. ``pages`` gives a mapped input's pages
+        back as they are read again.
+        """
+        if self._data is None or self._start < 0 or self.has_bom:
+            return
+        self._data = _Again.PARSE
+        self._pages = pages if pages.raw is not None else None  # bytes: nothing to give back
 
     @property
     def raw(self) -> bytes | memoryview:
@@ -110,6 +161,29 @@ class Record:
         if tail == b"\r\n":
             return b"\r\n"
         return b"\n" if tail.endswith(b"\n") else b""
+
+
+class Datas(Sequence[Any]):
+    """The records' parsed data as a sequence, each read when asked (thin ones parse again)."""
+
+    __slots__ = ("_records",)
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self._records = records
+
+    def __len__(self) -> int:
+        return len(self._records)
+
+    @overload
+    def __getitem__(self, index: int) -> Any: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[Any]: ...
+
+    def __getitem__(self, index: int | slice) -> Any:
+        if isinstance(index, slice):
+            return [rec.data for rec in self._records[index]]
+        return self._records[index].data
 
 
 class Writable(Protocol):

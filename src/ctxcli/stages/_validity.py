@@ -72,11 +72,14 @@ def chain_problems(records: Sequence[SourceRecord], dropped: Collection[int]) ->
     if not dropped:
         return []
     parent: dict[str, Any] = {}
+    uuids: list[str | None] = []
     for rec in records:
-        uuid = _uuid(rec.data)
+        data = rec.data  # read once: a large file's records are parsed again when read
+        uuid = _uuid(data)
+        uuids.append(uuid)
         if uuid is not None:
-            parent[uuid] = rec.data.get("parentUuid")
-    gone = {u for k in dropped if k < len(records) and (u := _uuid(records[k].data))}
+            parent[uuid] = data.get("parentUuid")
+    gone = {u for k in dropped if k < len(uuids) and (u := uuids[k])}
     if not gone:
         return []
     roots: dict[str, str] = {}
@@ -101,8 +104,7 @@ def chain_problems(records: Sequence[SourceRecord], dropped: Collection[int]) ->
         return node
 
     tops: dict[str, list[str]] = {}
-    for rec in records:
-        uuid = _uuid(rec.data)
+    for rec, uuid in zip(records, uuids, strict=True):
         if uuid is None or uuid in gone or rec.key in dropped:
             continue
         if resolve(parent[uuid]) is None:

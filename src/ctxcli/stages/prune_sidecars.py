@@ -158,22 +158,27 @@ def _constant_fields(
     """
     if not names:
         return {}
-    kept = [
-        rec
-        for rec in conv.records
-        if isinstance(rec.data, dict)
-        and rec.key not in drop
-        and rec.key not in conv.record_edits.drop
-        and (not rec.message or rec.key in live)
-    ]
+    holders: dict[str, list[int]] = {name: [] for name in names}
+    values: dict[str, set[str]] = {name: set() for name in names}
+    for rec in conv.records:
+        if rec.key in drop or rec.key in conv.record_edits.drop:
+            continue
+        if rec.message and rec.key not in live:
+            continue
+        data = rec.data  # read once: a large file's records are parsed again when read
+        if not isinstance(data, dict):
+            continue
+        for name in names:
+            if name in data:
+                holders[name].append(rec.key)
+                if len(values[name]) < 2:  # two values: not constant, whatever follows
+                    values[name].add(repr(hydrate(data[name])))
     strip: dict[int, set[str]] = {}
     for name in names:
-        holders = [rec for rec in kept if name in rec.data]
-        values = {repr(hydrate(rec.data[name])) for rec in holders}
-        if len(values) != 1:
+        if len(values[name]) != 1:
             continue
-        for rec in holders[1:]:
-            strip.setdefault(rec.key, set()).add(name)
+        for key in holders[name][1:]:
+            strip.setdefault(key, set()).add(name)
     return {key: frozenset(fields) for key, fields in strip.items()}
 
 

@@ -103,7 +103,7 @@ def _claude_code(
         return StageResult(conv, counters, (f"{old} tokens saved: no client compacts on it",))
     pair = tracker_key(data)
     first = next(
-        (r.key for r in conv.records if isinstance(r.data, dict) and tracker_key(r.data) == pair),
+        (r.key for r in conv.records if isinstance(d := r.data, dict) and tracker_key(d) == pair),
         last,
     )
     if pair is None or first == last:
