@@ -24,7 +24,7 @@ from ctxcli.api.local import (
 )
 from ctxcli.api.location import Location, locate
 from ctxcli.core.errors import CtxError, OffloadError, PrefixChanged, TranscriptError
-from ctxcli.core.io import Input, hash_input
+from ctxcli.core.io import Input, hash_input, same_bytes
 from ctxcli.core.protocols import sha256
 from ctxcli.formats import get_format
 from ctxcli.pipeline.compose import reduce_bytes, rerun_bytes
@@ -297,7 +297,8 @@ def reduce_in_place(
     """
     session_file = is_session_path(path)
     live = None if run.force or not session_file else run.live_seconds
-    with InPlace(path, live_seconds=live, raw=raw) as change:
+    # Read as a map of a private copy: a 1 GB session is not held in memory as well.
+    with InPlace(path, live_seconds=live, raw=raw, mapped=True) as change:
         where = locate(str(path), dest, config, change.body, allocate=True, force=run.force)
         data = change.body
         name = str(change.path) if where.session else str(path)
@@ -309,12 +310,13 @@ def reduce_in_place(
                 path=name,
                 options=replace(run, monitors=True, trace=False),
             )
-            if again.output == data:
+            if same_bytes(again.output, data):
                 again.report.output = name
                 history.prune(path)
                 size = len(change.raw)
                 done = Change(change.path, None, size, size)
-                return Reduction(again.report, data, done, where.session)
+                output = b"" if dest.stream else bytes(data)
+                return Reduction(again.report, output, done, where.session)
         job = Job(
             data,
             name,

@@ -107,7 +107,7 @@ def locate(
         return Location(dest.offload_dir or dest.cite_as)
     explicit = dest.offload_dir or config.settings.offload_dir
     if dest.in_place:
-        return _in_place(Path(source), explicit, bytes(data), allocate=allocate, force=force)
+        return _in_place(Path(source), explicit, data, allocate=allocate, force=force)
     out = dest.output
     if explicit is not None:
         base = explicit
@@ -129,7 +129,7 @@ def locate(
 
 
 def _in_place(
-    path: Path, explicit: str | None, data: bytes, *, allocate: bool, force: bool
+    path: Path, explicit: str | None, data: Input, *, allocate: bool, force: bool
 ) -> Location:
     if explicit is None and is_session_path(path):
         change = history.new_change if allocate else history.next_change
@@ -148,7 +148,7 @@ def _in_place(
     return Location(root, previous, moved=claim.why)
 
 
-def _matching(data: bytes, path: Path, known: list[Path]) -> list[str]:
+def _matching(data: Input, path: Path, known: list[Path]) -> list[str]:
     """The records (of ``known``, then the index's) whose output ``data`` is."""
     known = known + history.index_dirs(data, os.path.realpath(path), grown=True)
     return [str(p.resolve()) for p in known if history.match_reduction(data, p)]

@@ -117,7 +117,7 @@ def restore_in_place(path: Path, offload_dir: str | Path | None, live: int | Non
     if not (is_session_path(path) or history.changes(path)):
         live = None  # a plain file is not a client's: nothing to be in use by
     with InPlace(path, live_seconds=live, lines=False) as change:
-        restored = original_of(change.raw, str(path), offload_dir)
+        restored = original_of(change.raw_bytes, str(path), offload_dir)
         if not restored.steps:
             return restored  # nothing to undo: the file is left as it is
         used = [Path(s.offload_dir) for s in restored.steps]

@@ -30,6 +30,7 @@ __all__ = [
     "local_path",
     "parse_toml",
     "release",
+    "same_bytes",
 ]
 
 Input = bytes | mmap.mmap
@@ -72,6 +73,20 @@ def hash_input(h: Hash, raw: Input, start: int = 0, end: int | None = None) -> H
         h.update(view[pos : min(pos + RELEASE_BYTES, end)])
         release(raw, min(pos + RELEASE_BYTES, end))
     return h
+
+
+def same_bytes(made: bytes, raw: Input) -> bool:
+    """Whether ``raw`` holds ``made``'s bytes; a map's pages are given back as it is read."""
+    if len(made) != len(raw):
+        return False
+    if not isinstance(raw, mmap.mmap):
+        return made == raw
+    for pos in range(0, len(made), RELEASE_BYTES):
+        end = min(pos + RELEASE_BYTES, len(made))
+        if raw[pos:end] != made[pos:end]:  # copies of 4 MB: memcmp, not a view's compare
+            return False
+        release(raw, end)
+    return True
 
 
 class Pages:

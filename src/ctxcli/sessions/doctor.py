@@ -444,7 +444,7 @@ def fix_in_place(
         CtxError: the file is not a Claude Code session or a Codex rollout.
     """
     with InPlace(path, live_seconds=None, lines=False) as change:
-        raw = change.raw
+        raw = change.raw_bytes
         agent, _sid = identify(change.path, raw)
         change.check_live(None if force else live_seconds)
         record = new_change(change.path, "doctor")

@@ -429,9 +429,9 @@ def uncompact(
         target, plan, record = _in_place(path, force, live_seconds, snapshot, progress)
         result = UncompactResult(target, plan, budget, record=record)
         if plan.compactions:
-            result.reduction = reduce(
-                str(target), Destination(in_place=True), config=config, options=run
-            )
+            # Streamed: the reduced session is written as it is made, never held whole.
+            dest = Destination(in_place=True, stream=True)
+            result.reduction = reduce(str(target), dest, config=config, options=run)
     else:
         result = _into_file(path, output, snapshot, progress, budget, config, run)
     if result.reduction is not None:
@@ -492,7 +492,7 @@ def _in_place(
 ) -> tuple[Path, Uncompacted, Path | None]:
     # Up to the last complete line, as a reduction in place: a line the client is still
     # writing is carried after the output, so the line it completes stays outside the record.
-    with InPlace(path, live_seconds=None) as change:
+    with InPlace(path, live_seconds=None, mapped=True) as change:
         raw = change.body
         # A file outside the clients' folders is nobody's session to be in use.
         live = None if force or not is_session_path(change.path) else live_seconds

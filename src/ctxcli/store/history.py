@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ctxcli.core.errors import CtxError, Remedy, RestoreError
+from ctxcli.core.io import Input, hash_input
 from ctxcli.core.protocols import safe_name, sha256
 from ctxcli.services.dirs import data_dir, private_dir
 from ctxcli.services.session_files import identify
@@ -231,7 +232,7 @@ def siblings(root: str) -> list[Path]:
 
 
 def index_dirs(
-    data: bytes, path: str | None, index: ReductionIndex | None = None, *, grown: bool = False
+    data: Input, path: str | None, index: ReductionIndex | None = None, *, grown: bool = False
 ) -> list[Path]:
     """Directories the reduction index knows for this content, or that wrote to ``path``.
 
@@ -241,7 +242,7 @@ def index_dirs(
     """
     head = head_digest(data) if grown and data else None
     entries = (index or ReductionIndex()).find(
-        output_sha256=sha256(data), path=path, output_head=head
+        output_sha256=_sha256(data), path=path, output_head=head
     )
     return list(dict.fromkeys(Path(e.offload_dir) for e in entries))
 
@@ -256,7 +257,7 @@ def prune(path: Path) -> None:
         pass  # missing, or still holding changes (or a note of a run in progress)
 
 
-def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int] | None:
+def match_reduction(data: Input, offload_dir: Path) -> tuple[dict[str, Any], int] | None:
     """``(manifest, appended bytes)`` if ``data`` is this directory's output, or it plus lines.
 
     Only hashes are compared; nothing is rebuilt. ``data`` that starts with the
@@ -274,13 +275,13 @@ def match_reduction(data: bytes, offload_dir: Path) -> tuple[dict[str, Any], int
         units = manifest.get("units")
     except (KeyError, TypeError, ValueError):
         return None
-    if len(data) == size and sha256(data) == digest:
+    if len(data) == size and _sha256(data) == digest:
         return manifest, 0
     if (
         units == "lines"
         and len(data) > size
         and (size == 0 or data[size - 1 : size] == b"\n")
-        and sha256(memoryview(data)[:size]) == digest
+        and _sha256(data, size) == digest
         and not _starts_with_input(data, manifest)
     ):
         return manifest, len(data) - size
@@ -293,7 +294,7 @@ def _reached(data: bytes, record: Path) -> bool:
     return manifest is not None and _starts_with_input(data, manifest)
 
 
-def _starts_with_input(data: bytes, manifest: dict[str, Any]) -> bool:
+def _starts_with_input(data: Input, manifest: dict[str, Any]) -> bool:
     """True if ``data`` starts with the input of a record that changed something."""
     source, made = manifest.get("input"), manifest.get("output")
     if not isinstance(source, dict) or not isinstance(made, dict):
@@ -303,7 +304,12 @@ def _starts_with_input(data: bytes, manifest: dict[str, Any]) -> bool:
         return False
     if size == made.get("bytes") and digest == made.get("sha256"):
         return False  # a record that changed nothing: undoing it changes nothing either
-    return sha256(memoryview(data)[:size]) == digest
+    return _sha256(data, size) == digest
+
+
+def _sha256(data: Input, end: int | None = None) -> str:
+    """Hex SHA-256 of ``data[:end]``; a map's pages are given back as it is hashed."""
+    return hash_input(hashlib.sha256(), data, 0, end).hexdigest()
 
 
 def match_reduction_at(path: Path, offload_dir: Path) -> bool:

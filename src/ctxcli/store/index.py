@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ctxcli.core.io import Input
 from ctxcli.core.protocols import sha256
 from ctxcli.services.dirs import data_dir
 from ctxcli.services.kv import OnDamage, Schema, StoreError, exists, opened, transaction
@@ -180,7 +181,7 @@ HEAD_BYTES = 1 << 16
 """How much of an output's first line :func:`head_digest` reads at most."""
 
 
-def head_digest(start: bytes | memoryview) -> str:
+def head_digest(start: Input | memoryview) -> str:
     """sha256 of the first line of ``start`` (through its newline; at most 64 KiB).
 
     Lines appended to a file never change it, so a reduced session that its client

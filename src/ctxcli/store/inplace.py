@@ -25,9 +25,12 @@ itself wrote it last (the lock file keeps a note of that).
 
 from __future__ import annotations
 
+import mmap
 import os
 import secrets
+import shutil
 import stat
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -38,6 +41,7 @@ from typing import BinaryIO
 import orjson
 
 from ctxcli.core.errors import CtxError, Remedy, TranscriptError
+from ctxcli.core.io import Input, release
 from ctxcli.services.lock import Held, note_of, path_lock
 from ctxcli.services.session_files import update_index
 from ctxcli.store.disk import fsync_dir, remove_stale
@@ -162,7 +166,9 @@ class InPlace:
     puts the staged file in place. ``lines``: a read that ends inside a line is changed
     up to its last newline only (never for a repair, whose job is a torn last line).
     ``raw``: the bytes already read (the caller read them under no lock: they are
-    compared with the file like any read).
+    compared with the file like any read). ``mapped``: what is read is a map of a
+    private copy of the file, not bytes in memory (:meth:`_private_copy`), for a change
+    that reads its input as a map (a reduction).
     """
 
     def __init__(
@@ -172,6 +178,7 @@ class InPlace:
         live_seconds: int | None = DEFAULT_LIVE_SECONDS,
         lines: bool = True,
         raw: bytes | None = None,
+        mapped: bool = False,
     ) -> None:
         self.path = Path(os.path.abspath(path))
         self.target = Path(os.path.realpath(path))
@@ -179,8 +186,11 @@ class InPlace:
         self.live_seconds = live_seconds
         self.lines = lines
         self.document = False
-        self.raw = raw if raw is not None else b""
+        self.raw: Input = raw if raw is not None else b""
         self._given = raw is not None
+        self.mapped = mapped and raw is None
+        self._copy: BinaryIO | None = None
+        self._body: Input | None = None
         self.end = 0
         self.mode = 0o644
         self._stack = ExitStack()
@@ -216,11 +226,45 @@ class InPlace:
         try:
             st = os.stat(self.target)
             if not self._given:
-                self.raw = self.target.read_bytes()
+                self.raw = self._private_copy() if self.mapped else self.target.read_bytes()
         except OSError as exc:
             raise unreadable(str(self.path), exc) from None
         self.mode = stat.S_IMODE(st.st_mode)
         self.end = complete_lines(self.raw) if self.lines else len(self.raw)
+
+    def _private_copy(self) -> Input:
+        """The file as read, mapped from a copy that only this change holds.
+
+        A 1 GB session read as bytes is 1 GB held; a map of the file itself would kill
+        ctx (SIGBUS) if its client truncated it meanwhile. The copy has no name (it goes
+        when the change ends, crash or not) and sits beside the file, on its disk, not
+        in a memory-backed /tmp. Where it cannot be made (a full disk), the bytes are
+        read instead.
+        """
+        try:
+            copy = tempfile.TemporaryFile(dir=self.target.parent, prefix=".ctx-read-")
+        except OSError:
+            return self.target.read_bytes()
+        self._stack.callback(copy.close)  # the maps keep what they map
+        try:
+            with open(self.target, "rb") as source:
+                shutil.copyfileobj(source, copy, _CHUNK)
+            copy.flush()
+        except OSError as exc:
+            if exc.filename is not None:  # the file itself: reading it fails the same
+                raise
+            return self.target.read_bytes()
+        if not copy.tell():
+            return b""
+        self._copy = copy
+        return mmap.mmap(copy.fileno(), 0, access=mmap.ACCESS_READ)
+
+    @property
+    def raw_bytes(self) -> bytes:
+        """What was read, as bytes: the read of a change made without ``mapped``."""
+        if not isinstance(self.raw, bytes):
+            raise TypeError("this change read its file as a map")
+        return self.raw
 
     @property
     def tail(self) -> bytes:
@@ -237,9 +281,16 @@ class InPlace:
         self.end = len(self.raw)
 
     @property
-    def body(self) -> bytes:
+    def body(self) -> Input:
         """What the change is made to: the bytes read, up to the last complete line."""
-        return self.raw if self.end == len(self.raw) else self.raw[: self.end]
+        if self.end == len(self.raw):
+            return self.raw
+        if self._copy is None or not self.end:
+            return self.raw[: self.end]
+        if self._body is None or len(self._body) != self.end:
+            # A map of the copy's complete lines: slicing the map would copy them.
+            self._body = mmap.mmap(self._copy.fileno(), self.end, access=mmap.ACCESS_READ)
+        return self._body
 
     def stage(self) -> Staged:
         """A temporary file for the new bytes, beside the file, with its mode."""
@@ -281,6 +332,9 @@ class InPlace:
                     piece = view[start : start + _CHUNK]
                     if fh.read(len(piece)) != piece:
                         raise self._changed("its content changed")
+                    if start % (64 * _CHUNK) == 0:
+                        release(self.raw, start)  # a map's compared pages go back
+                release(self.raw)
                 return fh.read()
         except OSError as exc:
             raise self._changed(f"it cannot be read again ({exc.strerror})") from None
@@ -321,7 +375,7 @@ def unreadable(path: str, exc: OSError) -> TranscriptError:
     return TranscriptError(path, None, f"cannot read ({exc.strerror})")
 
 
-def complete_lines(raw: bytes) -> int:
+def complete_lines(raw: Input) -> int:
     """Where the last complete line of ``raw`` ends, if it is JSON lines; else its length.
 
     A file whose first line is not JSON by itself is one document (or damaged): its end
