@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ctxcli.core.errors import CtxError
+from ctxcli.core.io import Input
 
 __all__ = [
     "CLAUDE",
@@ -81,7 +82,7 @@ def sniff_agent(datas: Sequence[Any]) -> str | None:
     return None
 
 
-def identify(path: Path, raw: bytes) -> tuple[str, str]:
+def identify(path: Path, raw: Input) -> tuple[str, str]:
     """The agent and session id of a session file whose bytes are ``raw``.
 
     Raises:

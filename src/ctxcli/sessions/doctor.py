@@ -14,6 +14,7 @@ Calls and results are paired again by the one pairing rule
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zlib
 from collections.abc import Iterable
@@ -24,10 +25,9 @@ from typing import Any, Protocol
 import orjson
 
 from ctxcli.api.local import open_input
-from ctxcli.core.io import Input, Made
+from ctxcli.core.io import Input, Made, hash_input
 from ctxcli.core.model import Conversation, Message
 from ctxcli.core.pairing import ORPHAN_RESULT, UNANSWERED_CALL, Unpaired, unpaired
-from ctxcli.core.protocols import sha256
 from ctxcli.formats import Format
 from ctxcli.formats.claude_code import ENVELOPE, derived_uuid, is_compact_boundary, past_dropped
 from ctxcli.formats.clients import ClientFile, bare
@@ -299,7 +299,7 @@ def salvage_tail(body: bytes, attempts: int = 200) -> bytes | None:
 
 
 def plan_fixes(
-    raw: bytes,
+    raw: Input,
     sink: Sink,
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
@@ -443,8 +443,9 @@ def fix_in_place(
         LiveSessionError: the session looks in use and ``force`` is not set.
         CtxError: the file is not a Claude Code session or a Codex rollout.
     """
-    with InPlace(path, live_seconds=None, lines=False) as change:
-        raw = change.raw_bytes
+    # Read as a map of a private copy: a 1 GB session is not held in memory as well.
+    with InPlace(path, live_seconds=None, lines=False, mapped=True) as change:
+        raw = change.raw
         agent, _sid = identify(change.path, raw)
         change.check_live(None if force else live_seconds)
         record = new_change(change.path, "doctor")
@@ -459,7 +460,11 @@ def fix_in_place(
                 format=agent,
                 units="lines",
                 kind="doctor",
-                input=InputSide(name=str(change.path), sha256=sha256(raw), bytes=len(raw)),
+                input=InputSide(
+                    name=str(change.path),
+                    sha256=hash_input(hashlib.sha256(), raw).hexdigest(),
+                    bytes=len(raw),
+                ),
                 output=Side(sha256=repair.output_sha256, bytes=repair.output_bytes),
             )
             done = tx.commit(header, repair.script, input_head=head_digest(raw))
