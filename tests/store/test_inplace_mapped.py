@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import mmap
 import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ import pytest
 from ctxcli.api import ChangedError, Destination, reduce, restore_file
 from ctxcli.core.io import same_bytes
 from ctxcli.pipeline.config import build_config
+from ctxcli.sessions import fix_in_place, uncompact
 from ctxcli.store.inplace import InPlace, Staged
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_transcripts" / "claude_code_session.jsonl"
@@ -67,21 +70,32 @@ def test_a_mapped_read_of_a_file_with_nothing_to_map(tmp_path: Path, content: by
         assert change.raw_bytes == content
 
 
-def test_a_reduction_in_place_never_reads_the_file_as_bytes(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    path = tmp_path / "session.jsonl"
-    shutil.copyfile(SAMPLE, path)
-    original = path.read_bytes()
+@contextmanager
+def _never_read_whole(monkeypatch: pytest.MonkeyPatch, path: Path) -> Iterator[None]:
+    """Fail if ``path`` is read as bytes meanwhile (a mapped change reads it otherwise)."""
     read = Path.read_bytes
 
     def spy(self: Path) -> bytes:
         assert self.resolve() != path.resolve(), "the session was read whole"
         return read(self)
 
-    monkeypatch.setattr(Path, "read_bytes", spy)
-    done = reduce(path, Destination(in_place=True, stream=True), config=CHAIN)
-    monkeypatch.undo()
+    with monkeypatch.context() as m:  # (undo() would drop the suite's data directory too)
+        m.setattr(Path, "read_bytes", spy)
+        yield
+
+
+def _session(tmp_path: Path) -> tuple[Path, bytes]:
+    path = tmp_path / "session.jsonl"
+    shutil.copyfile(SAMPLE, path)
+    return path, path.read_bytes()
+
+
+def test_a_reduction_in_place_never_reads_the_file_as_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path, original = _session(tmp_path)
+    with _never_read_whole(monkeypatch, path):
+        done = reduce(path, Destination(in_place=True, stream=True), config=CHAIN)
     assert done.change is not None and done.change.record is not None
     reduced = path.read_bytes()
     assert len(reduced) < len(original)
@@ -89,6 +103,26 @@ def test_a_reduction_in_place_never_reads_the_file_as_bytes(
     again = reduce(path, Destination(in_place=True, stream=True), config=CHAIN)
     assert again.change is not None and again.change.record is None
     assert again.output == b"" and path.read_bytes() == reduced
+    assert restore_file(path) == original
+
+
+def _uncompact(path: Path) -> Path | None:
+    return uncompact(path, force=True).record
+
+
+def _fix(path: Path) -> Path | None:
+    return fix_in_place(path, force=True)[1].record
+
+
+@pytest.mark.parametrize("change", [_uncompact, _fix], ids=["uncompact", "doctor --fix"])
+def test_the_other_changes_in_place_never_read_the_file_as_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: Callable[[Path], Path | None]
+) -> None:
+    # The sample holds a compaction and a line its client cannot parse: both change it.
+    path, original = _session(tmp_path)
+    with _never_read_whole(monkeypatch, path):
+        record = change(path)
+    assert record is not None and path.read_bytes() != original
     assert restore_file(path) == original
 
 
